@@ -1,0 +1,49 @@
+// attn-trace example [NAME]: print a bundled input to stdout.
+
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "io/examples.hpp"
+
+namespace attn::cli {
+
+namespace {
+
+struct ExampleOptions {
+  std::string name = "the-cat-sat";
+  bool list = false;
+};
+
+int run(const ExampleOptions& o) {
+  if (o.list) {
+    for (const Example& e : examples()) fmt::print("{:<20} {}\n", e.name, example_description(e));
+    return 0;
+  }
+  const Example* example = find_example(o.name);
+  if (example == nullptr) {
+    std::vector<std::string_view> names;
+    for (const Example& e : examples()) names.push_back(e.name);
+    throw UsageError(fmt::format("example: no example \"{}\"; the examples are {}", o.name, fmt::join(names, ", ")));
+  }
+  fmt::print("{}", example->text);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_example(CLI::App& app) {
+  auto options = std::make_shared<ExampleOptions>();
+  CLI::App* cmd = app.add_subcommand("example", "print a bundled input (default: the-cat-sat) to stdout");
+  cmd->add_option("NAME", options->name, "which example")->default_str("the-cat-sat");
+  cmd->add_flag("--list", options->list, "list the examples with what each shows");
+  cmd->footer(
+      "Example:\n"
+      "  attn-trace example > cat.json          the worked example, to edit\n"
+      "  attn-trace example gpt-causal | attn-trace run -\n"
+      "  attn-trace example --list");
+  return [cmd, options] { return cmd->parsed() ? run(*options) : -1; };
+}
+
+}  // namespace attn::cli

@@ -1,0 +1,23 @@
+#pragma once
+// What every subcommand file provides: it registers itself on the app and returns what to run
+// when the user chose it.
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace attn::cli {
+
+using Runner = std::function<int()>;
+
+// A mistake in the command line itself (not in the input file): one line, exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+Runner add_run(CLI::App& app);
+Runner add_example(CLI::App& app);
+
+}  // namespace attn::cli

@@ -1,0 +1,468 @@
+#include "io/load.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <span>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "io/json_pointer.hpp"
+
+namespace attn {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr std::array top_keys = {"X",   "tokens", "W_q",     "W_k",    "W_v",     "W_o",
+                                 "b_q", "b_k",    "b_v",     "b_o",    "n_heads", "n_kv_heads",
+                                 "scale", "mask", "layout", "context", "description"};
+
+std::string type_name(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return j.get<bool>() ? "true" : "false";
+    case json::value_t::string: return fmt::format("the string \"{}\"", j.get_ref<const std::string&>());
+    case json::value_t::array: return j.empty() ? "an empty list" : fmt::format("a list of {}", j.size());
+    case json::value_t::object: return "an object";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float: return fmt::format("the number {}", j.dump());
+    default: return "something else";
+  }
+}
+
+std::string plural(std::size_t count, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", count, count == 1 ? one : many);
+}
+
+// Reads one document, keeping the file name for every error it raises.
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& pointer, const std::string& message) const {
+    throw InputError(file_, pointer, message);
+  }
+
+  void require_keys(const json& object, const std::string& pointer, std::span<const char* const> allowed) const {
+    for (const auto& [key, value] : object.items()) {
+      if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) != allowed.end())
+        continue;
+      const std::string near = nearest_word(key, allowed);
+      fail(pointer_key(pointer, key), near.empty() ? fmt::format("unknown key \"{}\"", key)
+                                                   : fmt::format("unknown key \"{}\" (did you mean \"{}\"?)", key, near));
+    }
+  }
+
+  double number(const json& j, const std::string& pointer) const {
+    if (!j.is_number()) fail(pointer, fmt::format("expected a number, found {}", type_name(j)));
+    const double x = j.get<double>();
+    if (!std::isfinite(x)) fail(pointer, fmt::format("expected a finite number, found {}", j.dump()));
+    return x;
+  }
+
+  // A whole number in [min, max]: 2 and 2.0 are; 1.5, true and "2" are not.
+  std::size_t integer(const json& j, const std::string& pointer, std::size_t min, std::size_t max) const {
+    if (!j.is_number()) fail(pointer, fmt::format("expected a whole number, found {}", type_name(j)));
+    const double x = j.get<double>();
+    if (!std::isfinite(x) || std::floor(x) != x) fail(pointer, fmt::format("expected a whole number, found {}", j.dump()));
+    if (x < static_cast<double>(min) || x > static_cast<double>(max))
+      fail(pointer, fmt::format("expected a whole number from {} to {}, found {}", min, max, j.dump()));
+    return static_cast<std::size_t>(x);
+  }
+
+  const std::string& string(const json& j, const std::string& pointer) const {
+    if (!j.is_string()) fail(pointer, fmt::format("expected a string, found {}", type_name(j)));
+    return j.get_ref<const std::string&>();
+  }
+
+  void require_list(const json& j, const std::string& pointer, std::string_view of) const {
+    if (!j.is_array()) fail(pointer, fmt::format("expected a list of {}, found {}", of, type_name(j)));
+    if (j.empty()) fail(pointer, fmt::format("expected a list of {}, found an empty list", of));
+  }
+
+  std::vector<double> vector(const json& j, const std::string& pointer) const {
+    require_list(j, pointer, "numbers");
+    std::vector<double> out;
+    out.reserve(j.size());
+    for (std::size_t i = 0; i < j.size(); ++i) out.push_back(number(j[i], pointer_index(pointer, i)));
+    return out;
+  }
+
+  // A rows × cols matrix, every row as long as the first.
+  Tensor<double> matrix(const json& j, const std::string& pointer) const {
+    require_list(j, pointer, "rows");
+    std::vector<double> data;
+    std::size_t cols = 0;
+    for (std::size_t r = 0; r < j.size(); ++r) {
+      const std::string row_ptr = pointer_index(pointer, r);
+      if (!j[r].is_array()) fail(row_ptr, fmt::format("expected a row (a list of numbers), found {}", type_name(j[r])));
+      if (r == 0) {
+        cols = j[r].size();
+        if (cols == 0) fail(row_ptr, "expected a row of numbers, found an empty list");
+        data.reserve(j.size() * cols);
+      } else if (j[r].size() != cols) {
+        fail(row_ptr, fmt::format("expected {} (as row 0), found {}", plural(cols, "number", "numbers"), j[r].size()));
+      }
+      for (std::size_t c = 0; c < cols; ++c) data.push_back(number(j[r][c], pointer_index(row_ptr, c)));
+    }
+    return Tensor<double>({j.size(), cols}, std::move(data));
+  }
+
+  // A sequence: n × d (batched == false) or B × n × d, every item of one shape.
+  Tensor<double> sequence(const json& j, const std::string& pointer, bool batched) const {
+    if (!batched) {
+      Tensor<double> x = matrix(j, pointer);
+      return Tensor<double>({1, x.dim(0), x.dim(1)}, std::vector<double>(x.values().begin(), x.values().end()));
+    }
+    require_list(j, pointer, "sequences (a batch)");
+    std::vector<double> data;
+    std::size_t n = 0, d = 0;
+    for (std::size_t b = 0; b < j.size(); ++b) {
+      const std::string item_ptr = pointer_index(pointer, b);
+      if (!j[b].is_array() || j[b].empty() || !j[b][0].is_array()) {
+        fail(item_ptr, fmt::format("expected a batch item (a list of rows), found {}", type_name(j[b])));
+      }
+      const Tensor<double> x = matrix(j[b], item_ptr);
+      if (b == 0) {
+        n = x.dim(0);
+        d = x.dim(1);
+      } else if (x.dim(0) != n) {
+        fail(item_ptr, fmt::format("expected {} (as batch item 0), found {}", plural(n, "row", "rows"), x.dim(0)));
+      } else if (x.dim(1) != d) {
+        fail(pointer_index(item_ptr, 0),
+             fmt::format("expected {} (as batch item 0), found {}", plural(d, "number", "numbers"), x.dim(1)));
+      }
+      data.insert(data.end(), x.values().begin(), x.values().end());
+    }
+    return Tensor<double>({j.size(), n, d}, std::move(data));
+  }
+
+  // Labels for the n rows of each batch item: n strings, or (batched) B lists of n strings. A batch
+  // may also share one list. Absent: t0, t1, …
+  std::vector<std::vector<std::string>> tokens(const json* j, const std::string& pointer, std::size_t B,
+                                               std::size_t n, bool batched, std::string_view rows_of) const {
+    const auto one_list = [&](const json& list, const std::string& ptr) {
+      if (!list.is_array()) fail(ptr, fmt::format("expected a list of {} labels (strings), found {}", n, type_name(list)));
+      if (list.size() != n)
+        fail(ptr, fmt::format("expected {} ({}), found {}", plural(n, "label", "labels"), rows_of, list.size()));
+      std::vector<std::string> out;
+      for (std::size_t i = 0; i < n; ++i) out.push_back(string(list[i], pointer_index(ptr, i)));
+      return out;
+    };
+    if (j == nullptr) {
+      std::vector<std::string> names;
+      for (std::size_t i = 0; i < n; ++i) names.push_back(fmt::format("t{}", i));
+      return std::vector<std::vector<std::string>>(B, names);
+    }
+    if (batched && j->is_array() && !j->empty() && j->at(0).is_array()) {
+      if (j->size() != B)
+        fail(pointer, fmt::format("expected {} (one per batch item), found {}", plural(B, "list", "lists"), j->size()));
+      std::vector<std::vector<std::string>> out;
+      for (std::size_t b = 0; b < B; ++b) out.push_back(one_list(j->at(b), pointer_index(pointer, b)));
+      return out;
+    }
+    return std::vector<std::vector<std::string>>(B, one_list(*j, pointer));
+  }
+
+  // A weight matrix, returned in the in_out layout (in × out), checked against the rows it reads.
+  Tensor<double> weight(const json& root, const char* key, Layout layout, std::size_t in,
+                        std::string_view in_name) const {
+    const std::string ptr = pointer_key("", key);
+    const Tensor<double> w = matrix(root.at(key), ptr);
+    if (layout == Layout::in_out) {
+      if (w.dim(0) != in) fail(ptr, fmt::format("expected {} ({}), found {}", plural(in, "row", "rows"), in_name, w.dim(0)));
+      return w;
+    }
+    if (w.dim(1) != in)
+      fail(ptr, fmt::format("expected {} ({}; layout out_in), found {}", plural(in, "column", "columns"), in_name, w.dim(1)));
+    Tensor<double> t({w.dim(1), w.dim(0)});  // Wᵀ: out_in is PyTorch's nn.Linear storage
+    for (std::size_t r = 0; r < w.dim(0); ++r)
+      for (std::size_t c = 0; c < w.dim(1); ++c) t(c, r) = w(r, c);
+    return t;
+  }
+
+  // The width (outputs) of an in_out weight, checked to be a multiple of `heads`.
+  std::size_t per_head(const Tensor<double>& w, const char* key, Layout layout, std::size_t heads,
+                       std::string_view heads_name) const {
+    const std::size_t width = w.dim(1);
+    if (width % heads != 0) {
+      fail(pointer_key("", key),
+           fmt::format("{} {} do not split into {} = {} heads", width, layout == Layout::in_out ? "columns" : "rows",
+                       heads_name, heads));
+    }
+    return width / heads;
+  }
+
+  void check_width(const Tensor<double>& w, const char* key, Layout layout, std::size_t expected,
+                   const std::string& why) const {
+    if (w.dim(1) == expected) return;
+    const std::string_view side = layout == Layout::in_out ? "columns" : "rows";
+    fail(pointer_key("", key), fmt::format("expected {} {} ({}), found {}", expected, side, why, w.dim(1)));
+  }
+
+  std::vector<double> bias(const json& root, const char* key, std::size_t expected, const std::string& why) const {
+    if (!root.contains(key)) return {};
+    const std::string ptr = pointer_key("", key);
+    std::vector<double> b = vector(root.at(key), ptr);
+    if (b.size() != expected) fail(ptr, fmt::format("expected {} ({}), found {}", plural(expected, "number", "numbers"), why, b.size()));
+    return b;
+  }
+
+  Align align(const json& mask, const std::string& pointer) const {
+    if (!mask.contains("align")) return Align::top_left;
+    const std::string ptr = pointer_key(pointer, "align");
+    const std::string& a = string(mask.at("align"), ptr);
+    if (a == "top_left") return Align::top_left;
+    if (a == "bottom_right") return Align::bottom_right;
+    fail(ptr, fmt::format("expected \"top_left\" or \"bottom_right\", found \"{}\"", a));
+  }
+
+  Mask mask(const json* j, const Problem& p) const {
+    Mask mask;
+    mask.n = p.n;
+    mask.m = p.m;
+    if (j == nullptr) return mask;
+    const std::string ptr = "/mask";
+    constexpr std::array kinds = {"none", "causal", "sliding_window", "padding", "custom"};
+    const auto kind_of = [&](const std::string& name, const std::string& at) {
+      for (std::size_t i = 0; i < kinds.size(); ++i)
+        if (name == kinds[i]) return static_cast<MaskKind>(i);
+      const std::string near = nearest_word(name, kinds);
+      fail(at, fmt::format("unknown mask type \"{}\"{}; expected one of none, causal, sliding_window, padding, custom",
+                           name, near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
+    };
+    if (j->is_string()) {
+      mask.kind = kind_of(j->get<std::string>(), ptr);
+      if (mask.kind != MaskKind::none && mask.kind != MaskKind::causal)
+        fail(ptr, fmt::format("the mask \"{}\" needs its parameters: write it as an object, {{\"type\": \"{}\", …}}",
+                              to_string(mask.kind), to_string(mask.kind)));
+      return mask;
+    }
+    if (!j->is_object()) fail(ptr, fmt::format("expected \"none\", \"causal\" or a mask object, found {}", type_name(*j)));
+    if (!j->contains("type")) fail(pointer_key(ptr, "type"), "missing: a mask object needs a \"type\"");
+    mask.kind = kind_of(string(j->at("type"), pointer_key(ptr, "type")), pointer_key(ptr, "type"));
+    switch (mask.kind) {
+      case MaskKind::none: {
+        constexpr std::array keys = {"type"};
+        require_keys(*j, ptr, keys);
+        break;
+      }
+      case MaskKind::causal: {
+        constexpr std::array keys = {"type", "align"};
+        require_keys(*j, ptr, keys);
+        mask.align = align(*j, ptr);
+        break;
+      }
+      case MaskKind::sliding_window: {
+        constexpr std::array keys = {"type", "window", "align"};
+        require_keys(*j, ptr, keys);
+        if (!j->contains("window")) fail(pointer_key(ptr, "window"), "missing: a sliding_window mask needs a \"window\" (>= 1)");
+        mask.window = integer(j->at("window"), pointer_key(ptr, "window"), 1, 1u << 30);
+        mask.align = align(*j, ptr);
+        break;
+      }
+      case MaskKind::padding: {
+        constexpr std::array keys = {"type", "keep"};
+        require_keys(*j, ptr, keys);
+        mask.keep = keep(*j, pointer_key(ptr, "keep"), p);
+        break;
+      }
+      case MaskKind::custom: {
+        constexpr std::array keys = {"type", "allow"};
+        require_keys(*j, ptr, keys);
+        mask.allow = allow(*j, pointer_key(ptr, "allow"), p);
+        break;
+      }
+    }
+    return mask;
+  }
+
+  // padding: m flags of 0 or 1 (one list per batch item for a batch, or one list for all) -> (B or 1, m)
+  Tensor<std::uint8_t> keep(const json& mask, const std::string& ptr, const Problem& p) const {
+    if (!mask.contains("keep")) fail(ptr, fmt::format("missing: a padding mask needs \"keep\", {} flags of 0 or 1", p.m));
+    const json& k = mask.at("keep");
+    const auto flags = [&](const json& list, const std::string& at, std::vector<std::uint8_t>& out) {
+      if (!list.is_array()) fail(at, fmt::format("expected a list of {} flags (0 or 1), found {}", p.m, type_name(list)));
+      if (list.size() != p.m)
+        fail(at, fmt::format("expected {} (one per key), found {}", plural(p.m, "flag", "flags"), list.size()));
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        const json& f = list[i];
+        if (!f.is_number_integer() || (f.get<long long>() != 0 && f.get<long long>() != 1))
+          fail(pointer_index(at, i), fmt::format("expected 0 or 1, found {}", type_name(f)));
+        out.push_back(static_cast<std::uint8_t>(f.get<long long>()));
+      }
+    };
+    std::vector<std::uint8_t> data;
+    if (p.batched && k.is_array() && !k.empty() && k[0].is_array()) {
+      if (k.size() != p.B) fail(ptr, fmt::format("expected {} (one per batch item), found {}", plural(p.B, "list", "lists"), k.size()));
+      for (std::size_t b = 0; b < p.B; ++b) flags(k[b], pointer_index(ptr, b), data);
+      return Tensor<std::uint8_t>({p.B, p.m}, std::move(data));
+    }
+    flags(k, ptr, data);
+    return Tensor<std::uint8_t>({1, p.m}, std::move(data));
+  }
+
+  // custom: an n × m matrix of booleans (or B of them for a batch) -> (B or 1, n, m)
+  Tensor<std::uint8_t> allow(const json& mask, const std::string& ptr, const Problem& p) const {
+    if (!mask.contains("allow")) fail(ptr, fmt::format("missing: a custom mask needs \"allow\", {} × {} booleans", p.n, p.m));
+    const json& a = mask.at("allow");
+    const auto matrix_of_bools = [&](const json& rows, const std::string& at, std::vector<std::uint8_t>& out) {
+      if (!rows.is_array()) fail(at, fmt::format("expected {} rows of {} booleans, found {}", p.n, p.m, type_name(rows)));
+      if (rows.size() != p.n) fail(at, fmt::format("expected {} (one per query), found {}", plural(p.n, "row", "rows"), rows.size()));
+      for (std::size_t i = 0; i < p.n; ++i) {
+        const std::string row_ptr = pointer_index(at, i);
+        const json& row = rows[i];
+        if (!row.is_array()) fail(row_ptr, fmt::format("expected a row of {} booleans, found {}", p.m, type_name(row)));
+        if (row.size() != p.m)
+          fail(row_ptr, fmt::format("expected {} (one per key), found {}", plural(p.m, "boolean", "booleans"), row.size()));
+        for (std::size_t j = 0; j < p.m; ++j) {
+          if (!row[j].is_boolean()) fail(pointer_index(row_ptr, j), fmt::format("expected true or false, found {}", type_name(row[j])));
+          out.push_back(row[j].get<bool>() ? 1 : 0);
+        }
+      }
+    };
+    std::vector<std::uint8_t> data;
+    const bool per_item = p.batched && a.is_array() && !a.empty() && a[0].is_array() && !a[0].empty() && a[0][0].is_array();
+    if (per_item) {
+      if (a.size() != p.B) fail(ptr, fmt::format("expected {} (one per batch item), found {}", plural(p.B, "matrix", "matrices"), a.size()));
+      for (std::size_t b = 0; b < p.B; ++b) matrix_of_bools(a[b], pointer_index(ptr, b), data);
+      return Tensor<std::uint8_t>({p.B, p.n, p.m}, std::move(data));
+    }
+    matrix_of_bools(a, ptr, data);
+    return Tensor<std::uint8_t>({1, p.n, p.m}, std::move(data));
+  }
+
+  Problem problem(const json& root) const {
+    if (!root.is_object()) fail("", fmt::format("expected a JSON object with the keys X, W_q, W_k, W_v, …, found {}", type_name(root)));
+    require_keys(root, "", top_keys);
+    for (const char* key : {"X", "W_q", "W_k", "W_v"})
+      if (!root.contains(key)) fail(pointer_key("", key), "missing: this key is required");
+
+    Problem p;
+    if (root.contains("description")) p.description = string(root.at("description"), "/description");
+
+    // The sequence: 2-D, or 3-D for a batch.
+    const json& jx = root.at("X");
+    p.batched = jx.is_array() && !jx.empty() && jx[0].is_array() && !jx[0].empty() && jx[0][0].is_array();
+    p.X = sequence(jx, "/X", p.batched);
+    p.B = p.X.dim(0);
+    p.n = p.X.dim(1);
+    p.d_model = p.X.dim(2);
+    p.tokens = tokens(root.contains("tokens") ? &root.at("tokens") : nullptr, "/tokens", p.B, p.n, p.batched, "rows of X");
+
+    // Where keys and values come from: the context (cross-attention) or X itself.
+    if (root.contains("context")) {
+      const json& ctx = root.at("context");
+      if (!ctx.is_object()) fail("/context", fmt::format("expected an object {{\"X\": …, \"tokens\": …}}, found {}", type_name(ctx)));
+      constexpr std::array keys = {"X", "tokens"};
+      require_keys(ctx, "/context", keys);
+      if (!ctx.contains("X")) fail("/context/X", "missing: a context needs its own X");
+      const json& cx = ctx.at("X");
+      const bool ctx_batched = cx.is_array() && !cx.empty() && cx[0].is_array() && !cx[0].empty() && cx[0][0].is_array();
+      if (ctx_batched != p.batched)
+        fail("/context/X", p.batched ? fmt::format("expected a batch of {} sequences (as X), found a single sequence", p.B)
+                                     : "expected a single sequence (as X), found a batch");
+      p.C = sequence(cx, "/context/X", p.batched);
+      if (p.C.dim(0) != p.B)
+        fail("/context/X", fmt::format("expected {} (the batch of X), found {}", plural(p.B, "batch item", "batch items"), p.C.dim(0)));
+      p.cross = true;
+      p.m = p.C.dim(1);
+      p.d_context = p.C.dim(2);
+      p.context_tokens = tokens(ctx.contains("tokens") ? &ctx.at("tokens") : nullptr, "/context/tokens", p.B, p.m,
+                                p.batched, "rows of the context X");
+      if (!ctx.contains("tokens")) {
+        for (auto& item : p.context_tokens)
+          for (std::size_t j = 0; j < item.size(); ++j) item[j] = fmt::format("c{}", j);
+      }
+    } else {
+      p.C = p.X;
+      p.m = p.n;
+      p.d_context = p.d_model;
+      p.context_tokens = p.tokens;
+    }
+
+    // Heads.
+    p.h = root.contains("n_heads") ? integer(root.at("n_heads"), "/n_heads", 1, 1u << 16) : 1;
+    p.g = root.contains("n_kv_heads") ? integer(root.at("n_kv_heads"), "/n_kv_heads", 1, 1u << 16) : p.h;
+    if (p.h % p.g != 0)
+      fail("/n_kv_heads", fmt::format("n_heads = {} is not a multiple of n_kv_heads = {}", p.h, p.g));
+
+    // Weights, in the file's layout, turned into in_out.
+    if (root.contains("layout")) {
+      const std::string& layout = string(root.at("layout"), "/layout");
+      if (layout == "in_out") p.layout = Layout::in_out;
+      else if (layout == "out_in") p.layout = Layout::out_in;
+      else fail("/layout", fmt::format("expected \"in_out\" or \"out_in\", found \"{}\"", layout));
+    }
+    const std::string ctx_width = p.cross ? "width of the context X" : "d_model of X";
+    p.W_q = weight(root, "W_q", p.layout, p.d_model, "d_model of X");
+    p.d_k = per_head(p.W_q, "W_q", p.layout, p.h, "n_heads");
+    p.W_k = weight(root, "W_k", p.layout, p.d_context, ctx_width);
+    check_width(p.W_k, "W_k", p.layout, p.g * p.d_k, fmt::format("n_kv_heads · d_k = {} · {}", p.g, p.d_k));
+    p.W_v = weight(root, "W_v", p.layout, p.d_context, ctx_width);
+    p.d_v = per_head(p.W_v, "W_v", p.layout, p.g, "n_kv_heads");
+    if (root.contains("W_o")) {
+      p.W_o = weight(root, "W_o", p.layout, p.h * p.d_v, fmt::format("n_heads · d_v = {} · {}", p.h, p.d_v));
+      p.d_out = p.W_o.dim(1);
+    } else {
+      if (root.contains("b_o")) fail("/b_o", "b_o needs W_o: without an output projection there is nothing to add it to");
+      p.d_out = p.h * p.d_v;
+    }
+    p.b_q = bias(root, "b_q", p.h * p.d_k, "columns of W_q");
+    p.b_k = bias(root, "b_k", p.g * p.d_k, "columns of W_k");
+    p.b_v = bias(root, "b_v", p.g * p.d_v, "columns of W_v");
+    p.b_o = bias(root, "b_o", p.d_out, "columns of W_o");
+
+    p.scale_given = root.contains("scale");
+    p.scale = p.scale_given ? number(root.at("scale"), "/scale") : 1.0 / std::sqrt(static_cast<double>(p.d_k));
+    p.mask = mask(root.contains("mask") ? &root.at("mask") : nullptr, p);
+    return p;
+  }
+
+ private:
+  std::string file_;
+};
+
+}  // namespace
+
+std::string display_name(const std::string& path) { return path == "-" ? "<stdin>" : path; }
+
+std::string read_text(const std::string& path) {
+  if (path == "-") {
+    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "", fmt::format("cannot read the file: {}", std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError(path, "", fmt::format("cannot read the file: {}", std::strerror(errno)));
+  return std::move(text).str();
+}
+
+Problem load_problem(std::string_view text, const std::string& file) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // nlohmann's text starts "[json.exception.parse_error.101] parse error at line 1, column 2: …".
+    std::string what = e.what();
+    if (const auto at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);
+    throw InputError(file, "", fmt::format("invalid JSON: {}", what));
+  }
+  return Reader(file).problem(root);
+}
+
+Problem load_problem_file(const std::string& path) { return load_problem(read_text(path), display_name(path)); }
+
+}  // namespace attn

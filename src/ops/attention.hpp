@@ -1,0 +1,182 @@
+#pragma once
+// One small pure function per equation of attention. Every tensor carries a leading batch axis B
+// (1 for a 2-D input), so each step of the naive engine is exactly one call here.
+// Shapes: B batch, n queries, m keys, h query heads, g key/value heads, d_k, d_v head widths.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "tensor/tensor.hpp"
+
+namespace attn {
+
+namespace detail {
+inline void require(bool ok, const char* op, const std::string& what) {
+  if (!ok) throw std::invalid_argument(fmt::format("{}: {}", op, what));
+}
+}  // namespace detail
+
+// Y = X·W + b                                    X (B, n, d_in), W (d_in, d_out), b (d_out) or empty
+// Y[b][i][c] = Σ_r X[b][i][r] · W[r][c] + b[c]   -> (B, n, d_out)
+template <class T>
+Tensor<T> project(const Tensor<T>& X, const Tensor<T>& W, std::span<const T> bias) {
+  detail::require(X.rank() == 3 && W.rank() == 2 && X.dim(2) == W.dim(0), "project",
+                  fmt::format("X [{}] · W [{}]: inner sizes differ", fmt::join(X.shape(), ", "),
+                              fmt::join(W.shape(), ", ")));
+  detail::require(bias.empty() || bias.size() == W.dim(1), "project",
+                  fmt::format("bias of {} for {} outputs", bias.size(), W.dim(1)));
+  const std::size_t B = X.dim(0), n = X.dim(1), d_in = X.dim(2), d_out = W.dim(1);
+  Tensor<T> Y({B, n, d_out});
+  for (std::size_t b = 0; b < B; ++b) {
+    for (std::size_t i = 0; i < n; ++i) {
+      // i-r-c order: the inner loop walks a row of W and of Y, contiguous in memory.
+      for (std::size_t r = 0; r < d_in; ++r) {
+        const T x = X(b, i, r);
+        for (std::size_t c = 0; c < d_out; ++c) Y(b, i, c) += x * W(r, c);
+      }
+      if (!bias.empty()) {
+        for (std::size_t c = 0; c < d_out; ++c) Y(b, i, c) += bias[c];
+      }
+    }
+  }
+  return Y;
+}
+
+// Split the features into heads: reshape (B, n, h·d) -> (B, n, h, d), then transpose -> (B, h, n, d).
+// Heads[b][hd][i][c] = Y[b][i][hd·d + c]
+template <class T>
+Tensor<T> split_heads(const Tensor<T>& Y, std::size_t heads) {
+  detail::require(Y.rank() == 3 && heads > 0 && Y.dim(2) % heads == 0, "split_heads",
+                  fmt::format("{} features do not split into {} heads", Y.rank() == 3 ? Y.dim(2) : 0, heads));
+  const std::size_t B = Y.dim(0), n = Y.dim(1), d = Y.dim(2) / heads;
+  Tensor<T> H({B, heads, n, d});
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < heads; ++hd)
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t c = 0; c < d; ++c) H(b, hd, i, c) = Y(b, i, hd * d + c);
+  return H;
+}
+
+// Merge the heads back: transpose (B, h, n, d) -> (B, n, h, d), then reshape -> (B, n, h·d).
+// Y[b][i][hd·d + c] = O[b][hd][i][c]
+template <class T>
+Tensor<T> merge_heads(const Tensor<T>& O) {
+  detail::require(O.rank() == 4, "merge_heads", "expects (B, h, n, d)");
+  const std::size_t B = O.dim(0), heads = O.dim(1), n = O.dim(2), d = O.dim(3);
+  Tensor<T> Y({B, n, heads * d});
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < heads; ++hd)
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t c = 0; c < d; ++c) Y(b, i, hd * d + c) = O(b, hd, i, c);
+  return Y;
+}
+
+// Query head hd reads key/value head hd / (h/g): consecutive query heads share one K/V head (GQA),
+// as PyTorch's repeat_interleave does. g == h is ordinary multi-head, g == 1 is multi-query.
+inline std::size_t kv_head_of(std::size_t hd, std::size_t h, std::size_t g) { return hd / (h / g); }
+
+// S = Q·Kᵀ per head                                Q (B, h, n, d_k), K (B, g, m, d_k) -> (B, h, n, m)
+// S[b][hd][i][j] = Σ_c Q[b][hd][i][c] · K[b][kv][j][c],  kv = kv_head_of(hd)
+template <class T>
+Tensor<T> scores(const Tensor<T>& Q, const Tensor<T>& K) {
+  detail::require(Q.rank() == 4 && K.rank() == 4 && Q.dim(0) == K.dim(0) && Q.dim(3) == K.dim(3) &&
+                      K.dim(1) > 0 && Q.dim(1) % K.dim(1) == 0,
+                  "scores", fmt::format("Q [{}] and K [{}] do not fit", fmt::join(Q.shape(), ", "),
+                                        fmt::join(K.shape(), ", ")));
+  const std::size_t B = Q.dim(0), h = Q.dim(1), n = Q.dim(2), d_k = Q.dim(3), g = K.dim(1), m = K.dim(2);
+  Tensor<T> S({B, h, n, m});
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < h; ++hd) {
+      const std::size_t kv = kv_head_of(hd, h, g);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < m; ++j) {
+          T dot = 0;
+          for (std::size_t c = 0; c < d_k; ++c) dot += Q(b, hd, i, c) * K(b, kv, j, c);
+          S(b, hd, i, j) = dot;
+        }
+    }
+  return S;
+}
+
+// S' = S · scale, element by element (any shape).
+template <class T>
+Tensor<T> scale(const Tensor<T>& S, T factor) {
+  Tensor<T> out = S;
+  for (T& s : out.values()) s *= factor;
+  return out;
+}
+
+// Masked scores: -inf where the mask forbids query i to see key j, so that exp() makes it exactly 0.
+// S (B, h, n, m); allows(b, i, j) -> bool is the same for every head.
+template <class T, class Allows>
+Tensor<T> apply_mask(const Tensor<T>& S, const Allows& allows) {
+  detail::require(S.rank() == 4, "apply_mask", "expects (B, h, n, m)");
+  const std::size_t B = S.dim(0), h = S.dim(1), n = S.dim(2), m = S.dim(3);
+  Tensor<T> out = S;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < m; ++j)
+        if (!allows(b, i, j)) {
+          for (std::size_t hd = 0; hd < h; ++hd) out(b, hd, i, j) = -std::numeric_limits<T>::infinity();
+        }
+  return out;
+}
+
+// P = softmax(S) along each row (the last axis), any leading shape.
+// P[r][j] = exp(S[r][j] - max_r) / Σ_j' exp(S[r][j'] - max_r)
+// Subtracting the row max is so exp never overflows; a row whose every entry is -inf has nothing to
+// attend and gets all-zero weights instead of 0/0 = NaN.
+template <class T>
+Tensor<T> softmax_rows(const Tensor<T>& S) {
+  detail::require(S.rank() >= 1, "softmax_rows", "expects at least one axis");
+  const std::size_t m = S.shape().back();
+  Tensor<T> P(S.shape());
+  if (m == 0) return P;
+  const std::size_t rows = S.size() / m;
+  const std::span<const T> s = S.values();
+  const std::span<T> p = P.values();
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::span<const T> row = s.subspan(r * m, m);
+    const std::span<T> out = p.subspan(r * m, m);
+    const T max = *std::max_element(row.begin(), row.end());
+    if (max == -std::numeric_limits<T>::infinity()) continue;  // nothing to attend: zeros
+    T sum = 0;
+    for (std::size_t j = 0; j < m; ++j) {
+      out[j] = std::exp(row[j] - max);
+      sum += out[j];
+    }
+    for (std::size_t j = 0; j < m; ++j) out[j] /= sum;
+  }
+  return P;
+}
+
+// O = P·V per head                                 P (B, h, n, m), V (B, g, m, d_v) -> (B, h, n, d_v)
+// O[b][hd][i][c] = Σ_j P[b][hd][i][j] · V[b][kv][j][c],  kv = kv_head_of(hd)
+template <class T>
+Tensor<T> weighted_sum(const Tensor<T>& P, const Tensor<T>& V) {
+  detail::require(P.rank() == 4 && V.rank() == 4 && P.dim(0) == V.dim(0) && P.dim(3) == V.dim(2) &&
+                      V.dim(1) > 0 && P.dim(1) % V.dim(1) == 0,
+                  "weighted_sum", fmt::format("P [{}] and V [{}] do not fit", fmt::join(P.shape(), ", "),
+                                              fmt::join(V.shape(), ", ")));
+  const std::size_t B = P.dim(0), h = P.dim(1), n = P.dim(2), m = P.dim(3), g = V.dim(1), d_v = V.dim(3);
+  Tensor<T> O({B, h, n, d_v});
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < h; ++hd) {
+      const std::size_t kv = kv_head_of(hd, h, g);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < m; ++j) {
+          const T p = P(b, hd, i, j);
+          if (p == 0) continue;  // masked keys add nothing (and skipping keeps 0 · inf out)
+          for (std::size_t c = 0; c < d_v; ++c) O(b, hd, i, c) += p * V(b, kv, j, c);
+        }
+    }
+  return O;
+}
+
+}  // namespace attn

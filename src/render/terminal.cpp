@@ -1,0 +1,257 @@
+#include "render/terminal.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "render/number.hpp"
+
+namespace attn {
+
+namespace {
+
+constexpr std::size_t label_width = 10;  // longer token labels are cut, with "…"
+
+struct Style {
+  bool on;
+  std::string wrap(std::string_view text, std::string_view code) const {
+    return on ? fmt::format("\x1b[{}m{}\x1b[0m", code, text) : std::string(text);
+  }
+  std::string title(std::string_view t) const { return wrap(t, "1;36"); }
+  std::string formula(std::string_view t) const { return wrap(t, "1;33"); }
+  std::string faint(std::string_view t) const { return wrap(t, "2"); }
+  std::string label(std::string_view t) const { return wrap(t, "1"); }
+  std::string warning(std::string_view t) const { return wrap(t, "1;31"); }
+};
+
+// Which indices of an axis of `count` to show when at most `limit` fit: the first and the last ones.
+// A gap is marked by the index `count` itself.
+std::vector<std::size_t> shown(std::size_t count, std::size_t limit) {
+  std::vector<std::size_t> out;
+  if (limit == 0 || count <= limit) {
+    for (std::size_t i = 0; i < count; ++i) out.push_back(i);
+    return out;
+  }
+  const std::size_t head = (limit + 1) / 2, tail = limit / 2;
+  for (std::size_t i = 0; i < head; ++i) out.push_back(i);
+  out.push_back(count);  // the gap
+  for (std::size_t i = count - tail; i < count; ++i) out.push_back(i);
+  return out;
+}
+
+std::string pad_left(std::string_view s, std::size_t width) {
+  const std::size_t w = display_width(s);
+  return std::string(width > w ? width - w : 0, ' ') + std::string(s);
+}
+std::string pad_right(std::string_view s, std::size_t width) {
+  const std::size_t w = display_width(s);
+  return std::string(s) + std::string(width > w ? width - w : 0, ' ');
+}
+
+class Renderer {
+ public:
+  Renderer(const Trace& trace, const RenderOptions& options)
+      : t_(trace), p_(*trace.problem), o_(options), style_{options.color} {}
+
+  std::string run() {
+    header();
+    for (std::size_t i = 0; i < t_.steps.size(); ++i) step(t_.steps[i]);
+    footer();
+    return std::move(out_);
+  }
+
+ private:
+  template <class... Args>
+  void line(fmt::format_string<Args...> f, Args&&... args) {
+    out_ += fmt::format(f, std::forward<Args>(args)...);
+    out_ += '\n';
+  }
+
+  std::string scale_text() const {
+    return p_.scale_given ? format_value(p_.scale, o_.precision)
+                          : fmt::format("1/√{} = {}", p_.d_k, format_value(p_.scale, o_.precision));
+  }
+
+  std::string token_list(const std::vector<std::string>& tokens) const {
+    std::vector<std::string> cut;
+    for (std::size_t i = 0; i < tokens.size() && i < 8; ++i) cut.push_back(truncate_to(tokens[i], label_width));
+    return fmt::format("{}{}", fmt::join(cut, ", "), tokens.size() > 8 ? ", …" : "");
+  }
+
+  void header() {
+    line("{}", style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version, o_.engine, t_.dtype)));
+    if (!p_.description.empty()) line("{}", p_.description);
+    line("");
+    const auto row = [&](std::string_view name, const std::string& value) {
+      line("  {} {}", style_.faint(pad_right(name, 9)), value);
+    };
+    if (p_.batched) row("batch", fmt::format("{} items", p_.B));
+    row("queries", fmt::format("n = {}: {}", p_.n, token_list(p_.tokens[0])));
+    if (p_.cross)
+      row("keys", fmt::format("m = {}, from the context (cross-attention): {}", p_.m, token_list(p_.context_tokens[0])));
+    else
+      row("keys", fmt::format("m = {}, the same tokens (self-attention)", p_.m));
+    const std::string heads =
+        p_.g == p_.h ? fmt::format("{} head{}", p_.h, p_.h == 1 ? "" : "s")
+                     : fmt::format("{} query heads sharing {} key/value head{} ({})", p_.h, p_.g, p_.g == 1 ? "" : "s",
+                                   p_.g == 1 ? "multi-query" : "grouped-query");
+    row("sizes", fmt::format("d_model = {}, {}, d_k = {}, d_v = {}, output width {}", p_.d_model, heads, p_.d_k, p_.d_v,
+                             p_.d_out));
+    row("scale", scale_text());
+    row("mask", p_.mask.summary());
+    row("weights", fmt::format("layout {}{}", p_.layout == Layout::in_out ? "in_out (Q = X·W_q)" : "out_in (Q = X·W_qᵀ, as nn.Linear)",
+                               p_.has_output_projection() ? ", with W_o" : ", no W_o"));
+  }
+
+  // Labels along one axis of a table.
+  std::vector<std::string> labels(Step step, Axis axis, std::size_t b, std::size_t count) const {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < count; ++i) {
+      switch (axis) {
+        case Axis::query: out.push_back(truncate_to(p_.tokens[b][i], label_width)); break;
+        case Axis::key: out.push_back(truncate_to(p_.context_tokens[b][i], label_width)); break;
+        default: {
+          // Columns of the projections say which head they belong to, so the split is visible.
+          std::size_t heads = 1;
+          if (step == Step::q || step == Step::concat) heads = p_.h;
+          if (step == Step::k || step == Step::v) heads = p_.g;
+          const std::size_t width = count / heads;
+          out.push_back(heads == 1 ? fmt::format("{}", i) : fmt::format("h{}.{}", i / width, i % width));
+        }
+      }
+    }
+    return out;
+  }
+
+  void step(const StepRecord& rec) {
+    const StepInfo& info = step_info(rec.step);
+    const Shape& shape = rec.value.shape();
+    const std::vector<std::string> dims = dim_names(rec.step, p_.batched);
+
+    line("");
+    const std::string heading = fmt::format("━━ {} ", info.name);
+    line("{}", style_.title(heading + rule(72 - std::min<std::size_t>(72, display_width(heading)))));
+    std::vector<std::string> parts;
+    for (std::size_t a = 0; a < shape.size(); ++a) parts.push_back(fmt::format("{} {}", shape[a], dims[a]));
+    line("{}   {}", style_.formula(rec.formula), style_.faint(fmt::format("[{}]", fmt::join(parts, " × "))));
+    line("{}", info.description);
+
+    // Tables over the last two axes (a 1-row table for a rank-1 value); one per batch item and head.
+    const std::size_t rank = shape.size();
+    const std::size_t rows = rank >= 2 ? shape[rank - 2] : 1, cols = shape[rank - 1];
+    std::vector<Axis> axes = info.axes;
+    if (p_.batched) axes.insert(axes.begin(), Axis::feature);  // placeholder for the batch axis
+    const Axis row_axis = axes[rank - 2], col_axis = axes[rank - 1];
+    const std::size_t outer_rank = rank - 2;
+    std::size_t outer = 1;
+    for (std::size_t a = 0; a < outer_rank; ++a) outer *= shape[a];
+    for (std::size_t k = 0; k < outer; ++k) {
+      // Unravel k into (batch?, head?).
+      std::size_t rest = k, b = 0, hd = 0;
+      bool has_head = false, kv = false;
+      for (std::size_t a = outer_rank; a-- > 0;) {
+        const std::size_t index = rest % shape[a];
+        rest /= shape[a];
+        if (p_.batched && a == 0) b = index;
+        else {
+          hd = index;
+          has_head = true;
+          kv = axes[a] == Axis::kv_head;
+        }
+      }
+      if (has_head && o_.head && !head_selected(hd, kv)) continue;
+      std::string caption;
+      if (p_.batched) caption = fmt::format("batch {}", b);
+      if (has_head) {
+        if (!caption.empty()) caption += ", ";
+        caption += kv ? kv_caption(hd) : fmt::format("head {}", hd);
+      }
+      table(rec, k * rows * cols, rows, cols, labels(rec.step, row_axis, b, rows), labels(rec.step, col_axis, b, cols),
+            caption);
+    }
+  }
+
+  std::string rule(std::size_t width) const {
+    std::string s;
+    for (std::size_t i = 0; i < width; ++i) s += "━";
+    return s;
+  }
+
+  bool head_selected(std::size_t hd, bool kv) const {
+    if (!kv) return hd == *o_.head;
+    return hd == kv_head_of(*o_.head, p_.h, p_.g);
+  }
+
+  std::string kv_caption(std::size_t kv) const {
+    if (p_.g == p_.h) return fmt::format("head {}", kv);
+    const std::size_t group = p_.h / p_.g;
+    return group == 1 ? fmt::format("kv head {}", kv)
+                      : fmt::format("kv head {} (read by query heads {}–{})", kv, kv * group, kv * group + group - 1);
+  }
+
+  void table(const StepRecord& rec, std::size_t offset, std::size_t rows, std::size_t cols,
+             const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
+             const std::string& caption) {
+    const std::span<const double> v = rec.value.values().subspan(offset, rows * cols);
+    const std::vector<std::size_t> rs = shown(rows, o_.max_rows), cs = shown(cols, o_.max_cols);
+
+    // Column widths: the widest of the label and every shown value.
+    std::vector<std::size_t> width(cs.size(), 1);
+    std::size_t label_col = display_width(caption);
+    for (const std::size_t r : rs)
+      if (r < rows) label_col = std::max(label_col, display_width(row_labels[r]));
+    for (std::size_t c = 0; c < cs.size(); ++c) {
+      if (cs[c] == cols) continue;
+      width[c] = display_width(col_labels[cs[c]]);
+      for (const std::size_t r : rs)
+        if (r < rows) width[c] = std::max(width[c], format_value(v[r * cols + cs[c]], o_.precision).size());
+    }
+
+    line("");
+    std::string head = "  " + style_.faint(pad_right(caption, label_col));
+    for (std::size_t c = 0; c < cs.size(); ++c)
+      head += "  " + (cs[c] == cols ? std::string("…") : style_.label(pad_left(col_labels[cs[c]], width[c])));
+    line("{}", head);
+    for (const std::size_t r : rs) {
+      std::string text = "  " + (r == rows ? pad_right("⋮", label_col) : style_.label(pad_right(row_labels[r], label_col)));
+      for (std::size_t c = 0; c < cs.size(); ++c) {
+        if (cs[c] == cols || r == rows) {
+          text += "  " + pad_left(cs[c] == cols ? "…" : "⋮", cs[c] == cols ? 1 : width[c]);
+          continue;
+        }
+        const double x = v[r * cols + cs[c]];
+        const std::string cell = pad_left(format_value(x, o_.precision), width[c]);
+        text += "  " + (std::isfinite(x) ? cell : style_.faint(cell));
+      }
+      line("{}", text);
+    }
+    if (rs.size() != rows || cs.size() != cols) {
+      std::vector<std::string> hidden;
+      if (rs.size() != rows) hidden.push_back(fmt::format("{} of {} rows", rows - (rs.size() - 1), rows));
+      if (cs.size() != cols) hidden.push_back(fmt::format("{} of {} columns", cols - (cs.size() - 1), cols));
+      line("  {}", style_.faint(fmt::format("({} not shown; --max-rows 0 --max-cols 0 shows everything)",
+                                            fmt::join(hidden, " and "))));
+    }
+  }
+
+  void footer() {
+    if (t_.warnings.empty()) return;
+    line("");
+    for (const std::string& w : t_.warnings) line("{} {}", style_.warning("warning:"), w);
+  }
+
+  const Trace& t_;
+  const Problem& p_;
+  const RenderOptions& o_;
+  Style style_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string render_trace(const Trace& trace, const RenderOptions& options) { return Renderer(trace, options).run(); }
+
+}  // namespace attn

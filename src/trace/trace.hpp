@@ -1,0 +1,59 @@
+#pragma once
+// A recorded run: the problem it ran on and every step that was asked for, in double
+// (exact for float32 values too) with the dtype they were computed in.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/naive.hpp"
+#include "model/problem.hpp"
+#include "tensor/tensor.hpp"
+#include "trace/observer.hpp"
+#include "trace/steps.hpp"
+
+namespace attn {
+
+struct StepRecord {
+  Step step;
+  std::string formula;    // with this problem's details: "Q = X·W_q + b_q"
+  Tensor<double> value;   // the step's shape; a leading batch axis only for a batched input
+};
+
+struct Trace {
+  std::shared_ptr<const Problem> problem;
+  std::string dtype;                  // "float32" or "float64"
+  std::vector<StepRecord> steps;      // in the order the engine ran them
+  std::vector<EmptyRow> empty_rows;
+  std::vector<std::string> warnings;  // for people: one sentence each
+};
+
+// The formula of `step` as it applies to `p` (bias terms only when present, and so on).
+std::string step_formula(Step step, const Problem& p);
+
+// Which steps to keep.
+struct StepFilter {
+  std::vector<Step> only;  // empty: every step
+  bool keeps(Step step) const;
+};
+
+// Keeps a copy of every step the filter lets through.
+class TraceCollector final : public Observer {
+ public:
+  TraceCollector(std::shared_ptr<const Problem> problem, std::string dtype, StepFilter filter = {});
+
+  bool wants(Step step) const override { return filter_.keeps(step); }
+  void on(Step step, const Tensor<float>& value) override { keep(step, cast<double>(value)); }
+  void on(Step step, const Tensor<double>& value) override { keep(step, value); }
+
+  // The finished trace, with a warning per row that had nothing to attend.
+  Trace finish(std::vector<EmptyRow> empty_rows) &&;
+
+ private:
+  void keep(Step step, Tensor<double> value);
+
+  Trace trace_;
+  StepFilter filter_;
+};
+
+}  // namespace attn
