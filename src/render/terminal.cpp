@@ -137,7 +137,7 @@ class Renderer {
     std::vector<std::string> parts;
     for (std::size_t a = 0; a < shape.size(); ++a) parts.push_back(fmt::format("{} {}", shape[a], dims[a]));
     line("{}   {}", style_.formula(rec.formula), style_.faint(fmt::format("[{}]", fmt::join(parts, " × "))));
-    line("{}", info.description);
+    line("{}", rec.description);
 
     // Tables over the last two axes (a 1-row table for a rank-1 value); one per batch item and head.
     const std::size_t rank = shape.size();

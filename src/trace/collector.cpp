@@ -28,6 +28,14 @@ std::string step_formula(Step step, const Problem& p) {
   }
 }
 
+std::string step_description(Step step, const Problem& p) {
+  if (step == Step::output && !p.has_output_projection())
+    return "the result: the merged heads as they are, since the input has no output projection";
+  if (step == Step::masked && p.mask.kind == MaskKind::none)
+    return "no mask: every query may see every key, so this is the scaled scores unchanged";
+  return std::string(step_info(step).description);
+}
+
 bool StepFilter::keeps(Step step) const {
   return only.empty() || std::find(only.begin(), only.end(), step) != only.end();
 }
@@ -45,7 +53,8 @@ void TraceCollector::keep(Step step, Tensor<double> value) {
     std::vector<double> data(value.values().begin(), value.values().end());
     value = Tensor<double>(std::move(shape), std::move(data));
   }
-  trace_.steps.push_back({step, step_formula(step, *trace_.problem), std::move(value)});
+  trace_.steps.push_back(
+      {step, step_formula(step, *trace_.problem), step_description(step, *trace_.problem), std::move(value)});
 }
 
 Trace TraceCollector::finish(std::vector<EmptyRow> empty_rows) && {

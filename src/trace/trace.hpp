@@ -16,7 +16,8 @@ namespace attn {
 
 struct StepRecord {
   Step step;
-  std::string formula;    // with this problem's details: "Q = X·W_q + b_q"
+  std::string formula;      // with this problem's details: "Q = X·W_q + b_q"
+  std::string description;  // one sentence: what it means
   Tensor<double> value;   // the step's shape; a leading batch axis only for a batched input
 };
 
@@ -30,6 +31,8 @@ struct Trace {
 
 // The formula of `step` as it applies to `p` (bias terms only when present, and so on).
 std::string step_formula(Step step, const Problem& p);
+// Its one-sentence meaning for `p`.
+std::string step_description(Step step, const Problem& p);
 
 // Which steps to keep.
 struct StepFilter {
