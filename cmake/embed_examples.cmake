@@ -1,6 +1,7 @@
-# Writes OUT, a C++ source that holds every file of FILES as a named string, for `attn-trace example`.
+# Writes OUT, a C++ source that holds every DATA_DIR/*.json as a named string, for `attn-trace example`.
 # The name of data/the_cat_sat.json is "the-cat-sat".
 set(body "#include \"io/examples.hpp\"\n\nnamespace attn {\n\nconst std::vector<Example>& examples() {\n  static const std::vector<Example> all = {\n")
+file(GLOB FILES ${DATA_DIR}/*.json)
 list(SORT FILES)
 foreach(file IN LISTS FILES)
   get_filename_component(stem ${file} NAME_WE)
