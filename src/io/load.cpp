@@ -8,7 +8,9 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <optional>
+#include <set>
 #include <span>
 #include <sstream>
 
@@ -16,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/json_pointer.hpp"
+#include "io/load_json.hpp"
 
 namespace attn {
 
@@ -48,10 +51,11 @@ std::string plural(std::size_t count, std::string_view one, std::string_view man
 // Reads one document, keeping the file name for every error it raises.
 class Reader {
  public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
+  // `root` is the pointer of the input object within its document ("" for an input file).
+  Reader(std::string file, std::string root) : file_(std::move(file)), root_(std::move(root)) {}
 
   [[noreturn]] void fail(const std::string& pointer, const std::string& message) const {
-    throw InputError(file_, pointer, message);
+    throw InputError(file_, root_ + pointer, message);
   }
 
   void require_keys(const json& object, const std::string& pointer, std::span<const char* const> allowed) const {
@@ -298,9 +302,9 @@ class Reader {
         fail(at, fmt::format("expected {} (one per key), found {}", plural(p.m, "flag", "flags"), list.size()));
       for (std::size_t i = 0; i < list.size(); ++i) {
         const json& f = list[i];
-        if (!f.is_number_integer() || (f.get<long long>() != 0 && f.get<long long>() != 1))
+        if (!f.is_number() || (f.get<double>() != 0 && f.get<double>() != 1))
           fail(pointer_index(at, i), fmt::format("expected 0 or 1, found {}", type_name(f)));
-        out.push_back(static_cast<std::uint8_t>(f.get<long long>()));
+        out.push_back(f.get<double>() == 1 ? 1 : 0);
       }
     };
     std::vector<std::uint8_t> data;
@@ -371,7 +375,7 @@ class Reader {
       const json& cx = ctx.at("X");
       const bool ctx_batched = cx.is_array() && !cx.empty() && cx[0].is_array() && !cx[0].empty() && cx[0][0].is_array();
       if (ctx_batched != p.batched)
-        fail("/context/X", p.batched ? fmt::format("expected a batch of {} sequences (as X), found a single sequence", p.B)
+        fail("/context/X", p.batched ? fmt::format("expected a batch of {} (as X), found a single sequence", plural(p.B, "sequence", "sequences"))
                                      : "expected a single sequence (as X), found a batch");
       p.C = sequence(cx, "/context/X", p.batched);
       if (p.C.dim(0) != p.B)
@@ -419,10 +423,12 @@ class Reader {
       if (root.contains("b_o")) fail("/b_o", "b_o needs W_o: without an output projection there is nothing to add it to");
       p.d_out = p.h * p.d_v;
     }
-    p.b_q = bias(root, "b_q", p.h * p.d_k, "columns of W_q");
-    p.b_k = bias(root, "b_k", p.g * p.d_k, "columns of W_k");
-    p.b_v = bias(root, "b_v", p.g * p.d_v, "columns of W_v");
-    p.b_o = bias(root, "b_o", p.d_out, "columns of W_o");
+    // A bias has one number per output of its projection: columns of an in_out weight, rows of out_in.
+    const std::string_view outputs = p.layout == Layout::in_out ? "columns" : "rows";
+    p.b_q = bias(root, "b_q", p.h * p.d_k, fmt::format("the {} of W_q", outputs));
+    p.b_k = bias(root, "b_k", p.g * p.d_k, fmt::format("the {} of W_k", outputs));
+    p.b_v = bias(root, "b_v", p.g * p.d_v, fmt::format("the {} of W_v", outputs));
+    p.b_o = bias(root, "b_o", p.d_out, fmt::format("the {} of W_o", outputs));
 
     p.scale_given = root.contains("scale");
     p.scale = p.scale_given ? number(root.at("scale"), "/scale") : 1.0 / std::sqrt(static_cast<double>(p.d_k));
@@ -432,6 +438,7 @@ class Reader {
 
  private:
   std::string file_;
+  std::string root_;
 };
 
 }  // namespace
@@ -450,17 +457,155 @@ std::string read_text(const std::string& path) {
   return std::move(text).str();
 }
 
-Problem load_problem(std::string_view text, const std::string& file) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann's text starts "[json.exception.parse_error.101] parse error at line 1, column 2: …".
-    std::string what = e.what();
-    if (const auto at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);
-    throw InputError(file, "", fmt::format("invalid JSON: {}", what));
+namespace {
+
+// A first pass over the text that knows where it is (as a JSON Pointer), so that the errors the
+// DOM parser reports without a place get one, and so that duplicate keys and absurd nesting, which
+// the DOM parser would accept, are refused.
+class CheckingSax final : public nlohmann::json_sax<json> {
+ public:
+  static constexpr std::size_t max_depth = 64;
+
+  std::string pointer;  // where the first error is
+  std::string message;  // "" when the text is fine
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+
+  bool start_object(std::size_t) override { return open(true); }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_array() override { return close(); }
+
+  bool key(string_t& k) override {
+    Frame& top = stack_.back();
+    if (!top.keys.insert(k).second) {
+      top.key = k;
+      return error(here(false), fmt::format("duplicate key \"{}\": each key may appear once", k));
+    }
+    top.key = k;
+    return true;
   }
-  return Reader(file).problem(root);
+
+  bool parse_error(std::size_t, const std::string& token, const nlohmann::detail::exception& ex) override {
+    if (ex.id == 406) return error(here(true), fmt::format("the number {} is out of range (beyond ±1.8e308)", token));
+    // nlohmann's text starts "[json.exception.parse_error.101] parse error at line 1, column 2: …".
+    std::string what = ex.what();
+    if (const auto at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);
+    return error(here(true), fmt::format("invalid JSON: {}", what));
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::string key;                 // object: the key being read
+    std::size_t count = 0;           // array: values seen so far
+    std::set<std::string> keys;      // object: keys seen so far
+  };
+
+  // The pointer of the value being read; `next` for the one about to start in an array.
+  std::string here(bool next) const {
+    std::string out;
+    for (std::size_t i = 0; i < stack_.size(); ++i) {
+      const Frame& f = stack_[i];
+      const bool innermost = i + 1 == stack_.size();
+      if (f.object) out = pointer_key(out, f.key);
+      else if (f.count > 0 || (innermost && next)) out = pointer_index(out, innermost && next ? f.count : f.count - 1);
+    }
+    return out;
+  }
+
+  bool value() {
+    if (!stack_.empty() && !stack_.back().object) ++stack_.back().count;
+    return true;
+  }
+
+  bool open(bool object) {
+    value();
+    if (stack_.size() >= max_depth) return error(here(false), fmt::format("nested deeper than {} levels", max_depth));
+    stack_.push_back({object});
+    return true;
+  }
+
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  bool error(std::string where, std::string what) {
+    pointer = std::move(where);
+    message = std::move(what);
+    return false;
+  }
+
+  std::vector<Frame> stack_;
+};
+
+}  // namespace
+
+json parse_json(std::string_view text, const std::string& file) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    throw InputError(file, "", "the file is empty: expected a JSON object");
+  CheckingSax checker;
+  if (!json::sax_parse(text, &checker) || !checker.message.empty()) {
+    throw InputError(file, checker.pointer, checker.message.empty() ? "invalid JSON" : checker.message);
+  }
+  return json::parse(text);
+}
+
+Problem problem_from_json(const json& input, const std::string& file, const std::string& root) {
+  return Reader(file, root).problem(input);
+}
+
+Problem load_problem(std::string_view text, const std::string& file) {
+  return problem_from_json(parse_json(text, file), file, "");
+}
+
+void check_float32_range(const Problem& p, const std::string& file) {
+  const double limit = std::numeric_limits<float>::max();
+  const auto fail = [&](const std::string& pointer, double x) {
+    throw InputError(file, pointer, fmt::format("{} is beyond float32's range (±3.4e38): use --dtype float64", x));
+  };
+  // A sequence (B, rows, cols), pointed at without the batch index for a 2-D input.
+  const auto sequence = [&](const Tensor<double>& t, const std::string& at) {
+    for (std::size_t b = 0; b < t.dim(0); ++b)
+      for (std::size_t i = 0; i < t.dim(1); ++i)
+        for (std::size_t c = 0; c < t.dim(2); ++c)
+          if (std::fabs(t(b, i, c)) > limit) {
+            const std::string item = p.batched ? pointer_index(at, b) : at;
+            fail(pointer_index(pointer_index(item, i), c), t(b, i, c));
+          }
+  };
+  // A weight held as in_out, pointed at as the file stores it.
+  const auto weight = [&](const Tensor<double>& w, const char* key) {
+    if (w.empty()) return;
+    for (std::size_t r = 0; r < w.dim(0); ++r)
+      for (std::size_t c = 0; c < w.dim(1); ++c)
+        if (std::fabs(w(r, c)) > limit) {
+          const auto [row, col] = p.layout == Layout::in_out ? std::pair(r, c) : std::pair(c, r);
+          fail(pointer_index(pointer_index(pointer_key("", key), row), col), w(r, c));
+        }
+  };
+  const auto bias = [&](const std::vector<double>& b, const char* key) {
+    for (std::size_t i = 0; i < b.size(); ++i)
+      if (std::fabs(b[i]) > limit) fail(pointer_index(pointer_key("", key), i), b[i]);
+  };
+  sequence(p.X, "/X");
+  if (p.cross) sequence(p.C, "/context/X");
+  weight(p.W_q, "W_q");
+  weight(p.W_k, "W_k");
+  weight(p.W_v, "W_v");
+  weight(p.W_o, "W_o");
+  bias(p.b_q, "b_q");
+  bias(p.b_k, "b_k");
+  bias(p.b_v, "b_v");
+  bias(p.b_o, "b_o");
+  if (std::fabs(p.scale) > limit) fail("/scale", p.scale);
 }
 
 Problem load_problem_file(const std::string& path) { return load_problem(read_text(path), display_name(path)); }
