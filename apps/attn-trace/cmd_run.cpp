@@ -23,12 +23,12 @@ Trace trace_naive(std::shared_ptr<const Problem> problem, std::string dtype, Ste
 }
 
 int run(const TraceOptions& o) {
-  const StepFilter filter = step_filter(o);
   auto problem = std::make_shared<const Problem>(load_problem_file(o.file));
-  const RenderOptions render = render_options(o, *problem, o.engine);
+  const StepFilter filter = trace_filter(o, *problem);
+  if (o.dtype == "float32") check_float32_range(*problem, display_name(o.file));
   const Trace trace = o.dtype == "float64" ? trace_naive<double>(problem, o.dtype, filter)
                                            : trace_naive<float>(problem, o.dtype, filter);
-  fmt::print("{}", render_trace(trace, render));
+  emit(trace, o);
   return 0;
 }
 
@@ -41,6 +41,7 @@ Runner add_run(CLI::App& app) {
       "Example:\n"
       "  attn-trace run data/the_cat_sat.json\n"
       "  attn-trace run my.json --steps scores,weights --head 1 --dtype float64\n"
+      "  attn-trace run data/the_cat_sat.json --json trace.json\n"
       "  attn-trace example | attn-trace run -");
   add_trace_options(*cmd, *options);
   return [cmd, options] { return cmd->parsed() ? run(*options) : -1; };

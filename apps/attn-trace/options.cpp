@@ -7,7 +7,9 @@
 
 #include "attn/version.hpp"
 #include "command.hpp"
+#include "io/atomic_file.hpp"
 #include "io/json_pointer.hpp"
+#include "io/trace_json.hpp"
 
 namespace attn::cli {
 
@@ -22,7 +24,14 @@ void add_trace_options(CLI::App& command, TraceOptions& o) {
   command.add_option("--steps", o.steps, "only these steps, by trace name: q,k,v,q_heads,k_heads,v_heads,scores,"
                                          "scaled,masked,weights,head_outputs,concat,output")
       ->delimiter(',');
-  command.add_option("--head", o.head, "only this query head (and the key/value head it reads)");
+  command.add_option("--head", o.head, "only this query head (and the key/value head it reads)")
+      ->check(CLI::Range(0, 65535));
+  command.add_option("--json", o.json_out, "also write the trace (trace-format.md) to this file; - writes it to "
+                                           "stdout instead of the text");
+  add_display_options(command, o);
+}
+
+void add_display_options(CLI::App& command, TraceOptions& o) {
   command.add_option("--precision", o.precision, "digits after the point")->check(CLI::Range(0, 17))->default_str("4");
   command.add_option("--color", o.color, "colour: auto (only on a terminal, never with NO_COLOR set), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
@@ -33,8 +42,14 @@ void add_trace_options(CLI::App& command, TraceOptions& o) {
       ->default_str("10");
 }
 
-StepFilter step_filter(const TraceOptions& options) {
+StepFilter trace_filter(const TraceOptions& options, const Problem& problem) {
   StepFilter filter;
+  if (options.head && *options.head >= problem.h) {
+    throw UsageError(problem.h == 1
+                         ? fmt::format("--head {}: the input has one head, head 0", *options.head)
+                         : fmt::format("--head {}: the input has {} heads, 0 to {}", *options.head, problem.h, problem.h - 1));
+  }
+  filter.head = options.head;
   for (const std::string& name : options.steps) {
     const std::optional<Step> step = step_from_name(name);
     if (!step) {
@@ -50,19 +65,12 @@ StepFilter step_filter(const TraceOptions& options) {
   return filter;
 }
 
-RenderOptions render_options(const TraceOptions& options, const Problem& problem, std::string engine) {
-  if (options.head && *options.head >= problem.h) {
-    throw UsageError(problem.h == 1
-                         ? fmt::format("--head {}: the input has one head, head 0", *options.head)
-                         : fmt::format("--head {}: the input has {} heads, 0 to {}", *options.head, problem.h, problem.h - 1));
-  }
+RenderOptions render_options(const TraceOptions& options) {
   RenderOptions r;
   r.precision = options.precision;
   r.color = use_color(options.color);
-  r.head = options.head;
   r.max_rows = options.max_rows;
   r.max_cols = options.max_cols;
-  r.engine = std::move(engine);
   r.version = attn::version;
   return r;
 }
@@ -73,6 +81,22 @@ bool use_color(const std::string& mode) {
   const char* no_color = std::getenv("NO_COLOR");
   if (no_color != nullptr && no_color[0] != '\0') return false;
   return isatty(STDOUT_FILENO) != 0;
+}
+
+}  // namespace attn::cli
+
+namespace attn::cli {
+
+void emit(const Trace& trace, const TraceOptions& options) {
+  if (!options.json_out.empty()) {
+    const std::string text = trace_to_json(trace, fmt::format("attn-trace {}", attn::version));
+    if (options.json_out == "-") {
+      fmt::print("{}", text);
+      return;
+    }
+    write_file_atomically(options.json_out, text);
+  }
+  fmt::print("{}", render_trace(trace, render_options(options)));
 }
 
 }  // namespace attn::cli

@@ -24,15 +24,22 @@ struct TraceOptions {
   std::string color = "auto";
   std::size_t max_rows = 16;
   std::size_t max_cols = 10;
+  std::string json_out;             // --json: "" none, "-" stdout instead of the text
 };
 
+// The options of every tracing command; `display_only` for commands that print a saved trace.
 void add_trace_options(CLI::App& command, TraceOptions& options);
+void add_display_options(CLI::App& command, TraceOptions& options);
 
-// --steps as Steps; an unknown name is a UsageError that suggests the nearest.
-StepFilter step_filter(const TraceOptions& options);
+// The finished trace where --json sends it, and the text to stdout unless --json is "-".
+void emit(const Trace& trace, const TraceOptions& options);
 
-// How the terminal trace should look, checked against the problem (--head must exist).
-RenderOptions render_options(const TraceOptions& options, const Problem& problem, std::string engine);
+// --steps and --head, checked against the problem: an unknown step name (the nearest is suggested)
+// or a head the input does not have is a UsageError.
+StepFilter trace_filter(const TraceOptions& options, const Problem& problem);
+
+// How the terminal trace should look.
+RenderOptions render_options(const TraceOptions& options);
 
 // --color: auto means only on a terminal and never with NO_COLOR set.
 bool use_color(const std::string& mode);

@@ -82,7 +82,7 @@ class Renderer {
   }
 
   void header() {
-    line("{}", style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version, o_.engine, t_.dtype)));
+    line("{}", style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version, t_.engine, t_.dtype)));
     if (!p_.description.empty()) line("{}", p_.description);
     line("");
     const auto row = [&](std::string_view name, const std::string& value) {
@@ -162,7 +162,7 @@ class Renderer {
           kv = axes[a] == Axis::kv_head;
         }
       }
-      if (has_head && o_.head && !head_selected(hd, kv)) continue;
+      hd = head_at(t_, kv, hd);
       std::string caption;
       if (p_.batched) caption = fmt::format("batch {}", b);
       if (has_head) {
@@ -178,11 +178,6 @@ class Renderer {
     std::string s;
     for (std::size_t i = 0; i < width; ++i) s += "━";
     return s;
-  }
-
-  bool head_selected(std::size_t hd, bool kv) const {
-    if (!kv) return hd == *o_.head;
-    return hd == kv_head_of(*o_.head, p_.h, p_.g);
   }
 
   std::string kv_caption(std::size_t kv) const {

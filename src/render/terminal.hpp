@@ -13,10 +13,8 @@ namespace attn {
 struct RenderOptions {
   int precision = 4;                  // digits after the point
   bool color = false;                 // ANSI colours
-  std::optional<std::size_t> head;    // only this query head (and the key/value head it reads)
   std::size_t max_rows = 16;          // longer tables show their first and last rows; 0: all
   std::size_t max_cols = 10;          // wider tables show their first and last columns; 0: all
-  std::string engine = "naive";       // for the title line
   std::string version;                // for the title line
 };
 

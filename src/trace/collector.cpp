@@ -1,6 +1,8 @@
 #include "trace/trace.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -40,13 +42,43 @@ bool StepFilter::keeps(Step step) const {
   return only.empty() || std::find(only.begin(), only.end(), step) != only.end();
 }
 
+std::size_t head_at(const Trace& trace, bool kv_axis, std::size_t index) {
+  if (!trace.head) return index;
+  const Problem& p = *trace.problem;
+  return kv_axis ? kv_head_of(*trace.head, p.h, p.g) : *trace.head;
+}
+
 TraceCollector::TraceCollector(std::shared_ptr<const Problem> problem, std::string dtype, StepFilter filter)
     : filter_(std::move(filter)) {
   trace_.problem = std::move(problem);
   trace_.dtype = std::move(dtype);
+  trace_.head = filter_.head;
 }
 
+namespace {
+
+// `value` (B, heads, …) cut down to (B, 1, …) holding head `keep` only.
+Tensor<double> select_head(const Tensor<double>& value, std::size_t keep) {
+  Shape shape = value.shape();
+  const std::size_t B = shape[0], heads = shape[1];
+  const std::size_t block = value.size() / (B * heads);
+  shape[1] = 1;
+  std::vector<double> data;
+  data.reserve(B * block);
+  for (std::size_t b = 0; b < B; ++b) {
+    const auto first = value.values().begin() + static_cast<std::ptrdiff_t>((b * heads + keep) * block);
+    data.insert(data.end(), first, first + static_cast<std::ptrdiff_t>(block));
+  }
+  return Tensor<double>(std::move(shape), std::move(data));
+}
+
+}  // namespace
+
 void TraceCollector::keep(Step step, Tensor<double> value) {
+  const std::vector<Axis>& axes = step_info(step).axes;
+  if (filter_.head && (axes.front() == Axis::head || axes.front() == Axis::kv_head)) {
+    value = select_head(value, head_at(trace_, axes.front() == Axis::kv_head, 0));
+  }
   if (!trace_.problem->batched) {
     // A 2-D input's trace has no batch axis: drop the engine's leading axis of extent 1.
     Shape shape(value.shape().begin() + 1, value.shape().end());
@@ -55,6 +87,23 @@ void TraceCollector::keep(Step step, Tensor<double> value) {
   }
   trace_.steps.push_back(
       {step, step_formula(step, *trace_.problem), step_description(step, *trace_.problem), std::move(value)});
+}
+
+void TraceCollector::warn_non_finite() {
+  // Finite inputs can still overflow on the way (a huge dot product): say where it first happened.
+  for (const StepRecord& rec : trace_.steps) {
+    const std::span<const double> v = rec.value.values();
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const bool masked_out = rec.step == Step::masked && v[i] == -std::numeric_limits<double>::infinity();
+      if (std::isfinite(v[i]) || masked_out) continue;
+      Shape index(rec.value.rank());
+      for (std::size_t a = index.size(), rest = i; a-- > 0; rest /= rec.value.dim(a)) index[a] = rest % rec.value.dim(a);
+      trace_.warnings.push_back(fmt::format(
+          "{} has a non-finite value ({}) at [{}]: the arithmetic overflowed{}", step_info(rec.step).name, v[i],
+          fmt::join(index, ", "), trace_.dtype == "float32" ? "; --dtype float64 has a far wider range" : ""));
+      return;
+    }
+  }
 }
 
 Trace TraceCollector::finish(std::vector<EmptyRow> empty_rows) && {
@@ -70,6 +119,7 @@ Trace TraceCollector::finish(std::vector<EmptyRow> empty_rows) && {
                                 row.query, token));
   }
   trace_.empty_rows = std::move(empty_rows);
+  warn_non_finite();
   return std::move(trace_);
 }
 

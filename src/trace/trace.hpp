@@ -3,6 +3,7 @@
 // (exact for float32 values too) with the dtype they were computed in.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct Trace {
   std::vector<StepRecord> steps;      // in the order the engine ran them
   std::vector<EmptyRow> empty_rows;
   std::vector<std::string> warnings;  // for people: one sentence each
+  std::string engine = "naive";       // which computation made the steps
+  // Set when only one query head was kept: every head axis then has extent 1 and holds this head
+  // (a key/value head axis holds the head it reads).
+  std::optional<std::size_t> head;
 };
 
 // The formula of `step` as it applies to `p` (bias terms only when present, and so on).
@@ -34,11 +39,15 @@ std::string step_formula(Step step, const Problem& p);
 // Its one-sentence meaning for `p`.
 std::string step_description(Step step, const Problem& p);
 
-// Which steps to keep.
+// Which steps, and which head of them, to keep.
 struct StepFilter {
-  std::vector<Step> only;  // empty: every step
+  std::vector<Step> only;            // empty: every step
+  std::optional<std::size_t> head;   // only this query head (and the key/value head it reads)
   bool keeps(Step step) const;
 };
+
+// The head that position `index` of a head axis of `trace` stands for.
+std::size_t head_at(const Trace& trace, bool kv_axis, std::size_t index);
 
 // Keeps a copy of every step the filter lets through.
 class TraceCollector final : public Observer {
@@ -54,6 +63,7 @@ class TraceCollector final : public Observer {
 
  private:
   void keep(Step step, Tensor<double> value);
+  void warn_non_finite();
 
   Trace trace_;
   StepFilter filter_;

@@ -1,0 +1,36 @@
+// attn-trace show TRACE.json: print a saved trace again, as `run` printed it.
+
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "io/load.hpp"
+#include "io/trace_json.hpp"
+#include "options.hpp"
+
+namespace attn::cli {
+
+namespace {
+
+int run(const TraceOptions& o) {
+  const Trace trace = trace_from_json(read_text(o.file), display_name(o.file));
+  emit(trace, o);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_show(CLI::App& app) {
+  auto options = std::make_shared<TraceOptions>();
+  CLI::App* cmd = app.add_subcommand("show", "print a saved trace (from run --json) again, as run printed it");
+  cmd->add_option("TRACE", options->file, "a trace file written by --json; - reads standard input")->required();
+  add_display_options(*cmd, *options);
+  cmd->footer(
+      "Example:\n"
+      "  attn-trace run data/the_cat_sat.json --json cat.json > /dev/null\n"
+      "  attn-trace show cat.json");
+  return [cmd, options] { return cmd->parsed() ? run(*options) : -1; };
+}
+
+}  // namespace attn::cli

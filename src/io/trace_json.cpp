@@ -1,0 +1,392 @@
+#include "io/trace_json.hpp"
+
+#include <cmath>
+#include <iterator>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "io/error.hpp"
+#include "io/json_pointer.hpp"
+#include "io/load_json.hpp"
+
+namespace attn {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;  // keeps the keys in the order trace-format.md lists them
+
+std::string format_trace_number(double x, bool float32) {
+  if (std::isnan(x)) return "\"nan\"";
+  if (std::isinf(x)) return x < 0 ? "\"-inf\"" : "\"inf\"";
+  // fmt's "{}" is the shortest text that reads back to the same value of its type.
+  return float32 ? fmt::format("{}", static_cast<float>(x)) : fmt::format("{}", x);
+}
+
+namespace {
+
+// ---- writing -------------------------------------------------------------------------------
+
+// A tensor's values as nested JSON lists, `drop` leading axes of extent 1 left out.
+ojson tensor_json(const Tensor<double>& t, std::size_t drop = 0) {
+  const Shape& shape = t.shape();
+  const std::span<const double> v = t.values();
+  std::size_t at = 0;
+  const auto build = [&](auto&& self, std::size_t axis) -> ojson {
+    ojson list = ojson::array();
+    for (std::size_t i = 0; i < shape[axis]; ++i) list.push_back(axis + 1 == shape.size() ? ojson(v[at++]) : self(self, axis + 1));
+    return list;
+  };
+  (void)drop;
+  ojson whole = build(build, 0);
+  for (std::size_t d = 0; d < drop; ++d) whole = ojson(whole.at(0));
+  return whole;
+}
+
+template <class Flag>
+ojson flags_json(const Tensor<Flag>& t, bool as_bool) {
+  ojson list = ojson::array();
+  const auto build = [&](auto&& self, std::size_t axis, std::size_t offset) -> ojson {
+    ojson out = ojson::array();
+    const std::size_t stride = t.size() / [&] {
+      std::size_t s = 1;
+      for (std::size_t a = 0; a <= axis; ++a) s *= t.shape()[a];
+      return s;
+    }();
+    for (std::size_t i = 0; i < t.shape()[axis]; ++i) {
+      const std::size_t at = offset + i * stride;
+      if (axis + 1 == t.rank()) out.push_back(as_bool ? ojson(t.values()[at] != 0) : ojson(int{t.values()[at]}));
+      else out.push_back(self(self, axis + 1, at));
+    }
+    return out;
+  };
+  list = build(build, 0, 0);
+  // One shared row/matrix (first axis of extent 1) is written without the batch level.
+  return t.dim(0) == 1 ? ojson(list.at(0)) : list;
+}
+
+ojson mask_json(const Mask& mask, bool with_offset) {
+  ojson j = {{"type", std::string(to_string(mask.kind))}};
+  if (mask.kind == MaskKind::causal || mask.kind == MaskKind::sliding_window) {
+    if (mask.kind == MaskKind::sliding_window) j["window"] = mask.window;
+    j["align"] = std::string(to_string(mask.align));
+    if (with_offset) j["offset"] = mask.offset();
+  }
+  if (mask.kind == MaskKind::padding) j["keep"] = flags_json(mask.keep, false);
+  if (mask.kind == MaskKind::custom) j["allow"] = flags_json(mask.allow, true);
+  return j;
+}
+
+// The stored (file-layout) form of an in_out weight.
+ojson weight_json(const Tensor<double>& w, Layout layout) {
+  if (layout == Layout::in_out) return tensor_json(w);
+  Tensor<double> t({w.dim(1), w.dim(0)});
+  for (std::size_t r = 0; r < w.dim(0); ++r)
+    for (std::size_t c = 0; c < w.dim(1); ++c) t(c, r) = w(r, c);
+  return tensor_json(t);
+}
+
+ojson tokens_json(const std::vector<std::vector<std::string>>& tokens, bool batched) {
+  return batched ? ojson(tokens) : ojson(tokens.at(0));
+}
+
+// The input as loaded, in the input format, so that a reader can load it again.
+ojson input_json(const Problem& p) {
+  const std::size_t drop = p.batched ? 0 : 1;
+  ojson j = ojson::object();
+  if (!p.description.empty()) j["description"] = p.description;
+  j["tokens"] = tokens_json(p.tokens, p.batched);
+  j["X"] = tensor_json(p.X, drop);
+  if (p.cross) j["context"] = {{"X", tensor_json(p.C, drop)}, {"tokens", tokens_json(p.context_tokens, p.batched)}};
+  j["W_q"] = weight_json(p.W_q, p.layout);
+  j["W_k"] = weight_json(p.W_k, p.layout);
+  j["W_v"] = weight_json(p.W_v, p.layout);
+  if (p.has_output_projection()) j["W_o"] = weight_json(p.W_o, p.layout);
+  const std::pair<const char*, const std::vector<double>*> biases[] = {{"b_q", &p.b_q}, {"b_k", &p.b_k}, {"b_v", &p.b_v}, {"b_o", &p.b_o}};
+  for (const auto& [key, b] : biases)
+    if (!b->empty()) j[key] = *b;
+  j["n_heads"] = p.h;
+  j["n_kv_heads"] = p.g;
+  if (p.scale_given) j["scale"] = p.scale;
+  j["mask"] = mask_json(p.mask, false);
+  j["layout"] = p.layout == Layout::in_out ? "in_out" : "out_in";
+  return j;
+}
+
+ojson config_json(const Trace& t) {
+  const Problem& p = *t.problem;
+  return {{"n", p.n},
+          {"m", p.m},
+          {"batch", p.batched ? ojson(p.B) : ojson(nullptr)},
+          {"d_model", p.d_model},
+          {"d_context", p.d_context},
+          {"d_k", p.d_k},
+          {"d_v", p.d_v},
+          {"d_out", p.d_out},
+          {"n_heads", p.h},
+          {"n_kv_heads", p.g},
+          {"scale", p.scale},
+          {"mask", mask_json(p.mask, true)},
+          {"layout", p.layout == Layout::in_out ? "in_out" : "out_in"},
+          {"dtype", t.dtype},
+          {"engine", t.engine},
+          {"head", t.head ? ojson(*t.head) : ojson(nullptr)}};
+}
+
+// JSON text for people and programs alike: objects one key a line, lists of numbers on one line.
+class TextWriter {
+ public:
+  std::string take() && { return std::move(out_); }
+
+  void value(const ojson& j, int indent) {
+    if (j.is_object()) {
+      if (j.empty()) return append("{}");
+      append("{");
+      bool first = true;
+      for (const auto& [key, item] : j.items()) {
+        append(first ? "\n" : ",\n");
+        first = false;
+        pad(indent + 2);
+        append(ojson(key).dump());
+        append(": ");
+        value(item, indent + 2);
+      }
+      append("\n");
+      pad(indent);
+      append("}");
+    } else if (j.is_array() && !j.empty() && (j[0].is_array() || j[0].is_object())) {
+      append("[");
+      for (std::size_t i = 0; i < j.size(); ++i) {
+        append(i == 0 ? "\n" : ",\n");
+        pad(indent + 2);
+        value(j[i], indent + 2);
+      }
+      append("\n");
+      pad(indent);
+      append("]");
+    } else if (j.is_array()) {
+      append("[");
+      for (std::size_t i = 0; i < j.size(); ++i) {
+        if (i > 0) append(", ");
+        append(j[i].dump());
+      }
+      append("]");
+    } else {
+      append(j.dump());
+    }
+  }
+
+  // A tensor's values as nested lists, the innermost on one line.
+  void data(const Tensor<double>& t, bool float32, int indent) {
+    if (t.rank() == 0 || t.size() == 0) return append(t.rank() == 0 ? "[]" : nested_empty(t.shape(), 0));
+    std::size_t at = 0;
+    data_axis(t, 0, at, float32, indent);
+  }
+
+  void key(std::string_view name, int indent, bool first) {
+    append(first ? "\n" : ",\n");
+    pad(indent);
+    append(ojson(std::string(name)).dump());
+    append(": ");
+  }
+
+  void append(std::string_view s) { out_.append(s); }
+  void pad(int n) { out_.append(static_cast<std::size_t>(n), ' '); }
+
+ private:
+  std::string nested_empty(const Shape& shape, std::size_t axis) {
+    if (axis == shape.size() || shape[axis] == 0) return "[]";
+    std::vector<std::string> items(shape[axis], nested_empty(shape, axis + 1));
+    return fmt::format("[{}]", fmt::join(items, ", "));
+  }
+
+  void data_axis(const Tensor<double>& t, std::size_t axis, std::size_t& at, bool float32, int indent) {
+    const std::size_t count = t.shape()[axis];
+    append("[");
+    if (axis + 1 == t.rank()) {
+      for (std::size_t i = 0; i < count; ++i) {
+        if (i > 0) append(", ");
+        append(format_trace_number(t.values()[at++], float32));
+      }
+      append("]");
+      return;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      append(i == 0 ? "\n" : ",\n");
+      pad(indent + 2);
+      data_axis(t, axis + 1, at, float32, indent + 2);
+    }
+    append("\n");
+    pad(indent);
+    append("]");
+  }
+
+  std::string out_;
+};
+
+// ---- reading -------------------------------------------------------------------------------
+
+class TraceReader {
+ public:
+  explicit TraceReader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& pointer, const std::string& message) const {
+    throw InputError(file_, pointer, message);
+  }
+
+  Trace read(const json& doc) const {
+    if (!doc.is_object() || !doc.contains("format") || doc.at("format") != "attn-trace.trace") {
+      const std::string found = doc.is_object() && doc.contains("format") ? doc.at("format").dump() : "nothing";
+      fail("/format", fmt::format("not an attn-trace trace: expected \"attn-trace.trace\", found {}", found));
+    }
+    if (!doc.contains("version") || !doc.at("version").is_number_integer())
+      fail("/version", "expected the trace format's version, a whole number");
+    const auto version = doc.at("version").get<long long>();
+    if (version > trace_format_version)
+      fail("/version", fmt::format("this trace has format version {}, newer than this attn-trace reads ({}): "
+                                   "upgrade attn-trace to show it", version, trace_format_version));
+    if (version < 1) fail("/version", fmt::format("expected a version from 1 to {}, found {}", trace_format_version, version));
+    for (const char* key : {"input", "config", "steps"})
+      if (!doc.contains(key)) fail(pointer_key("", key), "missing: a trace has input, config and steps");
+
+    Trace t;
+    t.problem = std::make_shared<const Problem>(problem_from_json(doc.at("input"), file_, "/input"));
+    const json& config = doc.at("config");
+    t.dtype = string_at(config, "/config", "dtype");
+    if (t.dtype != "float32" && t.dtype != "float64")
+      fail("/config/dtype", fmt::format("expected \"float32\" or \"float64\", found \"{}\"", t.dtype));
+    if (config.contains("engine")) t.engine = string_at(config, "/config", "engine");
+    if (config.contains("head") && !config.at("head").is_null()) {
+      if (!config.at("head").is_number_unsigned() || config.at("head").get<std::size_t>() >= t.problem->h)
+        fail("/config/head", fmt::format("expected a head from 0 to {}, found {}", t.problem->h - 1, config.at("head").dump()));
+      t.head = config.at("head").get<std::size_t>();
+    }
+
+    const json& steps = doc.at("steps");
+    if (!steps.is_array()) fail("/steps", "expected a list of steps");
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const std::string ptr = pointer_index("/steps", i);
+      const json& s = steps[i];
+      if (!s.is_object()) fail(ptr, "expected a step object");
+      const std::optional<Step> step = step_from_name(string_at(s, ptr, "name"));
+      if (!step) continue;  // a step this version does not know: newer writers may add steps
+      const bool float32 = string_at(s, ptr, "dtype") == "float32";
+      t.steps.push_back({*step, string_at(s, ptr, "formula"), string_at(s, ptr, "description"),
+                         tensor_at(s, ptr, float32)});
+    }
+    if (doc.contains("warnings")) {
+      const json& w = doc.at("warnings");
+      if (!w.is_array()) fail("/warnings", "expected a list of strings");
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        if (!w[i].is_string()) fail(pointer_index("/warnings", i), "expected a string");
+        t.warnings.push_back(w[i].get<std::string>());
+      }
+    }
+    return t;
+  }
+
+ private:
+  std::string string_at(const json& object, const std::string& ptr, const char* key) const {
+    const std::string at = pointer_key(ptr, key);
+    if (!object.contains(key)) fail(at, "missing");
+    if (!object.at(key).is_string()) fail(at, "expected a string");
+    return object.at(key).get<std::string>();
+  }
+
+  Tensor<double> tensor_at(const json& step, const std::string& ptr, bool float32) const {
+    const std::string shape_ptr = pointer_key(ptr, "shape");
+    if (!step.contains("shape") || !step.at("shape").is_array()) fail(shape_ptr, "expected a list of extents");
+    Shape shape;
+    for (const json& d : step.at("shape")) {
+      if (!d.is_number_unsigned()) fail(shape_ptr, "expected whole numbers");
+      shape.push_back(d.get<std::size_t>());
+    }
+    std::vector<double> data;
+    data.reserve(element_count(shape));
+    const std::string data_ptr = pointer_key(ptr, "data");
+    if (!step.contains("data")) fail(data_ptr, "missing");
+    read_values(step.at("data"), shape, 0, data_ptr, float32, data);
+    return Tensor<double>(std::move(shape), std::move(data));
+  }
+
+  void read_values(const json& j, const Shape& shape, std::size_t axis, const std::string& ptr, bool float32,
+                   std::vector<double>& out) const {
+    if (!j.is_array() || j.size() != shape[axis])
+      fail(ptr, fmt::format("expected a list of {} (the step's shape), found {}", shape[axis], j.is_array() ? fmt::format("{} items", j.size()) : j.dump()));
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      if (axis + 1 < shape.size()) {
+        read_values(j[i], shape, axis + 1, pointer_index(ptr, i), float32, out);
+        continue;
+      }
+      out.push_back(number(j[i], pointer_index(ptr, i), float32));
+    }
+  }
+
+  double number(const json& j, const std::string& ptr, bool float32) const {
+    double x = 0;
+    if (j.is_number()) x = j.get<double>();
+    else if (j == "-inf") x = -std::numeric_limits<double>::infinity();
+    else if (j == "inf") x = std::numeric_limits<double>::infinity();
+    else if (j == "nan") x = std::numeric_limits<double>::quiet_NaN();
+    else fail(ptr, fmt::format("expected a number, \"-inf\", \"inf\" or \"nan\", found {}", j.dump()));
+    // The shortest float32 text read as a double is the nearest double to it; rounding that to
+    // float gives back the float that was written.
+    return float32 ? static_cast<double>(static_cast<float>(x)) : x;
+  }
+
+  std::string file_;
+};
+
+}  // namespace
+
+std::string trace_to_json(const Trace& t, const std::string& generator) {
+  const Problem& p = *t.problem;
+  const bool float32 = t.dtype == "float32";
+  TextWriter w;
+  w.append("{");
+  w.key("format", 2, true);
+  w.append("\"attn-trace.trace\"");
+  w.key("version", 2, false);
+  w.append(fmt::format("{}", trace_format_version));
+  w.key("generator", 2, false);
+  w.append(json(generator).dump());
+  w.key("input", 2, false);
+  w.value(input_json(p), 2);
+  w.key("config", 2, false);
+  w.value(config_json(t), 2);
+  w.key("steps", 2, false);
+  w.append("[");
+  for (std::size_t i = 0; i < t.steps.size(); ++i) {
+    const StepRecord& s = t.steps[i];
+    w.append(i == 0 ? "\n    {" : ",\n    {");
+    w.key("name", 6, true);
+    w.append(json(std::string(step_info(s.step).name)).dump());
+    w.key("formula", 6, false);
+    w.append(json(s.formula).dump());
+    w.key("description", 6, false);
+    w.append(json(s.description).dump());
+    w.key("shape", 6, false);
+    w.append(json(s.value.shape()).dump());
+    w.key("dims", 6, false);
+    w.append(json(dim_names(s.step, p.batched)).dump());
+    w.key("dtype", 6, false);
+    w.append(json(t.dtype).dump());
+    w.key("data", 6, false);
+    w.data(s.value, float32, 6);
+    w.append("\n    }");
+  }
+  w.append(t.steps.empty() ? "]" : "\n  ]");
+  w.key("empty_rows", 2, false);
+  json rows = json::array();
+  for (const EmptyRow& r : t.empty_rows) rows.push_back({{"batch", r.batch}, {"query", r.query}});
+  w.append(rows.dump());
+  w.key("warnings", 2, false);
+  w.append(json(t.warnings).dump());
+  w.append("\n}\n");
+  return std::move(w).take();
+}
+
+Trace trace_from_json(std::string_view text, const std::string& file) {
+  return TraceReader(file).read(parse_json(text, file));
+}
+
+}  // namespace attn
