@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iterator>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -15,32 +16,32 @@ namespace attn {
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;  // keeps the keys in the order trace-format.md lists them
 
+namespace {
+
+void append_trace_number(std::string& out, double x, bool float32) {
+  if (std::isnan(x)) out += "\"nan\"";
+  else if (std::isinf(x)) out += x < 0 ? "\"-inf\"" : "\"inf\"";
+  else {
+    // fmt's "{}" is the shortest text that reads back to the same value of its type. Compiled
+    // format and a local buffer: a trace can hold tens of millions of numbers.
+    char text[40];
+    char* end = float32 ? fmt::format_to(text, FMT_COMPILE("{}"), static_cast<float>(x))
+                        : fmt::format_to(text, FMT_COMPILE("{}"), x);
+    out.append(text, end);
+  }
+}
+
+}  // namespace
+
 std::string format_trace_number(double x, bool float32) {
-  if (std::isnan(x)) return "\"nan\"";
-  if (std::isinf(x)) return x < 0 ? "\"-inf\"" : "\"inf\"";
-  // fmt's "{}" is the shortest text that reads back to the same value of its type.
-  return float32 ? fmt::format("{}", static_cast<float>(x)) : fmt::format("{}", x);
+  std::string out;
+  append_trace_number(out, x, float32);
+  return out;
 }
 
 namespace {
 
 // ---- writing -------------------------------------------------------------------------------
-
-// A tensor's values as nested JSON lists, `drop` leading axes of extent 1 left out.
-ojson tensor_json(const Tensor<double>& t, std::size_t drop = 0) {
-  const Shape& shape = t.shape();
-  const std::span<const double> v = t.values();
-  std::size_t at = 0;
-  const auto build = [&](auto&& self, std::size_t axis) -> ojson {
-    ojson list = ojson::array();
-    for (std::size_t i = 0; i < shape[axis]; ++i) list.push_back(axis + 1 == shape.size() ? ojson(v[at++]) : self(self, axis + 1));
-    return list;
-  };
-  (void)drop;
-  ojson whole = build(build, 0);
-  for (std::size_t d = 0; d < drop; ++d) whole = ojson(whole.at(0));
-  return whole;
-}
 
 template <class Flag>
 ojson flags_json(const Tensor<Flag>& t, bool as_bool) {
@@ -73,42 +74,6 @@ ojson mask_json(const Mask& mask, bool with_offset) {
   }
   if (mask.kind == MaskKind::padding) j["keep"] = flags_json(mask.keep, false);
   if (mask.kind == MaskKind::custom) j["allow"] = flags_json(mask.allow, true);
-  return j;
-}
-
-// The stored (file-layout) form of an in_out weight.
-ojson weight_json(const Tensor<double>& w, Layout layout) {
-  if (layout == Layout::in_out) return tensor_json(w);
-  Tensor<double> t({w.dim(1), w.dim(0)});
-  for (std::size_t r = 0; r < w.dim(0); ++r)
-    for (std::size_t c = 0; c < w.dim(1); ++c) t(c, r) = w(r, c);
-  return tensor_json(t);
-}
-
-ojson tokens_json(const std::vector<std::vector<std::string>>& tokens, bool batched) {
-  return batched ? ojson(tokens) : ojson(tokens.at(0));
-}
-
-// The input as loaded, in the input format, so that a reader can load it again.
-ojson input_json(const Problem& p) {
-  const std::size_t drop = p.batched ? 0 : 1;
-  ojson j = ojson::object();
-  if (!p.description.empty()) j["description"] = p.description;
-  j["tokens"] = tokens_json(p.tokens, p.batched);
-  j["X"] = tensor_json(p.X, drop);
-  if (p.cross) j["context"] = {{"X", tensor_json(p.C, drop)}, {"tokens", tokens_json(p.context_tokens, p.batched)}};
-  j["W_q"] = weight_json(p.W_q, p.layout);
-  j["W_k"] = weight_json(p.W_k, p.layout);
-  j["W_v"] = weight_json(p.W_v, p.layout);
-  if (p.has_output_projection()) j["W_o"] = weight_json(p.W_o, p.layout);
-  const std::pair<const char*, const std::vector<double>*> biases[] = {{"b_q", &p.b_q}, {"b_k", &p.b_k}, {"b_v", &p.b_v}, {"b_o", &p.b_o}};
-  for (const auto& [key, b] : biases)
-    if (!b->empty()) j[key] = *b;
-  j["n_heads"] = p.h;
-  j["n_kv_heads"] = p.g;
-  if (p.scale_given) j["scale"] = p.scale;
-  j["mask"] = mask_json(p.mask, false);
-  j["layout"] = p.layout == Layout::in_out ? "in_out" : "out_in";
   return j;
 }
 
@@ -205,7 +170,7 @@ class TextWriter {
     if (axis + 1 == t.rank()) {
       for (std::size_t i = 0; i < count; ++i) {
         if (i > 0) append(", ");
-        append(format_trace_number(t.values()[at++], float32));
+        append_trace_number(out_, t.values()[at++], float32);
       }
       append("]");
       return;
@@ -222,6 +187,85 @@ class TextWriter {
 
   std::string out_;
 };
+
+// A batch-axis tensor (B, rows, cols) as the input format writes it: without the batch axis for a
+// 2-D input.
+Tensor<double> as_written(const Tensor<double>& t, bool batched) {
+  if (batched) return t;
+  return Tensor<double>({t.dim(1), t.dim(2)}, std::vector<double>(t.values().begin(), t.values().end()));
+}
+
+// An in_out weight in the file's layout.
+Tensor<double> stored_weight(const Tensor<double>& w, Layout layout) {
+  if (layout == Layout::in_out) return w;
+  Tensor<double> t({w.dim(1), w.dim(0)});
+  for (std::size_t r = 0; r < w.dim(0); ++r)
+    for (std::size_t c = 0; c < w.dim(1); ++c) t(c, r) = w(r, c);
+  return t;
+}
+
+ojson tokens_json(const std::vector<std::vector<std::string>>& tokens, bool batched) {
+  return batched ? ojson(tokens) : ojson(tokens.at(0));
+}
+
+// The input as loaded, in the input format (and the file's layout), so that a reader can load it
+// again. Its matrices go straight to text: a trace's input can hold millions of numbers.
+void write_input(TextWriter& w, const Problem& p, int indent) {
+  bool first = true;
+  const auto key = [&](std::string_view name) {
+    w.key(name, indent + 2, first);
+    first = false;
+  };
+  w.append("{");
+  if (!p.description.empty()) {
+    key("description");
+    w.append(ojson(p.description).dump());
+  }
+  key("tokens");
+  w.value(tokens_json(p.tokens, p.batched), indent + 2);
+  key("X");
+  w.data(as_written(p.X, p.batched), false, indent + 2);
+  if (p.cross) {
+    key("context");
+    w.append("{");
+    w.key("X", indent + 4, true);
+    w.data(as_written(p.C, p.batched), false, indent + 4);
+    w.key("tokens", indent + 4, false);
+    w.value(tokens_json(p.context_tokens, p.batched), indent + 4);
+    w.append("\n");
+    w.pad(indent + 2);
+    w.append("}");
+  }
+  const std::pair<const char*, const Tensor<double>*> weights[] = {
+      {"W_q", &p.W_q}, {"W_k", &p.W_k}, {"W_v", &p.W_v}, {"W_o", &p.W_o}};
+  for (const auto& [name, weight] : weights) {
+    if (weight->empty()) continue;
+    key(name);
+    w.data(stored_weight(*weight, p.layout), false, indent + 2);
+  }
+  const std::pair<const char*, const std::vector<double>*> biases[] = {
+      {"b_q", &p.b_q}, {"b_k", &p.b_k}, {"b_v", &p.b_v}, {"b_o", &p.b_o}};
+  for (const auto& [name, bias] : biases) {
+    if (bias->empty()) continue;
+    key(name);
+    w.data(Tensor<double>({bias->size()}, *bias), false, indent + 2);
+  }
+  key("n_heads");
+  w.append(fmt::format("{}", p.h));
+  key("n_kv_heads");
+  w.append(fmt::format("{}", p.g));
+  if (p.scale_given) {
+    key("scale");
+    w.append(format_trace_number(p.scale, false));
+  }
+  key("mask");
+  w.value(mask_json(p.mask, false), indent + 2);
+  key("layout");
+  w.append(p.layout == Layout::in_out ? "\"in_out\"" : "\"out_in\"");
+  w.append("\n");
+  w.pad(indent);
+  w.append("}");
+}
 
 // ---- reading -------------------------------------------------------------------------------
 
@@ -350,7 +394,7 @@ std::string trace_to_json(const Trace& t, const std::string& generator) {
   w.key("generator", 2, false);
   w.append(json(generator).dump());
   w.key("input", 2, false);
-  w.value(input_json(p), 2);
+  write_input(w, p, 2);
   w.key("config", 2, false);
   w.value(config_json(t), 2);
   w.key("steps", 2, false);

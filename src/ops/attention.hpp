@@ -33,15 +33,19 @@ Tensor<T> project(const Tensor<T>& X, const Tensor<T>& W, std::span<const T> bia
                   fmt::format("bias of {} for {} outputs", bias.size(), W.dim(1)));
   const std::size_t B = X.dim(0), n = X.dim(1), d_in = X.dim(2), d_out = W.dim(1);
   Tensor<T> Y({B, n, d_out});
+  const T* w = W.values().data();
   for (std::size_t b = 0; b < B; ++b) {
     for (std::size_t i = 0; i < n; ++i) {
+      const T* x = &X(b, i, 0);
+      T* y = &Y(b, i, 0);
       // i-r-c order: the inner loop walks a row of W and of Y, contiguous in memory.
       for (std::size_t r = 0; r < d_in; ++r) {
-        const T x = X(b, i, r);
-        for (std::size_t c = 0; c < d_out; ++c) Y(b, i, c) += x * W(r, c);
+        const T x_r = x[r];
+        const T* w_r = w + r * d_out;
+        for (std::size_t c = 0; c < d_out; ++c) y[c] += x_r * w_r[c];
       }
       if (!bias.empty()) {
-        for (std::size_t c = 0; c < d_out; ++c) Y(b, i, c) += bias[c];
+        for (std::size_t c = 0; c < d_out; ++c) y[c] += bias[c];
       }
     }
   }
@@ -94,12 +98,15 @@ Tensor<T> scores(const Tensor<T>& Q, const Tensor<T>& K) {
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t hd = 0; hd < h; ++hd) {
       const std::size_t kv = kv_head_of(hd, h, g);
-      for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t i = 0; i < n; ++i) {
+        const T* q = &Q(b, hd, i, 0);
         for (std::size_t j = 0; j < m; ++j) {
+          const T* k = &K(b, kv, j, 0);
           T dot = 0;
-          for (std::size_t c = 0; c < d_k; ++c) dot += Q(b, hd, i, c) * K(b, kv, j, c);
+          for (std::size_t c = 0; c < d_k; ++c) dot += q[c] * k[c];
           S(b, hd, i, j) = dot;
         }
+      }
     }
   return S;
 }
@@ -169,12 +176,15 @@ Tensor<T> weighted_sum(const Tensor<T>& P, const Tensor<T>& V) {
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t hd = 0; hd < h; ++hd) {
       const std::size_t kv = kv_head_of(hd, h, g);
-      for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t i = 0; i < n; ++i) {
+        T* o = &O(b, hd, i, 0);
         for (std::size_t j = 0; j < m; ++j) {
           const T p = P(b, hd, i, j);
-          if (p == 0) continue;  // masked keys add nothing (and skipping keeps 0 · inf out)
-          for (std::size_t c = 0; c < d_v; ++c) O(b, hd, i, c) += p * V(b, kv, j, c);
+          if (p == 0) continue;  // a masked key adds nothing
+          const T* v = &V(b, kv, j, 0);
+          for (std::size_t c = 0; c < d_v; ++c) o[c] += p * v[c];
         }
+      }
     }
   return O;
 }
