@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -449,6 +450,8 @@ std::string read_text(const std::string& path) {
   if (path == "-") {
     return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) throw InputError(path, "", "cannot read the file: it is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", fmt::format("cannot read the file: {}", std::strerror(errno)));
   std::ostringstream text;

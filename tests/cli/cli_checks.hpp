@@ -1,0 +1,109 @@
+#pragma once
+// Checks that several CLI tests share: the error contract of cli.md and a reader for the
+// terminal trace (step headings and labelled table rows).
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "run_binary.hpp"
+
+namespace attn::test {
+
+inline bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// `pattern` is text with "..." standing for anything: its pieces must occur in `text` in order.
+// So one fragment can name both sides of a mismatch ("/W_k: expected 4 rows...found 3") without
+// pinning the wording in between.
+inline bool contains_in_order(const std::string& text, const std::string& pattern) {
+  std::size_t at = 0, from = 0;
+  for (;;) {
+    const std::size_t gap = pattern.find("...", from);
+    const std::string piece = pattern.substr(from, gap == std::string::npos ? std::string::npos : gap - from);
+    at = text.find(piece, at);
+    if (at == std::string::npos) return false;
+    at += piece.size();
+    if (gap == std::string::npos) return true;
+    from = gap + 3;
+  }
+}
+
+// cli.md, "Exit codes" and "Errors": exit 2, nothing on stdout, one stderr line that starts
+// `prefix` (at least "attn-trace: error: ") and contains every one of `fragments` (each may use
+// "...", see contains_in_order).
+inline void check_error(const RunResult& r, const std::string& prefix, const std::vector<std::string>& fragments = {}) {
+  INFO(r.describe());
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK((!r.err.empty() && r.err.back() == '\n'));
+  CHECK(starts_with(r.err, prefix));
+  for (const std::string& fragment : fragments) {
+    INFO("expected in stderr: " << fragment);
+    CHECK(contains_in_order(r.err, fragment));
+  }
+}
+
+inline void check_usage_error(const RunResult& r, const std::vector<std::string>& fragments = {}) {
+  check_error(r, "attn-trace: error: ", fragments);
+}
+
+// Exit 0 and no complaint.
+inline void check_success(const RunResult& r) {
+  INFO(r.describe());
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+  CHECK_FALSE(r.out.empty());
+}
+
+// A step starts with a heading line "━━ NAME ━━━…" (the step names of trace-format.md).
+inline const std::string step_rule = "━━ ";
+
+inline std::vector<std::string> step_headings(const std::string& trace) {
+  std::vector<std::string> names;
+  for (const std::string& line : split_lines(trace)) {
+    if (!starts_with(line, step_rule)) continue;
+    std::istringstream words(line.substr(step_rule.size()));
+    std::string name;
+    words >> name;
+    names.push_back(name);
+  }
+  return names;
+}
+
+// The lines of one step, from its heading to the next heading.
+inline std::vector<std::string> step_section(const std::string& trace, const std::string& step) {
+  std::vector<std::string> section;
+  bool inside = false;
+  for (const std::string& line : split_lines(trace)) {
+    if (starts_with(line, step_rule)) inside = starts_with(line, step_rule + step + " ");
+    else if (inside) section.push_back(line);
+  }
+  return section;
+}
+
+inline std::vector<std::string> words_of(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// Every row of a step's tables whose label (first word) is `label`, split into words.
+inline std::vector<std::vector<std::string>> rows_labelled(const std::string& trace, const std::string& step,
+                                                           const std::string& label) {
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& line : step_section(trace, step)) {
+    std::vector<std::string> words = words_of(line);
+    if (!words.empty() && words[0] == label) rows.push_back(std::move(words));
+  }
+  return rows;
+}
+
+}  // namespace attn::test

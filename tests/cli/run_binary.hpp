@@ -1,0 +1,70 @@
+#pragma once
+// Runs the real attn-trace binary for the CLI tests: no shell, so arguments reach it exactly as
+// written; stdout and stderr captured separately; a timeout so a hanging binary fails one test
+// instead of stalling the suite.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attn::test {
+
+struct EnvVar {
+  std::string name;
+  std::string value;
+};
+
+// Built by chaining, e.g. RunOptions().input(text).terminal() (designated initializers would trip
+// -Wmissing-field-initializers under the dev preset's -Werror).
+struct RunOptions {
+  std::optional<std::string> stdin_text;  // absent: stdin is /dev/null
+  std::optional<EnvVar> env;              // set (or replaced) on top of this process's environment
+  std::vector<std::string> unset_env;     // removed from the child's environment (e.g. NO_COLOR)
+  bool stdout_terminal = false;           // stdout is a pseudo-terminal (raw mode), for --color auto
+  std::chrono::milliseconds timeout{10'000};
+
+  RunOptions& input(std::string text) {
+    stdin_text = std::move(text);
+    return *this;
+  }
+  RunOptions& set_env(std::string name, std::string value) {
+    env = EnvVar{std::move(name), std::move(value)};
+    return *this;
+  }
+  RunOptions& unset(std::string name) {
+    unset_env.push_back(std::move(name));
+    return *this;
+  }
+  RunOptions& terminal(bool on = true) {
+    stdout_terminal = on;
+    return *this;
+  }
+};
+
+struct RunResult {
+  std::vector<std::string> args;  // as passed, for failure messages
+  int exit_code = -1;             // the exit status; 128 + signal when killed by a signal
+  bool timed_out = false;
+  std::string out;
+  std::string err;
+
+  // "attn-trace run x.json -> exit 2", then stdout and stderr: for INFO() in a failing test.
+  std::string describe() const;
+};
+
+// Runs ATTN_TRACE_BIN with `args` (argv[1..]). Throws std::runtime_error only when the test
+// machinery itself fails (no temp file, spawn failed); the binary's own failures are results.
+RunResult run_binary(const std::vector<std::string>& args, const RunOptions& options = {});
+
+// ATTN_SOURCE_DIR/relative: inputs are found from the source tree, whatever the working directory.
+std::string source_path(const std::string& relative);
+
+// A whole file, byte for byte. Throws std::runtime_error when it cannot be read.
+std::string read_file(const std::string& path);
+
+// The lines of `text`, without their '\n'; a final line without '\n' counts as a line.
+std::vector<std::string> split_lines(const std::string& text);
+
+}  // namespace attn::test
