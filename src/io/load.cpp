@@ -551,14 +551,21 @@ class CheckingSax final : public nlohmann::json_sax<json> {
 
 }  // namespace
 
-json parse_json(std::string_view text, const std::string& file) {
+json parse_json(std::string_view text, const std::string& file, bool strict) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     throw InputError(file, "", "the file is empty: expected a JSON object");
-  CheckingSax checker;
-  if (!json::sax_parse(text, &checker) || !checker.message.empty()) {
-    throw InputError(file, checker.pointer, checker.message.empty() ? "invalid JSON" : checker.message);
+  const auto check = [&] {
+    CheckingSax checker;
+    if (!json::sax_parse(text, &checker) || !checker.message.empty())
+      throw InputError(file, checker.pointer, checker.message.empty() ? "invalid JSON" : checker.message);
+  };
+  if (strict) check();
+  try {
+    return json::parse(text);
+  } catch (const json::exception&) {
+    check();  // says where
+    throw;
   }
-  return json::parse(text);
 }
 
 Problem problem_from_json(const json& input, const std::string& file, const std::string& root) {
