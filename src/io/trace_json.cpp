@@ -409,9 +409,9 @@ std::string trace_to_json(const Trace& t, const std::string& generator) {
     w.key("description", 6, false);
     w.append(json(s.description).dump());
     w.key("shape", 6, false);
-    w.append(json(s.value.shape()).dump());
+    w.value(ojson(s.value.shape()), 6);
     w.key("dims", 6, false);
-    w.append(json(dim_names(s.step, p.batched)).dump());
+    w.value(ojson(dim_names(s.step, p.batched)), 6);
     w.key("dtype", 6, false);
     w.append(json(t.dtype).dump());
     w.key("data", 6, false);
@@ -420,11 +420,11 @@ std::string trace_to_json(const Trace& t, const std::string& generator) {
   }
   w.append(t.steps.empty() ? "]" : "\n  ]");
   w.key("empty_rows", 2, false);
-  json rows = json::array();
+  ojson rows = ojson::array();
   for (const EmptyRow& r : t.empty_rows) rows.push_back({{"batch", r.batch}, {"query", r.query}});
-  w.append(rows.dump());
+  w.value(rows, 2);
   w.key("warnings", 2, false);
-  w.append(json(t.warnings).dump());
+  w.value(ojson(t.warnings), 2);
   w.append("\n}\n");
   return std::move(w).take();
 }
