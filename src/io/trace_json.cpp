@@ -21,6 +21,8 @@ namespace {
 void append_trace_number(std::string& out, double x, bool float32) {
   if (std::isnan(x)) out += "\"nan\"";
   else if (std::isinf(x)) out += x < 0 ? "\"-inf\"" : "\"inf\"";
+  // fmt writes -0.0 as "-0", which JSON readers take for the integer 0: keep the sign with a point.
+  else if (x == 0 && std::signbit(x)) out += "-0.0";
   else {
     // fmt's "{}" is the shortest text that reads back to the same value of its type. Compiled
     // format and a local buffer: a trace can hold tens of millions of numbers.
@@ -316,6 +318,17 @@ class TraceReader {
       const bool float32 = string_at(s, ptr, "dtype") == "float32";
       t.steps.push_back({*step, string_at(s, ptr, "formula"), string_at(s, ptr, "description"),
                          tensor_at(s, ptr, float32)});
+    }
+    if (doc.contains("empty_rows")) {
+      const json& rows = doc.at("empty_rows");
+      if (!rows.is_array()) fail("/empty_rows", "expected a list of {\"batch\", \"query\"} objects");
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const json& r = rows[i];
+        if (!r.is_object() || !r.contains("batch") || !r.contains("query") || !r.at("batch").is_number_unsigned() ||
+            !r.at("query").is_number_unsigned())
+          fail(pointer_index("/empty_rows", i), "expected {\"batch\": whole number, \"query\": whole number}");
+        t.empty_rows.push_back({r.at("batch").get<std::size_t>(), r.at("query").get<std::size_t>()});
+      }
     }
     if (doc.contains("warnings")) {
       const json& w = doc.at("warnings");
