@@ -3,7 +3,8 @@
 # Run as root (or with sudo) on a fresh machine; on a machine that has everything it does nothing.
 set -euo pipefail
 
-packages=(g++ make cmake libcli11-dev libfmt-dev nlohmann-json3-dev catch2)
+packages=(g++ make cmake libcli11-dev libfmt-dev nlohmann-json3-dev catch2
+          python3 python3-numpy python3-jsonschema python3-torch)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
