@@ -45,26 +45,24 @@ namespace {
 
 // ---- writing -------------------------------------------------------------------------------
 
-template <class Flag>
-ojson flags_json(const Tensor<Flag>& t, bool as_bool) {
-  ojson list = ojson::array();
-  const auto build = [&](auto&& self, std::size_t axis, std::size_t offset) -> ojson {
+// A mask's flags (B or 1, …) as nested lists of booleans or of 0/1. A row or matrix shared by the
+// whole batch (a first axis of extent 1) is written without the batch level, as the input has it.
+ojson flags_json(const Tensor<std::uint8_t>& t, bool as_bool) {
+  std::size_t at = 0;
+  const auto build = [&](auto&& self, std::size_t axis) -> ojson {
     ojson out = ojson::array();
-    const std::size_t stride = t.size() / [&] {
-      std::size_t s = 1;
-      for (std::size_t a = 0; a <= axis; ++a) s *= t.shape()[a];
-      return s;
-    }();
-    for (std::size_t i = 0; i < t.shape()[axis]; ++i) {
-      const std::size_t at = offset + i * stride;
-      if (axis + 1 == t.rank()) out.push_back(as_bool ? ojson(t.values()[at] != 0) : ojson(int{t.values()[at]}));
-      else out.push_back(self(self, axis + 1, at));
+    for (std::size_t i = 0; i < t.dim(axis); ++i) {
+      if (axis + 1 < t.rank()) {
+        out.push_back(self(self, axis + 1));
+        continue;
+      }
+      const bool on = t.values()[at++] != 0;
+      out.push_back(as_bool ? ojson(on) : ojson(on ? 1 : 0));
     }
     return out;
   };
-  list = build(build, 0, 0);
-  // One shared row/matrix (first axis of extent 1) is written without the batch level.
-  return t.dim(0) == 1 ? ojson(list.at(0)) : list;
+  const ojson all = build(build, 0);
+  return t.dim(0) == 1 ? all.at(0) : all;
 }
 
 ojson mask_json(const Mask& mask, bool with_offset) {
