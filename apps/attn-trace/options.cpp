@@ -15,12 +15,15 @@ namespace attn::cli {
 
 void add_trace_options(CLI::App& command, TraceOptions& o) {
   command.add_option("FILE", o.file, "the input JSON (input-format.md); - reads standard input")->required();
-  command.add_option("--engine", o.engine, "which computation to trace")
-      ->check(CLI::IsMember({"naive"}))
+  command.add_option("--engine", o.engine, "which computation to trace: naive (every step), flash (tile by tile "
+                                           "with an online softmax), or both")
+      ->check(CLI::IsMember({"naive", "flash", "both"}))
       ->default_str("naive");
   command.add_option("--dtype", o.dtype, "the arithmetic")
       ->check(CLI::IsMember({"float32", "float64"}))
       ->default_str("float32");
+  command.add_option("--block-q", o.block_q, "flash: query rows per tile (default about √n)")->check(CLI::Range(1, 1 << 20));
+  command.add_option("--block-k", o.block_k, "flash: keys per tile (default about √m)")->check(CLI::Range(1, 1 << 20));
   command.add_option("--steps", o.steps, "only these steps, by trace name: q,k,v,q_heads,k_heads,v_heads,scores,"
                                          "scaled,masked,weights,head_outputs,concat,output")
       ->delimiter(',');
@@ -63,6 +66,13 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem) {
     filter.only.push_back(*step);
   }
   return filter;
+}
+
+FlashConfig flash_config(const TraceOptions& options, const Problem& problem) {
+  FlashConfig config = default_blocks(problem.n, problem.m);
+  if (options.block_q) config.Br = *options.block_q;
+  if (options.block_k) config.Bc = *options.block_k;
+  return config;
 }
 
 RenderOptions render_options(const TraceOptions& options) {

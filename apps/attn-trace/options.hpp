@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/flash.hpp"
 #include "model/problem.hpp"
 #include "render/terminal.hpp"
 #include "trace/trace.hpp"
@@ -18,6 +19,8 @@ struct TraceOptions {
   std::string file;
   std::string engine = "naive";
   std::string dtype = "float32";
+  std::optional<std::size_t> block_q;  // flash tile sizes; default: engine's default_blocks
+  std::optional<std::size_t> block_k;
   std::vector<std::string> steps;   // trace names; empty: all
   std::optional<std::size_t> head;
   int precision = 4;
@@ -37,6 +40,9 @@ void emit(const Trace& trace, const TraceOptions& options);
 // --steps and --head, checked against the problem: an unknown step name (the nearest is suggested)
 // or a head the input does not have is a UsageError.
 StepFilter trace_filter(const TraceOptions& options, const Problem& problem);
+
+// The flash tile sizes: --block-q/--block-k, or the defaults for this problem's lengths.
+FlashConfig flash_config(const TraceOptions& options, const Problem& problem);
 
 // How the terminal trace should look.
 RenderOptions render_options(const TraceOptions& options);

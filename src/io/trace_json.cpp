@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <iterator>
+#include <tuple>
 
 #include <fmt/compile.h>
 #include <fmt/format.h>
@@ -267,6 +268,57 @@ void write_input(TextWriter& w, const Problem& p, int indent) {
   w.append("}");
 }
 
+// trace-format.md's `flash` object: block sizes, every tile, lse and output. `finals` (O / l and lse
+// of each query tile as it finished) is this program's addition, so that show can print it again.
+void write_flash(TextWriter& w, const FlashRecord& f, bool float32) {
+  const auto matrix = [&](std::string_view name, const Tensor<double>& t, int indent) {
+    w.key(name, indent, false);
+    w.data(t, float32, indent);
+  };
+  w.append("{");
+  w.key("block_q", 4, true);
+  w.append(fmt::format("{}", f.block_q));
+  w.key("block_k", 4, false);
+  w.append(fmt::format("{}", f.block_k));
+  w.key("tiles", 4, false);
+  w.append("[");
+  for (std::size_t k = 0; k < f.tiles.size(); ++k) {
+    const FlashTile& t = f.tiles[k];
+    w.append(k == 0 ? "\n      {" : ",\n      {");
+    w.append(fmt::format("\"batch\": {}, \"head\": {}, \"i\": {}, \"j\": {}, \"rows\": [{}, {}], \"cols\": [{}, {}], "
+                         "\"skipped\": {}",
+                         t.batch, t.head, t.i, t.j, t.row_begin, t.row_end, t.col_begin, t.col_end, t.skipped));
+    if (!t.skipped) {
+      matrix("S", t.S, 8);
+      matrix("m_prev", t.m_prev, 8);
+      matrix("m_new", t.m_new, 8);
+      matrix("alpha", t.alpha, 8);
+      matrix("P", t.P, 8);
+      matrix("l_prev", t.l_prev, 8);
+      matrix("l_new", t.l_new, 8);
+      matrix("O", t.O, 8);
+      w.append("\n      ");
+    }
+    w.append("}");
+  }
+  w.append(f.tiles.empty() ? "]" : "\n    ]");
+  w.key("finals", 4, false);
+  w.append("[");
+  for (std::size_t k = 0; k < f.finals.size(); ++k) {
+    const FlashFinal& d = f.finals[k];
+    w.append(k == 0 ? "\n      {" : ",\n      {");
+    w.append(fmt::format("\"batch\": {}, \"head\": {}, \"i\": {}, \"rows\": [{}, {}]", d.batch, d.head, d.i,
+                         d.row_begin, d.row_end));
+    matrix("O", d.O, 8);
+    matrix("lse", d.lse, 8);
+    w.append("\n      }");
+  }
+  w.append(f.finals.empty() ? "]" : "\n    ]");
+  matrix("lse", f.lse, 4);
+  matrix("output", f.output, 4);
+  w.append("\n  }");
+}
+
 // ---- reading -------------------------------------------------------------------------------
 
 class TraceReader {
@@ -294,6 +346,7 @@ class TraceReader {
 
     Trace t;
     t.problem = std::make_shared<const Problem>(problem_from_json(doc.at("input"), file_, "/input"));
+    problem_ = t.problem.get();
     const json& config = doc.at("config");
     t.dtype = string_at(config, "/config", "dtype");
     if (t.dtype != "float32" && t.dtype != "float64")
@@ -317,6 +370,7 @@ class TraceReader {
       t.steps.push_back({*step, string_at(s, ptr, "formula"), string_at(s, ptr, "description"),
                          tensor_at(s, ptr, float32)});
     }
+    if (doc.contains("flash")) t.flash = flash(doc.at("flash"), t.dtype == "float32");
     if (doc.contains("empty_rows")) {
       const json& rows = doc.at("empty_rows");
       if (!rows.is_array()) fail("/empty_rows", "expected a list of {\"batch\", \"query\"} objects");
@@ -340,6 +394,99 @@ class TraceReader {
   }
 
  private:
+  std::size_t whole(const json& object, const std::string& ptr, const char* key) const {
+    const std::string at = pointer_key(ptr, key);
+    if (!object.contains(key) || !object.at(key).is_number_unsigned()) fail(at, "expected a whole number");
+    return object.at(key).get<std::size_t>();
+  }
+
+  std::pair<std::size_t, std::size_t> range(const json& object, const std::string& ptr, const char* key) const {
+    const std::string at = pointer_key(ptr, key);
+    if (!object.contains(key) || !object.at(key).is_array() || object.at(key).size() != 2 ||
+        !object.at(key)[0].is_number_unsigned() || !object.at(key)[1].is_number_unsigned())
+      fail(at, "expected [first, last]: two whole numbers");
+    return {object.at(key)[0].get<std::size_t>(), object.at(key)[1].get<std::size_t>()};
+  }
+
+  // A tensor of the given shape found at `key`, its shape known from the tile.
+  Tensor<double> values(const json& object, const std::string& ptr, const char* key, Shape shape, bool float32) const {
+    const std::string at = pointer_key(ptr, key);
+    if (!object.contains(key)) fail(at, "missing");
+    std::vector<double> data;
+    read_values(object.at(key), shape, 0, at, float32, data);
+    return Tensor<double>(std::move(shape), std::move(data));
+  }
+
+  // A tensor whose shape is whatever its nesting says (lse, output).
+  Tensor<double> nested(const json& object, const std::string& ptr, const char* key, bool float32) const {
+    const std::string at = pointer_key(ptr, key);
+    if (!object.contains(key)) fail(at, "missing");
+    Shape shape;
+    for (const json* j = &object.at(key); j->is_array(); j = &j->at(0)) {
+      shape.push_back(j->size());
+      if (j->empty()) break;
+    }
+    if (shape.empty()) fail(at, "expected a list of numbers");
+    return values(object, ptr, key, std::move(shape), float32);
+  }
+
+  FlashRecord flash(const json& f, bool float32) const {
+    const std::string ptr = "/flash";
+    if (!f.is_object()) fail(ptr, "expected an object");
+    const Problem& p = *problem_;
+    FlashRecord out;
+    out.block_q = whole(f, ptr, "block_q");
+    out.block_k = whole(f, ptr, "block_k");
+    const std::string tiles_ptr = pointer_key(ptr, "tiles");
+    if (!f.contains("tiles") || !f.at("tiles").is_array()) fail(tiles_ptr, "expected a list of tiles");
+    for (std::size_t k = 0; k < f.at("tiles").size(); ++k) {
+      const json& t = f.at("tiles")[k];
+      const std::string at = pointer_index(tiles_ptr, k);
+      if (!t.is_object()) fail(at, "expected a tile object");
+      FlashTile tile{whole(t, at, "batch"), whole(t, at, "head"), whole(t, at, "i"), whole(t, at, "j"), 0, 0, 0, 0, false,
+                     {}, {}, {}, {}, {}, {}, {}, {}};
+      std::tie(tile.row_begin, tile.row_end) = range(t, at, "rows");
+      std::tie(tile.col_begin, tile.col_end) = range(t, at, "cols");
+      if (tile.batch >= p.B || tile.head >= p.h || tile.row_begin >= tile.row_end || tile.row_end > p.n ||
+          tile.col_begin >= tile.col_end || tile.col_end > p.m)
+        fail(at, "the tile lies outside the input's batch, heads, queries or keys");
+      if (!t.contains("skipped") || !t.at("skipped").is_boolean()) fail(pointer_key(at, "skipped"), "expected true or false");
+      tile.skipped = t.at("skipped").get<bool>();
+      if (!tile.skipped) {
+        const std::size_t r = tile.row_end - tile.row_begin, c = tile.col_end - tile.col_begin;
+        tile.S = values(t, at, "S", {r, c}, float32);
+        tile.m_prev = values(t, at, "m_prev", {r}, float32);
+        tile.m_new = values(t, at, "m_new", {r}, float32);
+        tile.alpha = values(t, at, "alpha", {r}, float32);
+        tile.P = values(t, at, "P", {r, c}, float32);
+        tile.l_prev = values(t, at, "l_prev", {r}, float32);
+        tile.l_new = values(t, at, "l_new", {r}, float32);
+        tile.O = values(t, at, "O", {r, p.d_v}, float32);
+      }
+      out.tiles.push_back(std::move(tile));
+    }
+    if (f.contains("finals")) {
+      const std::string finals_ptr = pointer_key(ptr, "finals");
+      if (!f.at("finals").is_array()) fail(finals_ptr, "expected a list");
+      for (std::size_t k = 0; k < f.at("finals").size(); ++k) {
+        const json& d = f.at("finals")[k];
+        const std::string at = pointer_index(finals_ptr, k);
+        if (!d.is_object()) fail(at, "expected an object");
+        FlashFinal done{whole(d, at, "batch"), whole(d, at, "head"), whole(d, at, "i"), 0, 0, {}, {}};
+        std::tie(done.row_begin, done.row_end) = range(d, at, "rows");
+        if (done.batch >= p.B || done.head >= p.h || done.row_begin >= done.row_end || done.row_end > p.n)
+          fail(at, "the query tile lies outside the input's batch, heads or queries");
+        const std::size_t r = done.row_end - done.row_begin;
+        done.O = values(d, at, "O", {r, p.d_v}, float32);
+        done.lse = values(d, at, "lse", {r}, float32);
+        out.finals.push_back(std::move(done));
+      }
+    }
+    out.lse = nested(f, ptr, "lse", float32);
+    out.output = nested(f, ptr, "output", float32);
+    return out;
+  }
+
   std::string string_at(const json& object, const std::string& ptr, const char* key) const {
     const std::string at = pointer_key(ptr, key);
     if (!object.contains(key)) fail(at, "missing");
@@ -389,6 +536,7 @@ class TraceReader {
   }
 
   std::string file_;
+  mutable const Problem* problem_ = nullptr;  // the trace's problem, while reading it
 };
 
 }  // namespace
@@ -430,6 +578,10 @@ std::string trace_to_json(const Trace& t, const std::string& generator) {
     w.append("\n    }");
   }
   w.append(t.steps.empty() ? "]" : "\n  ]");
+  if (t.flash) {
+    w.key("flash", 2, false);
+    write_flash(w, *t.flash, float32);
+  }
   w.key("empty_rows", 2, false);
   ojson rows = ojson::array();
   for (const EmptyRow& r : t.empty_rows) rows.push_back({{"batch", r.batch}, {"query", r.query}});

@@ -58,7 +58,18 @@ class Renderer {
 
   std::string run() {
     header();
-    for (std::size_t i = 0; i < t_.steps.size(); ++i) step(t_.steps[i]);
+    // The flash pass goes where its tiles replace the naive steps: after the heads are split. When
+    // both engines ran, it follows the whole naive trace.
+    bool flash_done = !t_.flash;
+    for (const StepRecord& rec : t_.steps) {
+      if (!flash_done && t_.engine == "flash" && rec.step > Step::v_heads) {
+        flash_section();
+        flash_done = true;
+      }
+      step(rec);
+    }
+    if (!flash_done) flash_section();
+    comparison();
     footer();
     return std::move(out_);
   }
@@ -132,8 +143,7 @@ class Renderer {
     const std::vector<std::string> dims = dim_names(rec.step, p_.batched);
 
     line("");
-    const std::string heading = fmt::format("━━ {} ", info.name);
-    line("{}", style_.title(heading + rule(72 - std::min<std::size_t>(72, display_width(heading)))));
+    heading(info.name);
     std::vector<std::string> parts;
     for (std::size_t a = 0; a < shape.size(); ++a) parts.push_back(fmt::format("{} {}", shape[a], dims[a]));
     line("{}   {}", style_.formula(rec.formula), style_.faint(fmt::format("[{}]", fmt::join(parts, " × "))));
@@ -169,9 +179,108 @@ class Renderer {
         if (!caption.empty()) caption += ", ";
         caption += kv ? kv_caption(hd) : fmt::format("head {}", hd);
       }
-      table(rec, k * rows * cols, rows, cols, labels(rec.step, row_axis, b, rows), labels(rec.step, col_axis, b, cols),
-            caption);
+      table(rec.value.values().subspan(k * rows * cols, rows * cols), rows, cols, labels(rec.step, row_axis, b, rows),
+            labels(rec.step, col_axis, b, cols), caption);
     }
+  }
+
+  void heading(std::string_view name) {
+    const std::string text = fmt::format("━━ {} ", name);
+    line("{}", style_.title(text + rule(72 - std::min<std::size_t>(72, display_width(text)))));
+  }
+
+  std::vector<std::string> token_range(const std::vector<std::string>& tokens, std::size_t first, std::size_t last) const {
+    std::vector<std::string> out;
+    for (std::size_t i = first; i < last; ++i) out.push_back(truncate_to(tokens[i], label_width));
+    return out;
+  }
+
+  std::vector<std::string> numbered(std::size_t count) const {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < count; ++i) out.push_back(fmt::format("{}", i));
+    return out;
+  }
+
+  // ---- the flash pass ----
+
+  void flash_section() {
+    const FlashRecord& f = *t_.flash;
+    line("");
+    heading("flash");
+    line("{}", style_.formula("m_new = max(m_prev, rowmax S)   alpha = exp(m_prev − m_new)   P = exp(S − m_new)"));
+    line("{}", style_.formula("l_new = alpha·l_prev + rowsum P   O = alpha·O_prev + P·V   then once: O / l, lse = m + log l"));
+    line("FlashAttention-2's forward pass (arXiv:2307.08691, Algorithm 1): the same attention, {} query row{} by {} "
+         "key{} at a time, never holding all n × m scores",
+         f.block_q, f.block_q == 1 ? "" : "s", f.block_k, f.block_k == 1 ? "" : "s");
+    std::size_t next = 0;
+    for (const FlashFinal& done : f.finals) {
+      for (; next < f.tiles.size(); ++next) {
+        const FlashTile& tile = f.tiles[next];
+        if (tile.batch != done.batch || tile.head != done.head || tile.i != done.i) break;
+        flash_tile(tile);
+      }
+      flash_final(done);
+    }
+    for (; next < f.tiles.size(); ++next) flash_tile(f.tiles[next]);
+  }
+
+  std::string tile_place(std::size_t b, std::size_t head) const {
+    std::string place = p_.batched ? fmt::format("batch {}, head {}", b, head) : fmt::format("head {}", head);
+    return place;
+  }
+
+  void flash_tile(const FlashTile& tile) {
+    const auto rows = token_range(p_.tokens[tile.batch], tile.row_begin, tile.row_end);
+    const auto cols = token_range(p_.context_tokens[tile.batch], tile.col_begin, tile.col_end);
+    line("");
+    line("{}", style_.label(fmt::format("── {} · query tile {} ({}) × key tile {} ({})", tile_place(tile.batch, tile.head),
+                                        tile.i, fmt::join(rows, ", "), tile.j, fmt::join(cols, ", "))));
+    if (tile.skipped) {
+      line("  {}", style_.faint("skipped: the mask rules out every query-key pair of this tile"));
+      return;
+    }
+    const std::size_t r = rows.size(), c = cols.size();
+    table(tile.S.values(), r, c, rows, cols, "S");
+    std::vector<double> state;
+    for (std::size_t k = 0; k < r; ++k)
+      for (const Tensor<double>* t : {&tile.m_prev, &tile.m_new, &tile.alpha, &tile.l_prev, &tile.l_new})
+        state.push_back(t->values()[k]);
+    table(state, r, 5, rows, {"m_prev", "m_new", "alpha", "l_prev", "l_new"}, "state");
+    table(tile.P.values(), r, c, rows, cols, "P");
+    table(tile.O.values(), r, tile.O.dim(1), rows, numbered(tile.O.dim(1)), "O");
+  }
+
+  void flash_final(const FlashFinal& done) {
+    const auto rows = token_range(p_.tokens[done.batch], done.row_begin, done.row_end);
+    const std::size_t r = rows.size(), d = done.O.dim(1);
+    std::vector<double> values;
+    for (std::size_t k = 0; k < r; ++k) {
+      for (std::size_t c = 0; c < d; ++c) values.push_back(done.O(k, c));
+      values.push_back(done.lse(k));
+    }
+    std::vector<std::string> cols = numbered(d);
+    cols.push_back("lse");
+    line("");
+    line("{}", style_.label(fmt::format("── {} · query tile {} ({}) done: O / l, lse = m + log l",
+                                        tile_place(done.batch, done.head), done.i, fmt::join(rows, ", "))));
+    table(values, r, d + 1, rows, cols, "O / l");
+  }
+
+  // When both engines ran: how far the flash output is from the naive one.
+  void comparison() {
+    if (!t_.flash || t_.engine != "both") return;
+    const StepRecord* naive = nullptr;
+    for (const StepRecord& rec : t_.steps)
+      if (rec.step == Step::output) naive = &rec;
+    if (naive == nullptr || naive->value.shape() != t_.flash->output.shape()) return;
+    double worst = 0;
+    const auto a = naive->value.values(), b = t_.flash->output.values();
+    for (std::size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::fabs(a[k] - b[k]));
+    line("");
+    heading("naive vs flash");
+    line("max |flash output − naive output| = {:.3g} over {} values ({}); attn-trace compare judges it against a "
+         "float64 reference",
+         worst, a.size(), t_.dtype);
   }
 
   std::string rule(std::size_t width) const {
@@ -187,10 +296,8 @@ class Renderer {
                       : fmt::format("kv head {} (read by query heads {}–{})", kv, kv * group, kv * group + group - 1);
   }
 
-  void table(const StepRecord& rec, std::size_t offset, std::size_t rows, std::size_t cols,
-             const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
-             const std::string& caption) {
-    const std::span<const double> v = rec.value.values().subspan(offset, rows * cols);
+  void table(std::span<const double> v, std::size_t rows, std::size_t cols, const std::vector<std::string>& row_labels,
+             const std::vector<std::string>& col_labels, const std::string& caption) {
     const std::vector<std::size_t> rs = shown(rows, o_.max_rows), cs = shown(cols, o_.max_cols);
 
     // Column widths: the widest of the label and every shown value.

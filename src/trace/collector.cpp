@@ -48,11 +48,16 @@ std::size_t head_at(const Trace& trace, bool kv_axis, std::size_t index) {
   return kv_axis ? kv_head_of(*trace.head, p.h, p.g) : *trace.head;
 }
 
-TraceCollector::TraceCollector(std::shared_ptr<const Problem> problem, std::string dtype, StepFilter filter)
+TraceCollector::TraceCollector(std::shared_ptr<const Problem> problem, std::string dtype, StepFilter filter,
+                               std::optional<FlashBlocks> flash)
     : filter_(std::move(filter)) {
   trace_.problem = std::move(problem);
   trace_.dtype = std::move(dtype);
   trace_.head = filter_.head;
+  if (flash) {
+    trace_.engine = "flash";
+    trace_.flash = FlashRecord{flash->block_q, flash->block_k, {}, {}, {}, {}};
+  }
 }
 
 namespace {
@@ -74,20 +79,34 @@ Tensor<double> select_head(const Tensor<double>& value, std::size_t keep) {
 
 }  // namespace
 
-void TraceCollector::keep(Step step, Tensor<double> value) {
-  const std::vector<Axis>& axes = step_info(step).axes;
-  if (filter_.head && (axes.front() == Axis::head || axes.front() == Axis::kv_head)) {
-    value = select_head(value, head_at(trace_, axes.front() == Axis::kv_head, 0));
-  }
+Tensor<double> TraceCollector::as_traced(Tensor<double> value, bool has_head_axis, bool kv_axis) const {
+  if (trace_.head && has_head_axis) value = select_head(value, head_at(trace_, kv_axis, 0));
   if (!trace_.problem->batched) {
     // A 2-D input's trace has no batch axis: drop the engine's leading axis of extent 1.
     Shape shape(value.shape().begin() + 1, value.shape().end());
     std::vector<double> data(value.values().begin(), value.values().end());
     value = Tensor<double>(std::move(shape), std::move(data));
   }
-  trace_.steps.push_back(
-      {step, step_formula(step, *trace_.problem), step_description(step, *trace_.problem), std::move(value)});
+  return value;
 }
+
+void TraceCollector::keep(Step step, Tensor<double> value) {
+  const Axis first = step_info(step).axes.front();
+  value = as_traced(std::move(value), first == Axis::head || first == Axis::kv_head, first == Axis::kv_head);
+  if (trace_.flash && step == Step::output) {
+    trace_.flash->output = value;
+    if (!filter_.keeps(step)) return;
+  }
+  std::string formula = step_formula(step, *trace_.problem);
+  std::string description = step_description(step, *trace_.problem);
+  if (trace_.flash && step == Step::head_outputs) {
+    formula = "O_h = O / l (the flash pass's result, equal to A·V_h)";
+    description = "each head's output: the flash pass's running output divided once by its running sum";
+  }
+  trace_.steps.push_back({step, std::move(formula), std::move(description), std::move(value)});
+}
+
+void TraceCollector::keep_lse(Tensor<double> lse) { trace_.flash->lse = as_traced(std::move(lse), true, false); }
 
 void TraceCollector::warn_non_finite() {
   // Finite inputs can still overflow on the way (a huge dot product): say where it first happened.

@@ -7,6 +7,33 @@
 
 namespace attn {
 
+// One tile of the flash pass: query tile i (rows [row_begin, row_end)) against key tile j (columns
+// [col_begin, col_end)) of one head of one batch item. A skipped tile (the mask rules it out
+// entirely) has no matrices.
+template <class T>
+struct TileEvent {
+  std::size_t batch, head, i, j;
+  std::size_t row_begin, row_end, col_begin, col_end;
+  bool skipped = false;
+  const Tensor<T>* S = nullptr;       // (Br, Bc) scaled and masked scores
+  const Tensor<T>* m_prev = nullptr;  // (Br) running max before the tile
+  const Tensor<T>* m_new = nullptr;   // (Br) and after it
+  const Tensor<T>* alpha = nullptr;   // (Br) exp(m_prev - m_new)
+  const Tensor<T>* P = nullptr;       // (Br, Bc) exp(S - m_new)
+  const Tensor<T>* l_prev = nullptr;  // (Br) running sum before the tile
+  const Tensor<T>* l_new = nullptr;   // (Br) and after it
+  const Tensor<T>* O = nullptr;       // (Br, d_v) unnormalised output after the tile
+};
+
+// The end of one query tile: its rows divided by their sums, and their log-sum-exp.
+template <class T>
+struct QueryTileDone {
+  std::size_t batch, head, i;
+  std::size_t row_begin, row_end;
+  const Tensor<T>* O = nullptr;    // (Br, d_v) O / l: the head output of these rows
+  const Tensor<T>* lse = nullptr;  // (Br) m + log l
+};
+
 class Observer {
  public:
   virtual ~Observer() = default;
@@ -14,6 +41,15 @@ class Observer {
   // Every tensor here has the batch axis first, as the engine holds it. Only valid during the call.
   virtual void on(Step step, const Tensor<float>& value) = 0;
   virtual void on(Step step, const Tensor<double>& value) = 0;
+
+  // The flash pass: every tile, then the log-sum-exp of every row (B, h, n).
+  virtual bool wants_tiles() const { return false; }
+  virtual void on_tile(const TileEvent<float>&) {}
+  virtual void on_tile(const TileEvent<double>&) {}
+  virtual void on_query_tile_done(const QueryTileDone<float>&) {}
+  virtual void on_query_tile_done(const QueryTileDone<double>&) {}
+  virtual void on_lse(const Tensor<float>&) {}
+  virtual void on_lse(const Tensor<double>&) {}
 };
 
 // Watches nothing, keeps nothing: the engines' fast path.

@@ -1,0 +1,122 @@
+#pragma once
+// Flash attention: the same result as naive, computed tile by tile with an online softmax so that
+// nothing of size n × m is ever held. ref: FlashAttention-2 (arXiv:2307.08691), Algorithm 1.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <stdexcept>
+
+#include "engine/common.hpp"
+#include "ops/online_softmax.hpp"
+
+namespace attn {
+
+struct FlashConfig {
+  std::size_t Br = 2;  // query rows per tile (block_q)
+  std::size_t Bc = 2;  // key columns per tile (block_k)
+};
+
+// Default tiles: about √n query rows by √m keys, so a sequence gets about as many tiles as each
+// tile has rows, and the worked example (n = m = 3) gets 2 × 1 tiles: three key tiles per query
+// tile, and a real rescale when the second key beats the first.
+inline FlashConfig default_blocks(std::size_t n, std::size_t m) {
+  const auto clamp = [](double x) { return std::clamp<std::size_t>(static_cast<std::size_t>(x), 1, 128); };
+  return {clamp(std::round(std::sqrt(static_cast<double>(n)))), clamp(std::floor(std::sqrt(static_cast<double>(m))))};
+}
+
+// Does the mask leave query rows [r0, r1) nothing at all among keys [c0, c1)?
+inline bool tile_masked_out(const Mask& mask, std::size_t b, std::size_t r0, std::size_t r1, std::size_t c0,
+                            std::size_t c1) {
+  for (std::size_t r = r0; r < r1; ++r) {
+    const auto [first, last] = mask.band(r);
+    for (std::size_t c = std::max(first, c0); c < std::min(last, c1); ++c)
+      if (mask.allows(b, r, c)) return false;
+  }
+  return true;
+}
+
+template <class T>
+AttentionResult<T> run_flash(const Problem& p, Observer& observer, FlashConfig config) {
+  if (config.Br == 0 || config.Bc == 0)
+    throw std::invalid_argument(fmt::format("run_flash: tiles of {} × {}: both sides must be >= 1", config.Br, config.Bc));
+  const Inputs<T> in(p);
+  const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v;
+  const std::size_t Br = config.Br, Bc = config.Bc;
+  const std::size_t Tr = (n + Br - 1) / Br, Tc = (m + Bc - 1) / Bc;  // the last tiles may be partial
+  const T scale = static_cast<T>(p.scale);
+  constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+  const bool watching = observer.wants_tiles();
+  ByteMeter meter;
+
+  // pass 1: project the tokens into queries, keys and values, and split them into heads
+  const Heads<T> heads = project_heads(p, in, observer);
+
+  // pass 2: per query tile, sweep the key tiles with the online softmax
+  Tensor<T> O_h({B, h, n, d_v});  // normalised head outputs
+  Tensor<T> lse({B, h, n});       // log-sum-exp of each row: what a backward pass would keep
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < h; ++hd) {
+      const std::size_t kv = kv_head_of(hd, h, g);
+      for (std::size_t i = 0; i < Tr; ++i) {
+        const std::size_t r0 = i * Br, r1 = std::min(n, r0 + Br), rows = r1 - r0;
+        Tensor<T> m_i({rows}, minus_inf);  // running row max
+        Tensor<T> l_i({rows}, T{0});       // running row sum
+        Tensor<T> O_i({rows, d_v}, T{0});  // running unnormalised output
+        for (std::size_t j = 0; j < Tc; ++j) {
+          const std::size_t c0 = j * Bc, c1 = std::min(m, c0 + Bc), cols = c1 - c0;
+          if (tile_masked_out(p.mask, b, r0, r1, c0, c1)) {
+            if (watching) observer.on_tile(TileEvent<T>{b, hd, i, j, r0, r1, c0, c1, true});
+            continue;
+          }
+          // S = Q_i·K_jᵀ · scale, -inf where the mask forbids
+          // S[r][c] = scale · Σ_e Q[r0+r][e] · K[c0+c][e]
+          Tensor<T> S({rows, cols});
+          for (std::size_t r = 0; r < rows; ++r) {
+            const T* q = &heads.Q(b, hd, r0 + r, 0);
+            for (std::size_t c = 0; c < cols; ++c) {
+              if (!p.mask.allows(b, r0 + r, c0 + c)) {
+                S(r, c) = minus_inf;
+                continue;
+              }
+              const T* k = &heads.K(b, kv, c0 + c, 0);
+              T dot = 0;
+              for (std::size_t e = 0; e < d_k; ++e) dot += q[e] * k[e];
+              S(r, c) = dot * scale;
+            }
+          }
+          Tensor<T> V_j({cols, d_v});  // (Bc, d_v) this tile's values
+          for (std::size_t c = 0; c < cols; ++c)
+            for (std::size_t e = 0; e < d_v; ++e) V_j(c, e) = heads.V(b, kv, c0 + c, e);
+
+          OnlineSoftmaxStep<T> step = online_softmax_update(S, m_i, l_i, O_i, V_j);
+          meter.hold(bytes_of(S) + bytes_of(step.P));
+          if (watching) {
+            observer.on_tile(TileEvent<T>{b, hd, i, j, r0, r1, c0, c1, false, &S, &m_i, &step.m_new, &step.alpha,
+                                          &step.P, &l_i, &step.l_new, &step.O});
+          }
+          meter.release(bytes_of(S) + bytes_of(step.P));
+          m_i = std::move(step.m_new);
+          l_i = std::move(step.l_new);
+          O_i = std::move(step.O);
+        }
+        // O_i / l_i once at the end, and lse = m + log l
+        Tensor<T> lse_i;
+        finish_rows(O_i, lse_i, m_i, l_i);
+        if (watching) observer.on_query_tile_done(QueryTileDone<T>{b, hd, i, r0, r1, &O_i, &lse_i});
+        for (std::size_t r = 0; r < rows; ++r) {
+          lse(b, hd, r0 + r) = lse_i(r);
+          for (std::size_t e = 0; e < d_v; ++e) O_h(b, hd, r0 + r, e) = O_i(r, e);
+        }
+      }
+    }
+  if (watching) observer.on_lse(lse);
+  report(observer, Step::head_outputs, O_h);
+
+  // pass 3: merge the heads and project out
+  Tensor<T> Y = merge_and_project(p, in, O_h, observer);
+  return {std::move(Y), find_empty_rows(p), meter.peak(), std::move(lse)};
+}
+
+}  // namespace attn

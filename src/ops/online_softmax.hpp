@@ -1,0 +1,94 @@
+#pragma once
+// The online softmax of FlashAttention: a row's softmax built up one tile of keys at a time, with a
+// running max m, a running sum l and an unnormalised output O that are rescaled whenever m grows.
+// ref: FlashAttention-2 (arXiv:2307.08691), Algorithm 1, lines 8-12.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+#include "ops/attention.hpp"
+#include "tensor/tensor.hpp"
+
+namespace attn {
+
+// The state of one query tile after a key tile has been folded in.
+template <class T>
+struct OnlineSoftmaxStep {
+  Tensor<T> m_new;  // (Br)       running row max, including this tile
+  Tensor<T> alpha;  // (Br)       exp(m_prev - m_new): how much the earlier tiles shrink
+  Tensor<T> P;      // (Br, Bc)   exp(S - m_new): this tile's unnormalised weights
+  Tensor<T> l_new;  // (Br)       running row sum of exp(S - m_new)
+  Tensor<T> O;      // (Br, d_v)  running unnormalised output
+};
+
+// Fold score tile S into the running state (m_prev, l_prev, O_prev) of its query rows.
+// S (Br, Bc) is already scaled and masked (-inf where forbidden); V (Bc, d_v) is the tile's values.
+//   m_new = max(m_prev, rowmax(S))
+//   alpha = exp(m_prev - m_new)             earlier tiles were summed against a smaller max
+//   P     = exp(S - m_new)                  subtracting the max is so exp never overflows
+//   l_new = alpha · l_prev + rowsum(P)
+//   O     = diag(alpha) · O_prev + P·V      O[r][c] = alpha[r]·O_prev[r][c] + Σ_j P[r][j]·V[j][c]
+// A row that has seen only -inf so far keeps m = -inf, alpha = 1, P = 0: nothing to rescale yet.
+template <class T>
+OnlineSoftmaxStep<T> online_softmax_update(const Tensor<T>& S, const Tensor<T>& m_prev, const Tensor<T>& l_prev,
+                                           const Tensor<T>& O_prev, const Tensor<T>& V) {
+  detail::require(S.rank() == 2 && V.rank() == 2 && O_prev.rank() == 2 && S.dim(1) == V.dim(0) &&
+                      m_prev.size() == S.dim(0) && l_prev.size() == S.dim(0) && O_prev.dim(0) == S.dim(0) &&
+                      O_prev.dim(1) == V.dim(1),
+                  "online_softmax_update",
+                  fmt::format("S [{}], V [{}], O [{}] and {} running rows do not fit", fmt::join(S.shape(), ", "),
+                              fmt::join(V.shape(), ", "), fmt::join(O_prev.shape(), ", "), m_prev.size()));
+  constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+  const std::size_t Br = S.dim(0), Bc = S.dim(1), d_v = V.dim(1);
+  OnlineSoftmaxStep<T> out{Tensor<T>({Br}), Tensor<T>({Br}), Tensor<T>({Br, Bc}), Tensor<T>({Br}), O_prev};
+  for (std::size_t r = 0; r < Br; ++r) {
+    T m = m_prev(r);
+    for (std::size_t j = 0; j < Bc; ++j) m = std::max(m, S(r, j));
+    out.m_new(r) = m;
+    if (m == minus_inf) {  // nothing to attend yet: the state stays (0, 0)
+      out.alpha(r) = 1;
+      out.l_new(r) = l_prev(r);
+      continue;
+    }
+    const T alpha = std::exp(m_prev(r) - m);  // m_prev = -inf gives 0: there was nothing to rescale
+    out.alpha(r) = alpha;
+    T sum = 0;
+    for (std::size_t j = 0; j < Bc; ++j) {
+      out.P(r, j) = std::exp(S(r, j) - m);
+      sum += out.P(r, j);
+    }
+    out.l_new(r) = alpha * l_prev(r) + sum;
+    T* o = &out.O(r, 0);
+#ifndef ATTN_TEST_BREAK_FLASH  // a test build leaves the rescale out, to show that compare can fail
+    for (std::size_t c = 0; c < d_v; ++c) o[c] *= alpha;
+#endif
+    for (std::size_t j = 0; j < Bc; ++j) {
+      const T p = out.P(r, j);
+      if (p == 0) continue;  // a masked key adds nothing
+      const T* v = &V(j, 0);
+      for (std::size_t c = 0; c < d_v; ++c) o[c] += p * v[c];
+    }
+  }
+  return out;
+}
+
+// The last step of a query tile: divide by the row sums once; lse = m + log(l).
+// O (Br, d_v), m and l (Br). A row with l == 0 had nothing to attend: zero output, lse = -inf.
+template <class T>
+void finish_rows(Tensor<T>& O, Tensor<T>& lse, const Tensor<T>& m, const Tensor<T>& l) {
+  const std::size_t Br = O.dim(0), d_v = O.dim(1);
+  lse = Tensor<T>({Br});
+  for (std::size_t r = 0; r < Br; ++r) {
+    if (l(r) == 0) {
+      for (std::size_t c = 0; c < d_v; ++c) O(r, c) = 0;
+      lse(r) = -std::numeric_limits<T>::infinity();
+      continue;
+    }
+    for (std::size_t c = 0; c < d_v; ++c) O(r, c) /= l(r);
+    lse(r) = m(r) + std::log(l(r));
+  }
+}
+
+}  // namespace attn
