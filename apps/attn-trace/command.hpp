@@ -20,5 +20,6 @@ struct UsageError : std::runtime_error {
 Runner add_run(CLI::App& app);
 Runner add_example(CLI::App& app);
 Runner add_show(CLI::App& app);
+Runner add_compare(CLI::App& app);
 
 }  // namespace attn::cli

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
       "  attn-trace run data/the_cat_sat.json      the worked example, every step\n"
       "  attn-trace example > my.json              an input to edit\n"
       "Run 'attn-trace COMMAND --help' for a command's options.");
-  const std::vector<attn::cli::Runner> runners = {attn::cli::add_run(app), attn::cli::add_show(app), attn::cli::add_example(app)};
+  const std::vector<attn::cli::Runner> runners = {attn::cli::add_run(app), attn::cli::add_compare(app), attn::cli::add_show(app), attn::cli::add_example(app)};
 
   try {
     app.parse(argc, argv);
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     return fail(fmt::format("{} (see 'attn-trace --help')", e.what()));
   }
   if (app.get_subcommands().empty()) {
-    return fail("a command is needed: run, show or example (see 'attn-trace --help')");
+    return fail("a command is needed: run, compare, show or example (see 'attn-trace --help')");
   }
 
   try {

@@ -13,9 +13,10 @@
 
 namespace attn::cli {
 
-void add_trace_options(CLI::App& command, TraceOptions& o) {
+void add_trace_options(CLI::App& command, TraceOptions& o, bool with_engine) {
   command.add_option("FILE", o.file, "the input JSON (input-format.md); - reads standard input")->required();
-  command.add_option("--engine", o.engine, "which computation to trace: naive (every step), flash (tile by tile "
+  if (with_engine)
+    command.add_option("--engine", o.engine, "which computation to trace: naive (every step), flash (tile by tile "
                                            "with an online softmax), or both")
       ->check(CLI::IsMember({"naive", "flash", "both"}))
       ->default_str("naive");
@@ -97,7 +98,7 @@ bool use_color(const std::string& mode) {
 
 namespace attn::cli {
 
-void emit(const Trace& trace, const TraceOptions& options) {
+void emit(const Trace& trace, const TraceOptions& options, bool compare_only) {
   if (!options.json_out.empty()) {
     const std::string text = trace_to_json(trace, fmt::format("attn-trace {}", attn::version));
     if (options.json_out == "-") {
@@ -106,7 +107,9 @@ void emit(const Trace& trace, const TraceOptions& options) {
     }
     write_file_atomically(options.json_out, text);
   }
-  fmt::print("{}", render_trace(trace, render_options(options)));
+  RenderOptions render = render_options(options);
+  render.compare_only = compare_only;
+  fmt::print("{}", render_trace(trace, render));
 }
 
 }  // namespace attn::cli

@@ -31,11 +31,11 @@ struct TraceOptions {
 };
 
 // The options of every tracing command; `display_only` for commands that print a saved trace.
-void add_trace_options(CLI::App& command, TraceOptions& options);
+void add_trace_options(CLI::App& command, TraceOptions& options, bool with_engine = true);
 void add_display_options(CLI::App& command, TraceOptions& options);
 
 // The finished trace where --json sends it, and the text to stdout unless --json is "-".
-void emit(const Trace& trace, const TraceOptions& options);
+void emit(const Trace& trace, const TraceOptions& options, bool compare_only = false);
 
 // --steps and --head, checked against the problem: an unknown step name (the nearest is suggested)
 // or a head the input does not have is a UsageError.

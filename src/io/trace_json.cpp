@@ -319,6 +319,47 @@ void write_flash(TextWriter& w, const FlashRecord& f, bool float32) {
   w.append("\n  }");
 }
 
+// The `compare` object: the three outputs, their errors, the engines' memory and the verdict.
+void write_compare(TextWriter& w, const CompareRecord& c, bool batched) {
+  const auto number = [](double x) { return format_trace_number(x, false); };
+  const auto stats = [&](std::string_view name, const ErrorStats& s) {
+    w.key(name, 4, false);
+    w.append(fmt::format("{{\"max_abs\": {}, \"max_rel\": {}, \"max_ulp\": {}}}", number(s.max_abs), number(s.max_rel),
+                         s.max_ulp));
+  };
+  const auto output = [&](std::string_view name, const Tensor<double>& t, bool float32) {
+    w.key(name, 6, name == "naive");
+    w.data(as_written(t, batched), float32, 6);
+  };
+  w.append("{");
+  w.key("dtype", 4, true);
+  w.append(ojson(c.dtype).dump());
+  w.key("block_q", 4, false);
+  w.append(fmt::format("{}", c.block_q));
+  w.key("block_k", 4, false);
+  w.append(fmt::format("{}", c.block_k));
+  w.key("reference", 4, false);
+  w.append(ojson(fmt::format("naive attention in float64 on the same inputs rounded to {}", c.dtype)).dump());
+  stats("naive_vs_reference", c.naive_vs_ref);
+  stats("flash_vs_reference", c.flash_vs_ref);
+  stats("flash_vs_naive", c.flash_vs_naive);
+  w.key("memory", 4, false);
+  w.append(fmt::format("{{\"naive_peak_bytes\": {}, \"flash_peak_bytes\": {}}}", c.naive_peak_bytes, c.flash_peak_bytes));
+  w.key("tolerance", 4, false);
+  w.append(fmt::format("{{\"rule\": \"max|flash - ref| <= 2 * max|naive - ref| + noise\", \"flash_error\": {}, "
+                       "\"naive_error\": {}, \"noise\": {}, \"bound\": {}, \"pass\": {}}}",
+                       number(c.flash_vs_ref.max_abs), number(c.naive_vs_ref.max_abs), number(c.noise), number(c.bound),
+                       c.pass));
+  w.key("outputs", 4, false);
+  w.append("{");
+  const bool float32 = c.dtype == "float32";
+  output("naive", c.naive, float32);
+  output("flash", c.flash, float32);
+  output("reference", c.reference, false);
+  w.append("\n    }");
+  w.append("\n  }");
+}
+
 // ---- reading -------------------------------------------------------------------------------
 
 class TraceReader {
@@ -371,6 +412,7 @@ class TraceReader {
                          tensor_at(s, ptr, float32)});
     }
     if (doc.contains("flash")) t.flash = flash(doc.at("flash"), t.dtype == "float32");
+    if (doc.contains("compare")) t.compare = compare(doc.at("compare"));
     if (doc.contains("empty_rows")) {
       const json& rows = doc.at("empty_rows");
       if (!rows.is_array()) fail("/empty_rows", "expected a list of {\"batch\", \"query\"} objects");
@@ -487,6 +529,58 @@ class TraceReader {
     return out;
   }
 
+  double real(const json& object, const std::string& ptr, const char* key) const {
+    const std::string at = pointer_key(ptr, key);
+    if (!object.contains(key)) fail(at, "missing");
+    return number(object.at(key), at, false);
+  }
+
+  ErrorStats stats(const json& c, const std::string& ptr, const char* key) const {
+    const std::string at = pointer_key(ptr, key);
+    if (!c.contains(key) || !c.at(key).is_object()) fail(at, "expected {max_abs, max_rel, max_ulp}");
+    const json& s = c.at(key);
+    return {real(s, at, "max_abs"), real(s, at, "max_rel"), whole(s, at, "max_ulp")};
+  }
+
+  CompareRecord compare(const json& c) const {
+    const std::string ptr = "/compare";
+    if (!c.is_object()) fail(ptr, "expected an object");
+    const Problem& p = *problem_;
+    CompareRecord out;
+    out.dtype = string_at(c, ptr, "dtype");
+    if (out.dtype != "float32" && out.dtype != "float64") fail(pointer_key(ptr, "dtype"), "expected float32 or float64");
+    out.block_q = whole(c, ptr, "block_q");
+    out.block_k = whole(c, ptr, "block_k");
+    out.naive_vs_ref = stats(c, ptr, "naive_vs_reference");
+    out.flash_vs_ref = stats(c, ptr, "flash_vs_reference");
+    out.flash_vs_naive = stats(c, ptr, "flash_vs_naive");
+    const std::string mem = pointer_key(ptr, "memory");
+    if (!c.contains("memory") || !c.at("memory").is_object()) fail(mem, "expected an object");
+    out.naive_peak_bytes = whole(c.at("memory"), mem, "naive_peak_bytes");
+    out.flash_peak_bytes = whole(c.at("memory"), mem, "flash_peak_bytes");
+    const std::string tol = pointer_key(ptr, "tolerance");
+    if (!c.contains("tolerance") || !c.at("tolerance").is_object()) fail(tol, "expected an object");
+    out.noise = real(c.at("tolerance"), tol, "noise");
+    out.bound = real(c.at("tolerance"), tol, "bound");
+    if (!c.at("tolerance").contains("pass") || !c.at("tolerance").at("pass").is_boolean())
+      fail(pointer_key(tol, "pass"), "expected true or false");
+    out.pass = c.at("tolerance").at("pass").get<bool>();
+    const std::string outs = pointer_key(ptr, "outputs");
+    if (!c.contains("outputs") || !c.at("outputs").is_object()) fail(outs, "expected an object");
+    const Shape shape = {p.B, p.n, p.d_out};
+    Shape written = shape;
+    if (!p.batched) written.erase(written.begin());
+    const bool float32 = out.dtype == "float32";
+    const auto output = [&](const char* key, bool in_float32) {
+      const Tensor<double> t = values(c.at("outputs"), outs, key, written, in_float32);
+      return Tensor<double>(shape, std::vector<double>(t.values().begin(), t.values().end()));  // batch axis back
+    };
+    out.naive = output("naive", float32);
+    out.flash = output("flash", float32);
+    out.reference = output("reference", false);
+    return out;
+  }
+
   std::string string_at(const json& object, const std::string& ptr, const char* key) const {
     const std::string at = pointer_key(ptr, key);
     if (!object.contains(key)) fail(at, "missing");
@@ -581,6 +675,10 @@ std::string trace_to_json(const Trace& t, const std::string& generator) {
   if (t.flash) {
     w.key("flash", 2, false);
     write_flash(w, *t.flash, float32);
+  }
+  if (t.compare) {
+    w.key("compare", 2, false);
+    write_compare(w, *t.compare, p.batched);
   }
   w.key("empty_rows", 2, false);
   ojson rows = ojson::array();

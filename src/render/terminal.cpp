@@ -58,6 +58,10 @@ class Renderer {
 
   std::string run() {
     header();
+    if (o_.compare_only) {
+      compare_section();
+      return std::move(out_);
+    }
     // The flash pass goes where its tiles replace the naive steps: after the heads are split. When
     // both engines ran, it follows the whole naive trace.
     bool flash_done = !t_.flash;
@@ -70,6 +74,7 @@ class Renderer {
     }
     if (!flash_done) flash_section();
     comparison();
+    compare_section();
     footer();
     return std::move(out_);
   }
@@ -93,7 +98,7 @@ class Renderer {
   }
 
   void header() {
-    line("{}", style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version, t_.engine, t_.dtype)));
+    line("{}", style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version, t_.engine == "both" ? "naive and flash" : t_.engine, t_.dtype)));
     if (!p_.description.empty()) line("{}", p_.description);
     line("");
     const auto row = [&](std::string_view name, const std::string& value) {
@@ -281,6 +286,84 @@ class Renderer {
     line("max |flash output − naive output| = {:.3g} over {} values ({}); attn-trace compare judges it against a "
          "float64 reference",
          worst, a.size(), t_.dtype);
+  }
+
+  // ---- compare ----
+
+  static std::string sci(double x) { return std::isfinite(x) ? fmt::format("{:.3g}", x) : format_value(x, 0); }
+
+  void compare_section() {
+    if (!t_.compare) return;
+    const CompareRecord& c = *t_.compare;
+    line("");
+    heading("compare");
+    line("naive and flash in {} (tiles {} × {}) against a float64 reference: naive attention on the same inputs, "
+         "rounded to {}",
+         c.dtype, c.block_q, c.block_k, c.dtype);
+
+    // The outputs side by side, then their differences, per batch item.
+    const std::size_t B = p_.B, n = p_.n, d = p_.d_out;
+    for (std::size_t b = 0; b < B; ++b) {
+      std::vector<double> both;
+      std::vector<double> diff;
+      for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t k = 0; k < d; ++k) both.push_back(c.naive.values()[(b * n + i) * d + k]);
+        for (std::size_t k = 0; k < d; ++k) both.push_back(c.flash.values()[(b * n + i) * d + k]);
+        for (std::size_t k = 0; k < d; ++k)
+          diff.push_back(c.flash.values()[(b * n + i) * d + k] - c.naive.values()[(b * n + i) * d + k]);
+      }
+      std::vector<std::string> cols;
+      for (std::size_t k = 0; k < d; ++k) cols.push_back(fmt::format("naive {}", k));
+      for (std::size_t k = 0; k < d; ++k) cols.push_back(fmt::format("flash {}", k));
+      const std::string item = p_.batched ? fmt::format("batch {}", b) : "output";
+      const auto rows = token_range(p_.tokens[b], 0, n);
+      table(both, n, 2 * d, rows, cols, item);
+      std::vector<std::string> diff_cols;
+      for (std::size_t k = 0; k < d; ++k) diff_cols.push_back(fmt::format("Δ {}", k));
+      scientific_table(diff, n, d, rows, diff_cols, "flash − naive");
+    }
+
+    line("");
+    const auto stats_row = [&](std::string_view name, const ErrorStats& s) {
+      line("  {}  {:>12}  {:>12}  {:>8}", pad_right(name, 16), sci(s.max_abs), sci(s.max_rel), s.max_ulp);
+    };
+    line("  {}  {:>12}  {:>12}  {:>8}", style_.faint(pad_right("", 16)), "max |error|", "max rel", "max ULP");
+    stats_row("naive vs ref", c.naive_vs_ref);
+    stats_row("flash vs ref", c.flash_vs_ref);
+    stats_row("flash vs naive", c.flash_vs_naive);
+
+    line("");
+    line("  peak memory for scores and weights, as the engines counted it:");
+    line("    naive  {:>12} bytes   (all n × m scores of every head, two buffers at a time)", c.naive_peak_bytes);
+    line("    flash  {:>12} bytes   (one S tile and one P tile of at most {} × {})", c.flash_peak_bytes, c.block_q,
+         c.block_k);
+
+    line("");
+    const std::string rule_text =
+        fmt::format("max|flash − ref| = {} {} 2·max|naive − ref| + noise = 2·{} + {} = {}", sci(c.flash_vs_ref.max_abs),
+                    c.pass ? "<=" : ">", sci(c.naive_vs_ref.max_abs), sci(c.noise), sci(c.bound));
+    line("  {} {}", c.pass ? style_.title("verdict: PASS") : style_.warning("verdict: FAIL"), rule_text);
+  }
+
+  void scientific_table(const std::vector<double>& v, std::size_t rows, std::size_t cols,
+                        const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
+                        const std::string& caption) {
+    std::vector<std::size_t> width(cols);
+    std::size_t label_col = display_width(caption);
+    for (std::size_t r = 0; r < rows; ++r) label_col = std::max(label_col, display_width(row_labels[r]));
+    for (std::size_t c = 0; c < cols; ++c) {
+      width[c] = display_width(col_labels[c]);
+      for (std::size_t r = 0; r < rows; ++r) width[c] = std::max(width[c], sci(v[r * cols + c]).size());
+    }
+    line("");
+    std::string head = "  " + style_.faint(pad_right(caption, label_col));
+    for (std::size_t c = 0; c < cols; ++c) head += "  " + style_.label(pad_left(col_labels[c], width[c]));
+    line("{}", head);
+    for (std::size_t r = 0; r < rows; ++r) {
+      std::string text = "  " + style_.label(pad_right(row_labels[r], label_col));
+      for (std::size_t c = 0; c < cols; ++c) text += "  " + pad_left(sci(v[r * cols + c]), width[c]);
+      line("{}", text);
+    }
   }
 
   std::string rule(std::size_t width) const {

@@ -16,6 +16,7 @@ struct RenderOptions {
   std::size_t max_rows = 16;          // longer tables show their first and last rows; 0: all
   std::size_t max_cols = 10;          // wider tables show their first and last columns; 0: all
   std::string version;                // for the title line
+  bool compare_only = false;          // `compare`: the header and the comparison, not every step
 };
 
 // The whole trace as text, ready to print.

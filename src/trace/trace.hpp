@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/compare.hpp"
 #include "engine/naive.hpp"
 #include "model/problem.hpp"
 #include "tensor/tensor.hpp"
@@ -57,6 +58,7 @@ struct Trace {
   // (a key/value head axis holds the head it reads).
   std::optional<std::size_t> head;
   std::optional<FlashRecord> flash;   // when the flash pass ran
+  std::optional<CompareRecord> compare;  // when `compare` judged naive vs flash vs a reference
 };
 
 // The formula of `step` as it applies to `p` (bias terms only when present, and so on).
