@@ -339,7 +339,7 @@ void write_compare(TextWriter& w, const CompareRecord& c, bool batched) {
   w.key("block_k", 4, false);
   w.append(fmt::format("{}", c.block_k));
   w.key("reference", 4, false);
-  w.append(ojson(fmt::format("naive attention in float64 on the same inputs rounded to {}", c.dtype)).dump());
+  w.append(ojson(fmt::format("naive attention in {} on the same inputs rounded to {}", c.reference_dtype, c.dtype)).dump());
   stats("naive_vs_reference", c.naive_vs_ref);
   stats("flash_vs_reference", c.flash_vs_ref);
   stats("flash_vs_naive", c.flash_vs_naive);
@@ -549,6 +549,7 @@ class TraceReader {
     CompareRecord out;
     out.dtype = string_at(c, ptr, "dtype");
     if (out.dtype != "float32" && out.dtype != "float64") fail(pointer_key(ptr, "dtype"), "expected float32 or float64");
+    out.reference_dtype = out.dtype == "float32" ? "float64" : "long double (80-bit)";
     out.block_q = whole(c, ptr, "block_q");
     out.block_k = whole(c, ptr, "block_k");
     out.naive_vs_ref = stats(c, ptr, "naive_vs_reference");

@@ -297,9 +297,9 @@ class Renderer {
     const CompareRecord& c = *t_.compare;
     line("");
     heading("compare");
-    line("naive and flash in {} (tiles {} × {}) against a float64 reference: naive attention on the same inputs, "
+    line("naive and flash in {} (tiles {} × {}) against a reference: naive attention in {} on the same inputs, "
          "rounded to {}",
-         c.dtype, c.block_q, c.block_k, c.dtype);
+         c.dtype, c.block_q, c.block_k, c.reference_dtype, c.dtype);
 
     // The outputs side by side, then their differences, per batch item.
     const std::size_t B = p_.B, n = p_.n, d = p_.d_out;

@@ -41,6 +41,8 @@ class Observer {
   // Every tensor here has the batch axis first, as the engine holds it. Only valid during the call.
   virtual void on(Step step, const Tensor<float>& value) = 0;
   virtual void on(Step step, const Tensor<double>& value) = 0;
+  // The extended-precision reference of `compare --dtype float64` is computed, never traced.
+  virtual void on(Step, const Tensor<long double>&) {}
 
   // The flash pass: every tile, then the log-sum-exp of every row (B, h, n).
   virtual bool wants_tiles() const { return false; }
