@@ -60,7 +60,8 @@ class Reader {
   }
 
   void require_keys(const json& object, const std::string& pointer, std::span<const char* const> allowed) const {
-    for (const auto& [key, value] : object.items()) {
+    for (const auto& item : object.items()) {
+      const std::string& key = item.key();
       if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) != allowed.end())
         continue;
       const std::string near = nearest_word(key, allowed);

@@ -1,0 +1,83 @@
+// libFuzzer target: any bytes through the loader; whatever it accepts through both engines, compare,
+// and a trace written and read back. Any exception other than InputError, any sanitizer report, a
+// crash or a hang is a bug.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "engine/compare.hpp"
+#include "engine/flash.hpp"
+#include "engine/naive.hpp"
+#include "io/load.hpp"
+#include "io/trace_json.hpp"
+#include "trace/trace.hpp"
+
+namespace {
+
+// Keeps each input fast: the fuzzer is after wrong code paths, not big matrices.
+bool small_enough(const attn::Problem& p) {
+  const std::size_t work = p.B * p.h * p.n * p.m * (p.d_k + p.d_v) + p.B * (p.n + p.m) * (p.d_model + p.d_context);
+  return work <= 200000;
+}
+
+[[noreturn]] void bug(const std::string& what) { throw std::logic_error(what); }
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  std::shared_ptr<const attn::Problem> problem;
+  try {
+    problem = std::make_shared<const attn::Problem>(attn::load_problem(text, "fuzz.json"));
+  } catch (const attn::InputError&) {
+    return 0;  // refused cleanly: what bad input should get
+  }
+  if (!small_enough(*problem)) return 0;
+
+  // Both engines, traced, in both dtypes; the blocks vary with the input so every tiling gets tried.
+  const attn::FlashConfig blocks{1 + size % 5, 1 + (size / 5) % 7};
+  attn::TraceCollector naive(problem, "float64");
+  attn::TraceCollector flash(problem, "float64", {}, attn::FlashBlocks{blocks.Br, blocks.Bc});
+  const attn::CompareRecord record = attn::compare_engines<double>(*problem, blocks, naive, flash);
+  attn::Trace trace = std::move(naive).finish(attn::find_empty_rows(*problem));
+  trace.flash = std::move(flash).finish({}).flash;
+  trace.engine = "both";
+  trace.compare = record;
+
+  // Finite inputs whose float64 run stays finite must agree by the tolerance rule.
+  bool finite = true;
+  for (const double x : record.reference.values()) finite = finite && std::isfinite(x);
+  if (finite && !record.pass) {
+    const std::string why = fmt::format(
+        "flash and naive disagree beyond the tolerance rule: tiles {} x {}, max|flash - ref| = {}, "
+        "max|naive - ref| = {}, noise = {}",
+        blocks.Br, blocks.Bc, record.flash_vs_ref.max_abs, record.naive_vs_ref.max_abs, record.noise);
+    bug(why.c_str());
+  }
+
+  // Every trace must read back.
+  const std::string json = attn::trace_to_json(trace, "attn-trace fuzz");
+  try {
+    const attn::Trace back = attn::trace_from_json(json, "trace.json");
+    if (back.steps.size() != trace.steps.size()) bug("a trace read back with a different number of steps");
+  } catch (const attn::InputError& e) {
+    bug("a trace written by the program was refused when read back");
+  }
+
+  // float32 where the values fit.
+  try {
+    attn::check_float32_range(*problem, "fuzz.json");
+  } catch (const attn::InputError&) {
+    return 0;
+  }
+  attn::NullObserver none;
+  (void)attn::run_naive<float>(*problem, none);
+  (void)attn::run_flash<float>(*problem, none, blocks);
+  return 0;
+}
