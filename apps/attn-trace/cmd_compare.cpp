@@ -29,8 +29,14 @@ Trace compare(const std::shared_ptr<const Problem>& problem, const TraceOptions&
 
 int run(const TraceOptions& o) {
   auto problem = std::make_shared<const Problem>(load_problem_file(o.file));
-  const StepFilter filter = trace_filter(o, *problem);
+  StepFilter filter = trace_filter(o, *problem);
+  if (o.json_out.empty()) {  // only the comparison is printed: keep no steps and no tiles
+    filter.only = {Step::output};
+    filter.none = false;
+    filter.tiles = false;
+  }
   if (o.dtype == "float32") check_float32_range(*problem, display_name(o.file));
+  check_memory(o, *problem, filter, true, true, /*reference=*/true);
   const Trace trace = o.dtype == "float64" ? compare<double>(problem, o, filter) : compare<float>(problem, o, filter);
   emit(trace, o, /*compare_only=*/true);
   return trace.compare->pass ? 0 : 1;
@@ -40,10 +46,11 @@ int run(const TraceOptions& o) {
 
 Runner add_compare(CLI::App& app) {
   auto options = std::make_shared<TraceOptions>();
-  CLI::App* cmd = app.add_subcommand("compare", "naive vs flash vs a float64 reference, with a verdict (exit 1: fail)");
+  CLI::App* cmd = app.add_subcommand("compare", "naive vs flash vs a wider reference, with a verdict (exit 1: fail)");
   add_trace_options(*cmd, *options, /*with_engine=*/false);
   cmd->footer(
-      "Runs naive and flash attention in --dtype and naive attention in float64 on the same (rounded) inputs,\n"
+      "Runs naive and flash attention in --dtype, and naive attention one precision up (float64 for float32,\n"
+      "80-bit long double for float64) on the same rounded inputs as the reference; it\n"
       "prints both outputs, their errors, the memory each engine held for scores, and the verdict of\n"
       "max|flash - ref| <= 2 * max|naive - ref| + noise. Exit code 1 when flash fails it.\n"
       "\n"

@@ -40,6 +40,7 @@ int run(const TraceOptions& o) {
   auto problem = std::make_shared<const Problem>(load_problem_file(o.file));
   const StepFilter filter = trace_filter(o, *problem);
   if (o.dtype == "float32") check_float32_range(*problem, display_name(o.file));
+  check_memory(o, *problem, filter, o.engine != "flash", o.engine != "naive");
   const Trace trace = o.dtype == "float64" ? trace_engine<double>(problem, o, filter) : trace_engine<float>(problem, o, filter);
   emit(trace, o);
   return 0;

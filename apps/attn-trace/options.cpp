@@ -1,5 +1,7 @@
 #include "options.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <unistd.h>
 
@@ -7,7 +9,10 @@
 
 #include "attn/version.hpp"
 #include "command.hpp"
+#include "engine/estimate.hpp"
 #include "io/atomic_file.hpp"
+#include "io/error.hpp"
+#include "io/load.hpp"
 #include "io/json_pointer.hpp"
 #include "io/trace_json.hpp"
 
@@ -26,12 +31,16 @@ void add_trace_options(CLI::App& command, TraceOptions& o, bool with_engine) {
   command.add_option("--block-q", o.block_q, "flash: query rows per tile (default about √n)")->check(CLI::Range(1, 1 << 20));
   command.add_option("--block-k", o.block_k, "flash: keys per tile (default about √m)")->check(CLI::Range(1, 1 << 20));
   command.add_option("--steps", o.steps, "only these steps, by trace name: q,k,v,q_heads,k_heads,v_heads,scores,"
-                                         "scaled,masked,weights,head_outputs,concat,output")
+                                         "scaled,masked,weights,head_outputs,concat,output, and tiles for the flash "
+                                         "pass's tiles")
       ->delimiter(',');
   command.add_option("--head", o.head, "only this query head (and the key/value head it reads)")
       ->check(CLI::Range(0, 65535));
   command.add_option("--json", o.json_out, "also write the trace (trace-format.md) to this file; - writes it to "
                                            "stdout instead of the text");
+  command.add_option("--max-memory", o.max_memory,
+                     "refuse a run estimated to need more than this (bytes, or with K, M, G: 512M, 4G)")
+      ->default_str("4G");
   add_display_options(command, o);
 }
 
@@ -54,7 +63,13 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem) {
                          : fmt::format("--head {}: the input has {} heads, 0 to {}", *options.head, problem.h, problem.h - 1));
   }
   filter.head = options.head;
+  // "tiles" (the flash pass's tiles) is not a step of the trace, but can be chosen like one; so can
+  // the score steps, whose flash counterparts live in the tiles.
+  filter.tiles = options.steps.empty();
   for (const std::string& name : options.steps) {
+    if (name == "tiles" || name == "scores" || name == "scaled" || name == "masked" || name == "weights")
+      filter.tiles = true;
+    if (name == "tiles") continue;
     const std::optional<Step> step = step_from_name(name);
     if (!step) {
       std::vector<std::string_view> names;
@@ -66,7 +81,83 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem) {
     }
     filter.only.push_back(*step);
   }
+  filter.none = !options.steps.empty() && filter.only.empty();  // --steps tiles: the tiles alone
   return filter;
+}
+
+namespace {
+
+// "4G", "512M", "1.5GiB", "1000000": a size in bytes.
+std::size_t parse_size(const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();
+  if (unit.size() > 1 && unit.back() == 'I') unit.pop_back();
+  double factor = 0;
+  if (unit.empty()) factor = 1;
+  else if (unit == "K") factor = 1024.0;
+  else if (unit == "M") factor = 1024.0 * 1024;
+  else if (unit == "G") factor = 1024.0 * 1024 * 1024;
+  else if (unit == "T") factor = 1024.0 * 1024 * 1024 * 1024;
+  if (used == 0 || factor == 0 || !(value >= 0) || value * factor > 1e19)
+    throw UsageError(fmt::format("--max-memory: expected a size such as 512M or 4G, found \"{}\"", text));
+  return static_cast<std::size_t>(value * factor);
+}
+
+std::string human(std::size_t bytes) {
+  if (bytes == too_large) return "more than 16 EiB (the sizes overflow a 64-bit count)";
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
+  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} bytes", bytes);
+}
+
+RunShape run_shape(const TraceOptions& o, const Problem& p, const StepFilter& filter, bool naive, bool flash) {
+  RunShape shape;
+  shape.naive = naive;
+  shape.flash = flash;
+  shape.scalar = o.dtype == "float64" ? 8 : 4;
+  shape.blocks = flash_config(o, p);
+  for (const Step s : all_steps()) {
+    if (!filter.keeps(s)) continue;
+    const bool score = s == Step::scores || s == Step::scaled || s == Step::masked || s == Step::weights;
+    if (score && naive) ++shape.score_steps_traced;
+    if (!score) shape.shared_traced = true;
+  }
+  shape.tiles_traced = flash && filter.tiles;
+  shape.json = !o.json_out.empty();
+  return shape;
+}
+
+}  // namespace
+
+void check_memory(const TraceOptions& o, const Problem& p, const StepFilter& filter, bool naive, bool flash,
+                  bool reference) {
+  const std::size_t limit = parse_size(o.max_memory);
+  RunShape shape = run_shape(o, p, filter, naive, flash);
+  if (reference) shape.reference_scalar = o.dtype == "float64" ? sizeof(long double) : 8;
+  const std::size_t need = estimate_memory(p, shape).total();
+  if (need <= limit) return;
+  // Would the flash engine alone fit, as asked or keeping only the output?
+  std::string hint;
+  const std::size_t flash_need = estimate_memory(p, run_shape(o, p, filter, false, true)).total();
+  StepFilter output_only;
+  output_only.only = {Step::output};
+  output_only.tiles = false;
+  const std::size_t lean_need = estimate_memory(p, run_shape(o, p, output_only, false, true)).total();
+  if (naive && !reference && flash_need <= limit) hint = fmt::format("; --engine flash would need about {}", human(flash_need));
+  else if (!reference && lean_need <= limit)
+    hint = fmt::format("; --engine flash --steps output (no score tiles kept) would need about {}", human(lean_need));
+  throw InputError(display_name(o.file), "",
+                   fmt::format("this run needs about {}, over --max-memory {}{}", human(need), o.max_memory, hint));
 }
 
 FlashConfig flash_config(const TraceOptions& options, const Problem& problem) {

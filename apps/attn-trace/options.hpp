@@ -28,6 +28,7 @@ struct TraceOptions {
   std::size_t max_rows = 16;
   std::size_t max_cols = 10;
   std::string json_out;             // --json: "" none, "-" stdout instead of the text
+  std::string max_memory = "4G";    // refuse runs estimated to need more
 };
 
 // The options of every tracing command; `display_only` for commands that print a saved trace.
@@ -43,6 +44,12 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem);
 
 // The flash tile sizes: --block-q/--block-k, or the defaults for this problem's lengths.
 FlashConfig flash_config(const TraceOptions& options, const Problem& problem);
+
+// Refuses (InputError, exit 2) a run whose estimated memory is over --max-memory, before anything
+// is allocated, saying whether the flash engine would fit.
+// `reference`: compare's wider naive reference runs too.
+void check_memory(const TraceOptions& options, const Problem& problem, const StepFilter& filter, bool naive, bool flash,
+                  bool reference = false);
 
 // How the terminal trace should look.
 RenderOptions render_options(const TraceOptions& options);

@@ -214,9 +214,10 @@ class Renderer {
     heading("flash");
     line("{}", style_.formula("m_new = max(m_prev, rowmax S)   alpha = exp(m_prev − m_new)   P = exp(S − m_new)"));
     line("{}", style_.formula("l_new = alpha·l_prev + rowsum P   O = alpha·O_prev + P·V   then once: O / l, lse = m + log l"));
-    line("FlashAttention-2's forward pass (arXiv:2307.08691, Algorithm 1): the same attention, {} query row{} by {} "
-         "key{} at a time, never holding all n × m scores",
+    line("FlashAttention-2's forward pass (arXiv:2307.08691, Algorithm 1): the same attention in tiles of {} query "
+         "row{} by {} key{} (the last ones smaller where the lengths do not divide), never holding all n × m scores",
          f.block_q, f.block_q == 1 ? "" : "s", f.block_k, f.block_k == 1 ? "" : "s");
+    line("{}", style_.faint("On a row's first key tile m_prev is -inf and alpha is 0: there is nothing yet to rescale."));
     std::size_t next = 0;
     for (const FlashFinal& done : f.finals) {
       for (; next < f.tiles.size(); ++next) {
@@ -283,8 +284,8 @@ class Renderer {
     for (std::size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::fabs(a[k] - b[k]));
     line("");
     heading("naive vs flash");
-    line("max |flash output − naive output| = {:.3g} over {} values ({}); attn-trace compare judges it against a "
-         "float64 reference",
+    line("max |flash output − naive output| = {:.3g} over {} values ({}); attn-trace compare judges both against a "
+         "wider reference",
          worst, a.size(), t_.dtype);
   }
 
@@ -342,7 +343,7 @@ class Renderer {
     const std::string rule_text =
         fmt::format("max|flash − ref| = {} {} 2·max|naive − ref| + noise = 2·{} + {} = {}", sci(c.flash_vs_ref.max_abs),
                     c.pass ? "<=" : ">", sci(c.naive_vs_ref.max_abs), sci(c.noise), sci(c.bound));
-    line("  {} {}", c.pass ? style_.title("verdict: PASS") : style_.warning("verdict: FAIL"), rule_text);
+    line("  {}  {}", c.pass ? style_.title("verdict: PASS") : style_.warning("verdict: FAIL"), rule_text);
   }
 
   void scientific_table(const std::vector<double>& v, std::size_t rows, std::size_t cols,

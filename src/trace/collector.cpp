@@ -39,6 +39,7 @@ std::string step_description(Step step, const Problem& p) {
 }
 
 bool StepFilter::keeps(Step step) const {
+  if (none) return false;
   return only.empty() || std::find(only.begin(), only.end(), step) != only.end();
 }
 

@@ -68,8 +68,10 @@ std::string step_description(Step step, const Problem& p);
 
 // Which steps, and which head of them, to keep.
 struct StepFilter {
-  std::vector<Step> only;            // empty: every step
+  std::vector<Step> only;            // empty: every step, unless `none`
+  bool none = false;                 // keep no step at all (only tiles, say)
   std::optional<std::size_t> head;   // only this query head (and the key/value head it reads)
+  bool tiles = true;                 // keep the flash pass's tiles
   bool keeps(Step step) const;
 };
 
@@ -91,7 +93,7 @@ class TraceCollector final : public Observer {
   void on(Step step, const Tensor<float>& value) override { keep(step, cast<double>(value)); }
   void on(Step step, const Tensor<double>& value) override { keep(step, value); }
 
-  bool wants_tiles() const override { return trace_.flash.has_value(); }
+  bool wants_tiles() const override { return trace_.flash.has_value() && filter_.tiles; }
   void on_tile(const TileEvent<float>& e) override { keep_tile(e); }
   void on_tile(const TileEvent<double>& e) override { keep_tile(e); }
   void on_query_tile_done(const QueryTileDone<float>& e) override { keep_final(e); }

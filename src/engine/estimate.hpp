@@ -1,0 +1,93 @@
+#pragma once
+// How much memory a run will need, worked out from the sizes alone, before anything is allocated.
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <string>
+
+#include "engine/flash.hpp"
+#include "model/problem.hpp"
+
+namespace attn {
+
+inline constexpr std::size_t too_large = std::numeric_limits<std::size_t>::max();
+
+// a · b, or too_large when that does not fit in a size_t (a size computation must not wrap).
+inline std::size_t checked_mul(std::size_t a, std::size_t b) {
+  if (a == too_large || b == too_large) return too_large;
+  if (a != 0 && b > too_large / a) return too_large;
+  return a * b;
+}
+inline std::size_t checked_add(std::size_t a, std::size_t b) { return a > too_large - b ? too_large : a + b; }
+
+template <class... Sizes>
+std::size_t product(Sizes... sizes) {
+  std::size_t out = 1;
+  ((out = checked_mul(out, sizes)), ...);
+  return out;
+}
+
+struct MemoryEstimate {
+  std::size_t engine = 0;  // the inputs in the run's dtype, projections, heads and score buffers
+  std::size_t trace = 0;   // the copies a trace keeps (double), and its JSON text when asked for
+  std::size_t total() const { return checked_add(engine, trace); }
+};
+
+// What a run does, as far as memory goes.
+struct RunShape {
+  bool naive = true;                   // the naive engine runs
+  bool flash = false;                  // the flash engine runs
+  std::size_t scalar = 4;              // bytes per value of the dtype
+  std::size_t reference_scalar = 0;    // compare's wider naive reference: its bytes per value, or 0
+  bool shared_traced = false;          // some of q … v_heads, head_outputs, concat, output are kept
+  std::size_t score_steps_traced = 0;  // how many of scores, scaled, masked, weights are kept
+  bool tiles_traced = false;           // the flash tiles are kept
+  bool json = false;                   // the trace is also written as JSON text
+  FlashConfig blocks;
+};
+
+// Values of one engine run that do not depend on the engine: inputs, projections, heads, outputs.
+inline std::size_t shared_values(const Problem& p) {
+  const std::size_t B = p.B, n = p.n, m = p.m;
+  std::size_t v = 0;
+  v = checked_add(v, product(B, n, p.d_model));                                   // X
+  v = checked_add(v, product(B, m, p.d_context));                                 // C
+  v = checked_add(v, product(p.d_model, p.h, p.d_k));                             // W_q
+  v = checked_add(v, product(p.d_context, p.g, checked_add(p.d_k, p.d_v)));       // W_k, W_v
+  v = checked_add(v, product(p.h, p.d_v, p.d_out));                              // W_o
+  v = checked_add(v, product(2, B, n, p.h, p.d_k));                               // Q and its heads
+  v = checked_add(v, product(2, B, m, p.g, checked_add(p.d_k, p.d_v)));           // K, V and their heads
+  v = checked_add(v, product(3, B, n, checked_add(product(p.h, p.d_v), p.d_out)));  // head outputs, concat, output
+  return v;
+}
+
+// The estimate for a run of `shape` on `p`; too_large when a size computation would overflow.
+inline MemoryEstimate estimate_memory(const Problem& p, const RunShape& shape) {
+  MemoryEstimate e;
+  const std::size_t B = p.B, h = p.h, n = p.n, m = p.m;
+  const std::size_t scores = product(B, h, n, m);  // one (B, h, n, m) buffer
+  // The engines run one after another, so the most any one of them holds is what counts.
+  const std::size_t naive = checked_add(shared_values(p), checked_mul(2, scores));  // two score buffers at a time
+  const std::size_t flash =
+      checked_add(shared_values(p), product(2, shape.blocks.Br, checked_add(shape.blocks.Bc, p.d_v + 3)));
+  if (shape.naive) e.engine = std::max(e.engine, checked_mul(naive, shape.scalar));
+  if (shape.flash) e.engine = std::max(e.engine, checked_mul(flash, shape.scalar));
+  if (shape.reference_scalar) e.engine = std::max(e.engine, checked_mul(naive, shape.reference_scalar));
+
+  // A trace keeps doubles: the shared steps at most once each, the score steps, and the tiles.
+  std::size_t kept = 0;
+  if (shape.shared_traced) kept = shared_values(p);
+  kept = checked_add(kept, checked_mul(shape.score_steps_traced, scores));
+  if (shape.flash && shape.tiles_traced) {
+    const std::size_t Tr = (n + shape.blocks.Br - 1) / shape.blocks.Br, Tc = (m + shape.blocks.Bc - 1) / shape.blocks.Bc;
+    const std::size_t per_tile = checked_add(product(2, shape.blocks.Br, shape.blocks.Bc),
+                                             product(shape.blocks.Br, checked_add(p.d_v, 5)));
+    kept = checked_add(kept, product(B, h, Tr, Tc, per_tile));
+  }
+  e.trace = checked_mul(kept, 8);
+  if (shape.json) e.trace = checked_add(e.trace, checked_mul(kept, 14));  // about 14 characters a number
+  return e;
+}
+
+}  // namespace attn
