@@ -1,0 +1,256 @@
+// Conformance: both engines against PyTorch. Every file of tests/conformance/golden holds an input in
+// our format and the q, k, v, weights and output that PyTorch computed for it in float64
+// (make_golden.py: nn.MultiheadAttention where it applies, plain tensor ops otherwise, and
+// input-format.md's zero policy for rows with nothing to attend). The test reads only the committed
+// JSON, so it needs no Python.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/flash.hpp"
+#include "engine/naive.hpp"
+#include "io/load.hpp"
+
+using namespace attn;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// float64 runs the same equations as PyTorch in the same precision; only the order of the sums
+// differs, a few ulps (~1e-16) per operation on values of order 1.
+constexpr double float64_tol = 1e-12;
+// float32 rounds every input to 24 bits (relative 6e-8) and sums up to 16 products and 12
+// exponentials in float32, so values of order 1 land a few 1e-7 from the float64 truth; 1e-5 leaves
+// room for that and still catches any real error (a wrong head, mask or scale moves values by 1e-2).
+constexpr double float32_tol = 1e-5;
+
+constexpr std::size_t min_cases = 25;
+constexpr std::size_t max_reported = 5;  // mismatches printed per tensor; the rest are counted
+
+const std::vector<std::pair<Step, std::string>> golden_steps = {
+    {Step::q, "q"}, {Step::k, "k"}, {Step::v, "v"}, {Step::weights, "weights"}, {Step::output, "output"}};
+
+// A nested JSON list of numbers, flattened row-major, with its shape.
+struct Expected {
+  Shape shape;
+  std::vector<double> values;
+};
+
+void flatten(const json& j, std::size_t depth, Expected& out, const std::string& where) {
+  if (j.is_number()) {
+    if (depth != out.shape.size()) throw std::runtime_error(fmt::format("{}: a number at depth {}", where, depth));
+    out.values.push_back(j.get<double>());
+    return;
+  }
+  if (!j.is_array() || j.empty()) throw std::runtime_error(fmt::format("{}: expected a non-empty list", where));
+  if (depth == out.shape.size()) out.shape.push_back(j.size());
+  else if (out.shape[depth] != j.size())
+    throw std::runtime_error(fmt::format("{}: ragged list at depth {} ({} vs {})", where, depth, j.size(), out.shape[depth]));
+  for (const json& item : j) flatten(item, depth + 1, out, where);
+}
+
+struct Golden {
+  std::string name;
+  std::string what;
+  std::string how;
+  std::string file;
+  Problem problem;
+  std::map<Step, Expected> expected;
+};
+
+fs::path golden_dir() { return fs::path(ATTN_SOURCE_DIR) / "tests" / "conformance" / "golden"; }
+
+Golden read_golden(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  const json doc = json::parse(text.str());
+  Golden g;
+  g.file = path.filename().string();
+  g.name = doc.at("name").get<std::string>();
+  g.what = doc.at("what").get<std::string>();
+  g.how = doc.at("how").get<std::string>();
+  g.problem = load_problem(doc.at("input").dump(), g.file);
+  for (const auto& [step, key] : golden_steps) {
+    Expected e;
+    flatten(doc.at("expected").at(key), 0, e, fmt::format("{}: expected.{}", g.file, key));
+    g.expected.emplace(step, std::move(e));
+  }
+  return g;
+}
+
+// Every golden case, read once, in file-name order.
+const std::vector<Golden>& goldens() {
+  static const std::vector<Golden> all = [] {
+    std::vector<fs::path> paths;
+    for (const auto& entry : fs::directory_iterator(golden_dir()))
+      if (entry.is_regular_file() && entry.path().extension() == ".json") paths.push_back(entry.path());
+    std::sort(paths.begin(), paths.end());
+    std::vector<Golden> cases;
+    for (const auto& path : paths) cases.push_back(read_golden(path));
+    return cases;
+  }();
+  return all;
+}
+
+// Keeps the golden steps an engine reports, in double (exact for float values too).
+class Recorder final : public Observer {
+ public:
+  bool wants(Step step) const override {
+    return std::any_of(golden_steps.begin(), golden_steps.end(), [&](const auto& s) { return s.first == step; });
+  }
+  void on(Step step, const Tensor<float>& value) override { values_.insert_or_assign(step, cast<double>(value)); }
+  void on(Step step, const Tensor<double>& value) override { values_.insert_or_assign(step, value); }
+  const Tensor<double>* find(Step step) const {
+    const auto it = values_.find(step);
+    return it == values_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::map<Step, Tensor<double>> values_;
+};
+
+std::string index_of(const Shape& shape, std::size_t at) {
+  std::vector<std::size_t> index(shape.size());
+  for (std::size_t axis = shape.size(); axis-- > 0;) {
+    index[axis] = at % shape[axis];
+    at /= shape[axis];
+  }
+  return fmt::format("[{}]", fmt::join(index, ", "));
+}
+
+// One engine's step against PyTorch's: |got - want| <= tol · max(1, |want|) everywhere. The engines
+// hold a batch axis even for a single sequence; the goldens have it only for a batch.
+void check_step(const Golden& g, const std::string& run, Step step, const std::string& step_name,
+                const Tensor<double>* got, double tol) {
+  const Expected& want = g.expected.at(step);
+  if (got == nullptr) {
+    FAIL_CHECK(fmt::format("{}: {}: step {} was never reported", g.name, run, step_name));
+    return;
+  }
+  Shape shape = got->shape();
+  if (!g.problem.batched && !shape.empty() && shape.front() == 1) shape.erase(shape.begin());
+  if (shape != want.shape) {
+    FAIL_CHECK(fmt::format("{}: {}: step {} has shape [{}], PyTorch's has [{}]", g.name, run, step_name,
+                           fmt::join(shape, ", "), fmt::join(want.shape, ", ")));
+    return;
+  }
+  std::size_t bad = 0;
+  double worst = 0;
+  for (std::size_t at = 0; at < want.values.size(); ++at) {
+    const double a = got->values()[at], e = want.values[at];
+    const double err = std::abs(a - e) / std::max(1.0, std::abs(e));
+    if (err <= tol) continue;  // a NaN fails here too
+    worst = std::isnan(err) ? err : std::max(worst, err);
+    if (++bad <= max_reported)
+      FAIL_CHECK(fmt::format("{}: {}: step {} at {}: got {}, PyTorch {} (error {:.3g} > tolerance {:g})", g.name,
+                             run, step_name, index_of(shape, at), a, e, err, tol));
+  }
+  if (bad > max_reported)
+    FAIL_CHECK(fmt::format("{}: {}: step {}: {} more mismatches (worst error {:.3g})", g.name, run, step_name,
+                           bad - max_reported, worst));
+}
+
+// The rows PyTorch leaves with nothing to attend are those whose weights are zero in every head (the
+// goldens record the zero policy there); the engine must report exactly those as empty.
+void check_empty_rows(const Golden& g, const std::string& run, const std::vector<EmptyRow>& reported) {
+  const Problem& p = g.problem;
+  const Expected& w = g.expected.at(Step::weights);  // ([B,] h, n, m)
+  std::vector<EmptyRow> want;
+  for (std::size_t b = 0; b < p.B; ++b)
+    for (std::size_t i = 0; i < p.n; ++i) {
+      bool all_zero = true;
+      for (std::size_t hd = 0; hd < p.h && all_zero; ++hd)
+        for (std::size_t j = 0; j < p.m && all_zero; ++j)
+          all_zero = w.values[((b * p.h + hd) * p.n + i) * p.m + j] == 0.0;
+      if (all_zero) want.push_back({b, i});
+    }
+  const auto show = [](const std::vector<EmptyRow>& rows) {
+    std::vector<std::string> parts;
+    for (const auto& r : rows) parts.push_back(fmt::format("({}, {})", r.batch, r.query));
+    return fmt::format("[{}]", fmt::join(parts, ", "));
+  };
+  if (reported != want)
+    FAIL_CHECK(fmt::format("{}: {}: empty rows (batch, query) {}, PyTorch's zero rows {}", g.name, run,
+                           show(reported), show(want)));
+}
+
+template <class T>
+constexpr const char* dtype_name() {
+  return sizeof(T) == 4 ? "float32" : "float64";
+}
+
+template <class T>
+void check_naive(const Golden& g, double tol) {
+  const std::string run = fmt::format("naive {}", dtype_name<T>());
+  Recorder rec;
+  const AttentionResult<T> result = run_naive<T>(g.problem, rec);
+  for (const auto& [step, name] : golden_steps) check_step(g, run, step, name, rec.find(step), tol);
+  check_empty_rows(g, run, result.empty_rows);
+}
+
+// Flash never forms the weights; it is held to q, k, v and output, for the default tiles, tiles that
+// divide nothing evenly, single-element tiles and one tile covering everything.
+template <class T>
+void check_flash(const Golden& g, double tol) {
+  const Problem& p = g.problem;
+  for (const FlashConfig tiles : {default_blocks(p.n, p.m), FlashConfig{3, 2}, FlashConfig{1, 1}, FlashConfig{64, 64}}) {
+    const std::string run = fmt::format("flash {} Br={} Bc={}", dtype_name<T>(), tiles.Br, tiles.Bc);
+    Recorder rec;
+    const AttentionResult<T> result = run_flash<T>(p, rec, tiles);
+    for (const auto& [step, name] : golden_steps)
+      if (step != Step::weights) check_step(g, run, step, name, rec.find(step), tol);
+    check_empty_rows(g, run, result.empty_rows);
+  }
+}
+
+template <class F>
+void for_every_golden(F check) {
+  const auto& cases = goldens();
+  REQUIRE(cases.size() >= min_cases);
+  for (const Golden& g : cases) check(g);
+}
+
+}  // namespace
+
+TEST_CASE("The golden folder holds at least 25 PyTorch cases, each named after its file", "[conformance]") {
+  INFO("golden folder: " << golden_dir().string() << " (regenerate: /usr/bin/python3 tests/conformance/make_golden.py)");
+  const auto& cases = goldens();
+  CHECK(cases.size() >= min_cases);
+  for (const Golden& g : cases) {
+    INFO("case " << g.file);
+    CHECK(g.file == g.name + ".json");
+    CHECK_FALSE(g.what.empty());
+    CHECK_FALSE(g.how.empty());
+  }
+}
+
+TEST_CASE("Naive attention in float64 matches PyTorch on every golden case", "[conformance][naive]") {
+  for_every_golden([](const Golden& g) { check_naive<double>(g, float64_tol); });
+}
+
+TEST_CASE("Naive attention in float32 matches PyTorch on every golden case", "[conformance][naive]") {
+  for_every_golden([](const Golden& g) { check_naive<float>(g, float32_tol); });
+}
+
+TEST_CASE("Flash attention in float64 matches PyTorch on every golden case and tile size", "[conformance][flash]") {
+  for_every_golden([](const Golden& g) { check_flash<double>(g, float64_tol); });
+}
+
+TEST_CASE("Flash attention in float32 matches PyTorch on every golden case and tile size", "[conformance][flash]") {
+  for_every_golden([](const Golden& g) { check_flash<float>(g, float32_tol); });
+}
