@@ -1,8 +1,21 @@
 #!/usr/bin/env bash
 # Quick start, second command: set up, build, and run every test. .ci/run runs this.
+#   1. the release build and its whole suite
+#   2. the same suite built with AddressSanitizer and UndefinedBehaviorSanitizer (the dev preset)
+#   3. a bounded libFuzzer run (FUZZ_SECONDS, default 120)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+
+echo "== release build and tests"
 cmake --preset release >/dev/null
 cmake --build --preset release
 ctest --preset release
+
+echo "== sanitizer build (ASan + UBSan) and tests"
+cmake --preset dev >/dev/null
+cmake --build --preset dev
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --preset dev
+
+echo "== fuzzing"
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-120}"

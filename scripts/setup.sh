@@ -4,6 +4,7 @@
 set -euo pipefail
 
 packages=(g++ make cmake libcli11-dev libfmt-dev nlohmann-json3-dev catch2
+          clang libclang-rt-14-dev
           python3 python3-numpy python3-jsonschema python3-torch)
 missing=()
 for p in "${packages[@]}"; do

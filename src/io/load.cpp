@@ -498,10 +498,17 @@ class CheckingSax final : public nlohmann::json_sax<json> {
 
   bool parse_error(std::size_t, const std::string& token, const nlohmann::detail::exception& ex) override {
     if (ex.id == 406) return error(here(true), fmt::format("the number {} is out of range (beyond ±1.8e308)", token));
-    // nlohmann's text starts "[json.exception.parse_error.101] parse error at line 1, column 2: …".
+    // nlohmann's text starts "[json.exception.parse_error.101] parse error at line 1, column 2: …"
+    // and quotes the bytes it last read, which in a binary file are not text: show those as \xNN.
     std::string what = ex.what();
     if (const auto at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);
-    return error(here(true), fmt::format("invalid JSON: {}", what));
+    std::string printable;
+    for (const char c : what) {
+      const auto byte = static_cast<unsigned char>(c);
+      if (byte < 0x20 || byte >= 0x7f) printable += fmt::format("\\x{:02X}", byte);
+      else printable += c;
+    }
+    return error(here(true), fmt::format("invalid JSON: {}", printable));
   }
 
  private:
