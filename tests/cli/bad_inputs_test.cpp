@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -72,6 +73,30 @@ TEST_CASE("Every malformed input is refused with exit 2 and one error line with 
     INFO("input: " << e.file);
     check_error(run_binary({"run", path}), "attn-trace: error: " + path + ": ", {e.fragment});
   }
+}
+
+TEST_CASE("A malformed input creates no --json file and leaves an existing one as it was", "[cli][bad-input]") {
+  const std::vector<Expected> manifest = read_manifest();
+  const TempDir dir;
+  const std::string kept = dir / "kept.json", fresh = dir / "fresh.json";
+  const std::string before = "{\"an earlier trace\": true}\n";
+  std::ofstream(kept) << before;
+  for (const Expected& e : manifest) {
+    const std::string path = bad_dir + "/" + e.file;
+    INFO("input: " << e.file);
+    for (const char* command : {"run", "compare"}) {
+      INFO("command: " << command);
+      // The fragments are run's messages (compare's memory refusal has no hint about flash).
+      const std::vector<std::string> fragments = std::string(command) == "run" ? std::vector{e.fragment} : std::vector<std::string>{};
+      check_error(run_binary({command, path, "--json", kept}), "attn-trace: error: " + path + ": ", fragments);
+      CHECK(read_file(kept) == before);
+      check_error(run_binary({command, path, "--json", fresh}), "attn-trace: error: " + path + ": ", fragments);
+      CHECK_FALSE(fs::exists(fresh));
+    }
+  }
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const fs::directory_entry& entry : fs::directory_iterator(dir.path())) ++entries;
+  CHECK(entries == 1);  // kept.json alone: no temporary file left behind
 }
 
 TEST_CASE("A malformed input on stdin is refused the same way", "[cli][bad-input][stdin]") {

@@ -3,21 +3,10 @@
 // ends with naive's output; `--engine both` shows both; a zero tile size is a usage error; the JSON
 // traces of flash runs and of compare print again through `show` exactly as the commands printed them.
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <csignal>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -29,94 +18,11 @@
 using namespace attn::test;
 namespace fs = std::filesystem;
 
-extern char** environ;
-
 namespace {
 
-// A fresh folder under the temp directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "attn-trace-flash-test-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("cannot create a temp folder in " + pattern);
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-// run_binary() runs only ATTN_TRACE_BIN; this runs the build without the flash rescale
-// (ATTN_TRACE_BROKEN_FLASH_BIN) the same way: no shell, stdin /dev/null, stdout and stderr captured
-// apart (through unlinked temp files), a 10 s timeout.
+// The build without the flash rescale (ATTN_TRACE_BROKEN_FLASH_BIN).
 RunResult run_broken_flash(const std::vector<std::string>& args) {
-  const auto temp_fd = [] {
-    std::string path = (fs::temp_directory_path() / "attn-trace-broken-XXXXXX").string();
-    const int fd = mkostemp(path.data(), O_CLOEXEC);
-    if (fd < 0) throw std::runtime_error("cannot create a temp file in " + path + ": " + std::strerror(errno));
-    unlink(path.c_str());
-    return fd;
-  };
-  const auto read_all = [](int fd) {
-    std::string text;
-    char buffer[1 << 14];
-    lseek(fd, 0, SEEK_SET);
-    for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) != 0;) {
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) throw std::runtime_error(std::string("cannot read back the output: ") + std::strerror(errno));
-      text.append(buffer, static_cast<std::size_t>(got));
-    }
-    return text;
-  };
-
-  RunResult result;
-  result.args = args;
-  const int out_fd = temp_fd(), err_fd = temp_fd();
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
-  std::vector<std::string> argv_strings{ATTN_TRACE_BROKEN_FLASH_BIN};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_strings) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int spawn_error = posix_spawn(&pid, ATTN_TRACE_BROKEN_FLASH_BIN, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawn_error != 0) {
-    close(out_fd);
-    close(err_fd);
-    throw std::runtime_error(std::string("cannot start ") + ATTN_TRACE_BROKEN_FLASH_BIN + ": " + std::strerror(spawn_error));
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  int status = 0;
-  for (;;) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      result.timed_out = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.out = read_all(out_fd);
-  result.err = read_all(err_fd);
-  close(out_fd);
-  close(err_fd);
-  return result;
+  return run_binary(args, RunOptions().binary(ATTN_TRACE_BROKEN_FLASH_BIN));
 }
 
 std::vector<std::string> data_files() {

@@ -167,18 +167,18 @@ RunResult run_binary(const std::vector<std::string>& args, const RunOptions& opt
   posix_spawn_file_actions_adddup2(&actions, pty ? pty->slave() : out.fd(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err.fd(), STDERR_FILENO);
 
-  std::vector<std::string> argv_strings{ATTN_TRACE_BIN};
+  std::vector<std::string> argv_strings{options.program};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<std::string> env_strings = child_environment(options);
   const std::vector<char*> argv = c_strings(argv_strings);
   const std::vector<char*> envp = c_strings(env_strings);
 
   pid_t pid = 0;
-  const int spawn_error = posix_spawn(&pid, ATTN_TRACE_BIN, &actions, nullptr, argv.data(), envp.data());
+  const int spawn_error = posix_spawn(&pid, options.program.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (spawn_error != 0) {
     errno = spawn_error;
-    fail(std::string("cannot start ") + ATTN_TRACE_BIN);
+    fail("cannot start " + options.program);
   }
   if (pty) pty->close_slave();
 
@@ -240,6 +240,22 @@ std::vector<std::string> split_lines(const std::string& text) {
     start = end + 1;
   }
   return lines;
+}
+
+}  // namespace attn::test
+
+namespace attn::test {
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "attn-trace-test-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("cannot create a temp folder in " + pattern);
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::permissions(path_, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
+  std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace attn::test

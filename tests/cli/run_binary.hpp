@@ -4,6 +4,7 @@
 // instead of stalling the suite.
 
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,6 +25,7 @@ struct RunOptions {
   std::vector<std::string> unset_env;     // removed from the child's environment (e.g. NO_COLOR)
   bool stdout_terminal = false;           // stdout is a pseudo-terminal (raw mode), for --color auto
   std::chrono::milliseconds timeout{10'000};
+  std::string program = ATTN_TRACE_BIN;   // another build of the program, e.g. the broken-flash one
 
   RunOptions& input(std::string text) {
     stdin_text = std::move(text);
@@ -41,6 +43,10 @@ struct RunOptions {
     stdout_terminal = on;
     return *this;
   }
+  RunOptions& binary(std::string path) {
+    program = std::move(path);
+    return *this;
+  }
 };
 
 struct RunResult {
@@ -54,9 +60,24 @@ struct RunResult {
   std::string describe() const;
 };
 
-// Runs ATTN_TRACE_BIN with `args` (argv[1..]). Throws std::runtime_error only when the test
+// Runs options.program (ATTN_TRACE_BIN unless set) with `args` (argv[1..]). Throws std::runtime_error only when the test
 // machinery itself fails (no temp file, spawn failed); the binary's own failures are results.
 RunResult run_binary(const std::vector<std::string>& args, const RunOptions& options = {});
+
+// A fresh folder under the temp directory, removed (made writable first) with everything in it.
+class TempDir {
+ public:
+  TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir();
+
+  const std::filesystem::path& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // ATTN_SOURCE_DIR/relative: inputs are found from the source tree, whatever the working directory.
 std::string source_path(const std::string& relative);
