@@ -42,9 +42,7 @@ void check_row(const std::string& trace, const std::string& step, const Row& row
 // --- every bundled input runs -------------------------------------------------------------------
 
 TEST_CASE("Every bundled input in data/ runs in float32 and float64 with a trace and no complaint", "[cli][data]") {
-  std::vector<std::string> files;
-  for (const fs::directory_entry& entry : fs::directory_iterator(source_path("data")))
-    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
+  const std::vector<std::string> files = data_files();
   REQUIRE_FALSE(files.empty());
   for (const std::string& file : files) {
     check_success(run_binary({"run", file}));

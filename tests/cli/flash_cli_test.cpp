@@ -25,14 +25,6 @@ RunResult run_broken_flash(const std::vector<std::string>& args) {
   return run_binary(args, RunOptions().binary(ATTN_TRACE_BROKEN_FLASH_BIN));
 }
 
-std::vector<std::string> data_files() {
-  std::vector<std::string> files;
-  for (const fs::directory_entry& entry : fs::directory_iterator(source_path("data")))
-    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 const std::string cat_sat = source_path("data/the_cat_sat.json");
 
 // The text of `text` from the line that starts with `from` up to (not including) the next line that

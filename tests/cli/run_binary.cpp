@@ -1,5 +1,6 @@
 #include "run_binary.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -245,6 +246,14 @@ std::vector<std::string> split_lines(const std::string& text) {
 }  // namespace attn::test
 
 namespace attn::test {
+
+std::vector<std::string> data_files() {
+  std::vector<std::string> files;
+  for (const std::filesystem::directory_entry& entry : std::filesystem::directory_iterator(source_path("data")))
+    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
 
 TempDir::TempDir() {
   std::string pattern = (std::filesystem::temp_directory_path() / "attn-trace-test-XXXXXX").string();

@@ -82,6 +82,9 @@ class TempDir {
 // ATTN_SOURCE_DIR/relative: inputs are found from the source tree, whatever the working directory.
 std::string source_path(const std::string& relative);
 
+// Every data/*.json, sorted: the bundled inputs that every command must handle.
+std::vector<std::string> data_files();
+
 // A whole file, byte for byte. Throws std::runtime_error when it cannot be read.
 std::string read_file(const std::string& path);
 

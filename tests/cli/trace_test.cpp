@@ -48,14 +48,6 @@ std::vector<std::string> hidden_names_in(const fs::path& folder) {
   return hidden;
 }
 
-std::vector<std::string> data_files() {
-  std::vector<std::string> files;
-  for (const fs::directory_entry& entry : fs::directory_iterator(source_path("data")))
-    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 int heads_of(const std::string& input_file) {
   const nlohmann::json input = nlohmann::json::parse(read_file(input_file));
   return input.value("n_heads", 1);
