@@ -105,9 +105,11 @@ class Renderer {
       line("  {} {}", style_.faint(pad_right(name, 9)), value);
     };
     if (p_.batched) row("batch", fmt::format("{} items", p_.B));
-    row("queries", fmt::format("n = {}: {}", p_.n, token_list(p_.tokens[0])));
+    const std::string_view first_item = p_.batched ? " (batch item 0)" : "";
+    row("queries", fmt::format("n = {}: {}{}", p_.n, token_list(p_.tokens[0]), first_item));
     if (p_.cross)
-      row("keys", fmt::format("m = {}, from the context (cross-attention): {}", p_.m, token_list(p_.context_tokens[0])));
+      row("keys", fmt::format("m = {}, from the context (cross-attention): {}{}", p_.m, token_list(p_.context_tokens[0]),
+                              first_item));
     else
       row("keys", fmt::format("m = {}, the same tokens (self-attention)", p_.m));
     const std::string heads =
