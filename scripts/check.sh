@@ -7,15 +7,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
-echo "== release build and tests"
+phase() { echo "== $1 (at ${SECONDS} s)"; }
+
+phase "release build and tests"
 cmake --preset release >/dev/null
 cmake --build --preset release
 ctest --preset release
 
-echo "== sanitizer build (ASan + UBSan) and tests"
+phase "sanitizer build (ASan + UBSan) and tests"
 cmake --preset dev >/dev/null
 cmake --build --preset dev
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --preset dev
 
-echo "== fuzzing"
+phase "fuzzing"
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-120}"
+phase "done"
