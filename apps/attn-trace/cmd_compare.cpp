@@ -28,7 +28,7 @@ Trace compare(const std::shared_ptr<const Problem>& problem, const TraceOptions&
 }
 
 int run(const TraceOptions& o) {
-  auto problem = std::make_shared<const Problem>(load_problem_file(o.file));
+  auto problem = std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o)));
   StepFilter filter = trace_filter(o, *problem);
   if (o.json_out.empty()) {  // only the comparison is printed: keep no steps and no tiles
     filter.only = {Step::output};

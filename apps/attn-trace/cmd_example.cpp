@@ -6,6 +6,7 @@
 
 #include "command.hpp"
 #include "io/examples.hpp"
+#include "io/output.hpp"
 
 namespace attn::cli {
 
@@ -18,7 +19,9 @@ struct ExampleOptions {
 
 int run(const ExampleOptions& o) {
   if (o.list) {
-    for (const Example& e : examples()) fmt::print("{:<20} {}\n", e.name, example_description(e));
+    std::string list;
+    for (const Example& e : examples()) list += fmt::format("{:<20} {}\n", e.name, example_description(e));
+    write_stdout(list);
     return 0;
   }
   const Example* example = find_example(o.name);
@@ -27,7 +30,7 @@ int run(const ExampleOptions& o) {
     for (const Example& e : examples()) names.push_back(e.name);
     throw UsageError(fmt::format("example: no example \"{}\"; the examples are {}", o.name, fmt::join(names, ", ")));
   }
-  fmt::print("{}", example->text);
+  write_stdout(example->text);
   return 0;
 }
 

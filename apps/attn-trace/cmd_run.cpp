@@ -37,7 +37,7 @@ Trace trace_engine(const std::shared_ptr<const Problem>& problem, const TraceOpt
 }
 
 int run(const TraceOptions& o) {
-  auto problem = std::make_shared<const Problem>(load_problem_file(o.file));
+  auto problem = std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o)));
   const StepFilter filter = trace_filter(o, *problem);
   if (o.dtype == "float32") check_float32_range(*problem, display_name(o.file));
   check_memory(o, *problem, filter, o.engine != "flash", o.engine != "naive");

@@ -14,7 +14,7 @@ namespace attn::cli {
 namespace {
 
 int run(const TraceOptions& o) {
-  const Trace trace = trace_from_json(read_text(o.file), display_name(o.file));
+  const Trace trace = trace_from_json(read_text(o.file, memory_limit(o)), display_name(o.file));
   emit(trace, o);
   return 0;
 }
@@ -25,6 +25,7 @@ Runner add_show(CLI::App& app) {
   auto options = std::make_shared<TraceOptions>();
   CLI::App* cmd = app.add_subcommand("show", "print a saved trace (from run --json) again, as run printed it");
   cmd->add_option("TRACE", options->file, "a trace file written by --json; - reads standard input")->required();
+  add_memory_option(*cmd, *options);
   add_display_options(*cmd, *options);
   cmd->footer(
       "Example:\n"

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
@@ -10,18 +11,58 @@
 #include "attn/version.hpp"
 #include "command.hpp"
 #include "io/error.hpp"
+#include "io/output.hpp"
+#include "render/visible.hpp"
 
 namespace {
 
-int fail(std::string_view message) {
+// Exit codes (docs/reliability.md, "Exit codes"): 2 for input or usage that cannot be used, 3 for output that
+// could not be written, 128 + 13 (as if killed by SIGPIPE) when the reader of a pipe went away.
+constexpr int input_failed = 2;
+constexpr int output_failed = 3;
+constexpr int broken_pipe = 128 + 13;
+
+// One line on stderr; whatever in it came from a file or the command line is made visible, not sent
+// to the terminal.
+int fail(std::string_view message, int code = input_failed) {
   std::fflush(stdout);
-  fmt::print(stderr, "attn-trace: error: {}\n", message);
-  return 2;
+  fmt::print(stderr, "attn-trace: error: {}\n", attn::visible(message));
+  return code;
+}
+
+int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<attn::cli::Runner>& runners) {
+  // Help and version text goes out like every other output: checked, and naming stdout when it fails.
+  const auto print = [&](const CLI::ParseError& e) {
+    std::ostringstream out, err;
+    const int code = app.exit(e, out, err);
+    attn::write_stdout(out.str());
+    return code;
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return print(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return print(e);
+  } catch (const CLI::CallForVersion& e) {
+    return print(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(fmt::format("{} (see 'attn-trace --help')", e.what()));
+  }
+  if (app.get_subcommands().empty()) {
+    return fail("a command is needed: run, compare, show or example (see 'attn-trace --help')");
+  }
+  for (const auto& runner : runners) {
+    const int code = runner();
+    if (code >= 0) return code;
+  }
+  return fail("no command ran");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  attn::install_signal_cleanup();
   CLI::App app("attn-trace: shows, number by number, how transformer attention works", "attn-trace");
   app.set_version_flag("--version", fmt::format("attn-trace {}", attn::version));
   app.require_subcommand(0, 1);
@@ -33,26 +74,13 @@ int main(int argc, char** argv) {
   const std::vector<attn::cli::Runner> runners = {attn::cli::add_run(app), attn::cli::add_compare(app), attn::cli::add_show(app), attn::cli::add_example(app)};
 
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail(fmt::format("{} (see 'attn-trace --help')", e.what()));
-  }
-  if (app.get_subcommands().empty()) {
-    return fail("a command is needed: run, compare, show or example (see 'attn-trace --help')");
-  }
-
-  try {
-    for (const auto& runner : runners) {
-      const int code = runner();
-      if (code >= 0) return code;
-    }
-    return fail("no command ran");
+    const int code = parse_and_run(app, argc, argv, runners);
+    attn::finish_stdout();
+    return code;
+  } catch (const attn::BrokenPipe&) {
+    return broken_pipe;  // quiet, like every filter whose reader stopped reading
+  } catch (const attn::OutputError& e) {
+    return fail(e.what(), output_failed);
   } catch (const attn::InputError& e) {
     return fail(e.what());
   } catch (const attn::cli::UsageError& e) {

@@ -10,7 +10,8 @@
 #include "attn/version.hpp"
 #include "command.hpp"
 #include "engine/estimate.hpp"
-#include "io/atomic_file.hpp"
+#include "io/output.hpp"
+#include "io/read.hpp"
 #include "io/error.hpp"
 #include "io/load.hpp"
 #include "io/json_pointer.hpp"
@@ -38,10 +39,15 @@ void add_trace_options(CLI::App& command, TraceOptions& o, bool with_engine) {
       ->check(CLI::Range(0, 65535));
   command.add_option("--json", o.json_out, "also write the trace (trace-format.md) to this file; - writes it to "
                                            "stdout instead of the text");
-  command.add_option("--max-memory", o.max_memory,
-                     "refuse a run estimated to need more than this (bytes, or with K, M, G: 512M, 4G)")
-      ->default_str("4G");
+  add_memory_option(command, o);
   add_display_options(command, o);
+}
+
+void add_memory_option(CLI::App& command, TraceOptions& o) {
+  command.add_option("--max-memory", o.max_memory,
+                     "refuse input or a run estimated to need more than this, before it is allocated (bytes, or "
+                     "with K, M, G: 512M, 4G)")
+      ->default_str("4G");
 }
 
 void add_display_options(CLI::App& command, TraceOptions& o) {
@@ -112,12 +118,7 @@ std::size_t parse_size(const std::string& text) {
 }
 
 std::string human(std::size_t bytes) {
-  if (bytes == too_large) return "more than 16 EiB (the sizes overflow a 64-bit count)";
-  const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", b / (1024.0 * 1024 * 1024));
-  if (b >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
-  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
-  return fmt::format("{} bytes", bytes);
+  return bytes == too_large ? "more than 16 EiB (the sizes overflow a 64-bit count)" : describe_bytes(bytes);
 }
 
 RunShape run_shape(const TraceOptions& o, const Problem& p, const StepFilter& filter, bool naive, bool flash) {
@@ -139,9 +140,11 @@ RunShape run_shape(const TraceOptions& o, const Problem& p, const StepFilter& fi
 
 }  // namespace
 
+MemoryLimit memory_limit(const TraceOptions& options) { return {parse_size(options.max_memory), options.max_memory}; }
+
 void check_memory(const TraceOptions& o, const Problem& p, const StepFilter& filter, bool naive, bool flash,
                   bool reference) {
-  const std::size_t limit = parse_size(o.max_memory);
+  const std::size_t limit = memory_limit(o).bytes;
   RunShape shape = run_shape(o, p, filter, naive, flash);
   if (reference) shape.reference_scalar = o.dtype == "float64" ? sizeof(long double) : 8;
   const std::size_t need = estimate_memory(p, shape).total();
@@ -193,14 +196,14 @@ void emit(const Trace& trace, const TraceOptions& options, bool compare_only) {
   if (!options.json_out.empty()) {
     const std::string text = trace_to_json(trace, fmt::format("attn-trace {}", attn::version));
     if (options.json_out == "-") {
-      fmt::print("{}", text);
+      write_stdout(text);
       return;
     }
-    write_file_atomically(options.json_out, text);
+    write_output_file(options.json_out, text);
   }
   RenderOptions render = render_options(options);
   render.compare_only = compare_only;
-  fmt::print("{}", render_trace(trace, render));
+  write_stdout(render_trace(trace, render));
 }
 
 }  // namespace attn::cli

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/flash.hpp"
+#include "io/read.hpp"
 #include "model/problem.hpp"
 #include "render/terminal.hpp"
 #include "trace/trace.hpp"
@@ -34,6 +35,10 @@ struct TraceOptions {
 // The options of every tracing command; `display_only` for commands that print a saved trace.
 void add_trace_options(CLI::App& command, TraceOptions& options, bool with_engine = true);
 void add_display_options(CLI::App& command, TraceOptions& options);
+void add_memory_option(CLI::App& command, TraceOptions& options);
+
+// --max-memory as a limit, or a UsageError when it is not a size.
+MemoryLimit memory_limit(const TraceOptions& options);
 
 // The finished trace where --json sends it, and the text to stdout unless --json is "-".
 void emit(const Trace& trace, const TraceOptions& options, bool compare_only = false);

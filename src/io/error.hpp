@@ -1,6 +1,7 @@
 #pragma once
-// The one exception type for input that cannot be used: a file, a JSON Pointer (RFC 6901) into it
-// and what is wrong there. Caught once in main, printed as one line, exit code 2.
+// The exception types of src/io, each caught once in main and printed as one line:
+// InputError for input that cannot be used (exit code 2), OutputError for output that could not be
+// written (exit code 3), BrokenPipe for a reader that went away (no message, exit code 141).
 
 #include <stdexcept>
 #include <string>
@@ -19,6 +20,20 @@ class InputError : public std::runtime_error {
   std::string file_;
   std::string pointer_;
   std::string message_;
+};
+
+// A write that failed: `file` ("stdout" for the standard output) and why, as
+// "FILE: write failed: REASON".
+class OutputError : public std::runtime_error {
+ public:
+  OutputError(const std::string& file, const std::string& reason)
+      : std::runtime_error(file + ": write failed: " + reason) {}
+};
+
+// The reader of a pipe closed it (EPIPE). Like every Unix filter, the tool then stops quietly.
+class BrokenPipe : public std::runtime_error {
+ public:
+  BrokenPipe() : std::runtime_error("broken pipe") {}
 };
 
 }  // namespace attn

@@ -5,15 +5,11 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <iterator>
 #include <limits>
 #include <optional>
 #include <set>
 #include <span>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -445,22 +441,6 @@ class Reader {
 
 }  // namespace
 
-std::string display_name(const std::string& path) { return path == "-" ? "<stdin>" : path; }
-
-std::string read_text(const std::string& path) {
-  if (path == "-") {
-    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  }
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error)) throw InputError(path, "", "cannot read the file: it is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", fmt::format("cannot read the file: {}", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(path, "", fmt::format("cannot read the file: {}", std::strerror(errno)));
-  return std::move(text).str();
-}
-
 namespace {
 
 // A first pass over the text that knows where it is (as a JSON Pointer), so that the errors the
@@ -626,6 +606,8 @@ void check_float32_range(const Problem& p, const std::string& file) {
   if (std::fabs(p.scale) > limit) fail("/scale", p.scale);
 }
 
-Problem load_problem_file(const std::string& path) { return load_problem(read_text(path), display_name(path)); }
+Problem load_problem_file(const std::string& path, const MemoryLimit& limit) {
+  return load_problem(read_text(path, limit), display_name(path));
+}
 
 }  // namespace attn

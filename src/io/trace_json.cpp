@@ -597,12 +597,40 @@ class TraceReader {
       if (!d.is_number_unsigned()) fail(shape_ptr, "expected whole numbers");
       shape.push_back(d.get<std::size_t>());
     }
-    std::vector<double> data;
-    data.reserve(element_count(shape));
     const std::string data_ptr = pointer_key(ptr, "data");
     if (!step.contains("data")) fail(data_ptr, "missing");
+    // The shape is a claim: check it against the numbers there before anything is sized by it.
+    if (shape.empty() || shape.size() > max_rank)
+      fail(shape_ptr, fmt::format("expected 1 to {} extents, found {}", max_rank, shape.size()));
+    const std::size_t claimed = checked_count(shape), held = count_numbers(step.at("data"), shape.size());
+    if (claimed != held)
+      fail(shape_ptr, fmt::format("the step \"{}\" claims the shape [{}] ({} numbers), but its data holds {} numbers",
+                                  string_at(step, ptr, "name"), fmt::join(shape, ", "),
+                                  claimed == too_many ? "more than 2^64" : std::to_string(claimed), held));
+    std::vector<double> data;
+    data.reserve(held);
     read_values(step.at("data"), shape, 0, data_ptr, float32, data);
     return Tensor<double>(std::move(shape), std::move(data));
+  }
+
+  static constexpr std::size_t too_many = std::numeric_limits<std::size_t>::max();
+
+  // The product of the extents, or too_many when it does not fit in a size_t.
+  static std::size_t checked_count(const Shape& shape) {
+    std::size_t count = 1;
+    for (const std::size_t extent : shape)
+      if (__builtin_mul_overflow(count, extent, &count)) return too_many;
+    return count;
+  }
+
+  static constexpr std::size_t max_rank = 8;  // a step has at most 4 axes: batch, head, row, column
+
+  // The values `depth` lists down in nested lists (what read_values will read as numbers).
+  static std::size_t count_numbers(const json& j, std::size_t depth) {
+    if (depth == 0 || !j.is_array()) return 1;
+    std::size_t count = 0;
+    for (const json& item : j) count += count_numbers(item, depth - 1);
+    return count;
   }
 
   void read_values(const json& j, const Shape& shape, std::size_t axis, const std::string& ptr, bool float32,

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "render/number.hpp"
+#include "render/visible.hpp"
 
 namespace attn {
 
@@ -41,6 +42,9 @@ std::vector<std::size_t> shown(std::size_t count, std::size_t limit) {
   for (std::size_t i = count - tail; i < count; ++i) out.push_back(i);
   return out;
 }
+
+// A token as a table label: control characters made visible (render/visible.hpp), then cut to fit.
+std::string label_text(std::string_view token) { return truncate_to(visible(token), label_width); }
 
 std::string pad_left(std::string_view s, std::size_t width) {
   const std::size_t w = display_width(s);
@@ -93,13 +97,13 @@ class Renderer {
 
   std::string token_list(const std::vector<std::string>& tokens) const {
     std::vector<std::string> cut;
-    for (std::size_t i = 0; i < tokens.size() && i < 8; ++i) cut.push_back(truncate_to(tokens[i], label_width));
+    for (std::size_t i = 0; i < tokens.size() && i < 8; ++i) cut.push_back(label_text(tokens[i]));
     return fmt::format("{}{}", fmt::join(cut, ", "), tokens.size() > 8 ? ", …" : "");
   }
 
   void header() {
-    line("{}", style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version, t_.engine == "both" ? "naive and flash" : t_.engine, t_.dtype)));
-    if (!p_.description.empty()) line("{}", p_.description);
+    line("{}", style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version, t_.engine == "both" ? "naive and flash" : visible(t_.engine), visible(t_.dtype))));
+    if (!p_.description.empty()) line("{}", visible(p_.description));
     line("");
     const auto row = [&](std::string_view name, const std::string& value) {
       line("  {} {}", style_.faint(pad_right(name, 9)), value);
@@ -129,8 +133,8 @@ class Renderer {
     std::vector<std::string> out;
     for (std::size_t i = 0; i < count; ++i) {
       switch (axis) {
-        case Axis::query: out.push_back(truncate_to(p_.tokens[b][i], label_width)); break;
-        case Axis::key: out.push_back(truncate_to(p_.context_tokens[b][i], label_width)); break;
+        case Axis::query: out.push_back(label_text(p_.tokens[b][i])); break;
+        case Axis::key: out.push_back(label_text(p_.context_tokens[b][i])); break;
         default: {
           // Columns of the projections say which head they belong to, so the split is visible.
           std::size_t heads = 1;
@@ -153,8 +157,8 @@ class Renderer {
     heading(info.name);
     std::vector<std::string> parts;
     for (std::size_t a = 0; a < shape.size(); ++a) parts.push_back(fmt::format("{} {}", shape[a], dims[a]));
-    line("{}   {}", style_.formula(rec.formula), style_.faint(fmt::format("[{}]", fmt::join(parts, " × "))));
-    line("{}", rec.description);
+    line("{}   {}", style_.formula(visible(rec.formula)), style_.faint(fmt::format("[{}]", fmt::join(parts, " × "))));
+    line("{}", visible(rec.description));
 
     // Tables over the last two axes (a 1-row table for a rank-1 value); one per batch item and head.
     const std::size_t rank = shape.size();
@@ -198,7 +202,7 @@ class Renderer {
 
   std::vector<std::string> token_range(const std::vector<std::string>& tokens, std::size_t first, std::size_t last) const {
     std::vector<std::string> out;
-    for (std::size_t i = first; i < last; ++i) out.push_back(truncate_to(tokens[i], label_width));
+    for (std::size_t i = first; i < last; ++i) out.push_back(label_text(tokens[i]));
     return out;
   }
 
@@ -302,7 +306,7 @@ class Renderer {
     heading("compare");
     line("naive and flash in {} (tiles {} × {}) against a reference: naive attention in {} on the same inputs, "
          "rounded to {}",
-         c.dtype, c.block_q, c.block_k, c.reference_dtype, c.dtype);
+         visible(c.dtype), c.block_q, c.block_k, visible(c.reference_dtype), visible(c.dtype));
 
     // The outputs side by side, then their differences, per batch item.
     const std::size_t B = p_.B, n = p_.n, d = p_.d_out;
@@ -428,7 +432,7 @@ class Renderer {
   void footer() {
     if (t_.warnings.empty()) return;
     line("");
-    for (const std::string& w : t_.warnings) line("{} {}", style_.warning("warning:"), w);
+    for (const std::string& w : t_.warnings) line("{} {}", style_.warning("warning:"), visible(w));
   }
 
   const Trace& t_;

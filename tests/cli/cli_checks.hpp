@@ -53,6 +53,23 @@ inline void check_usage_error(const RunResult& r, const std::vector<std::string>
   check_error(r, "attn-trace: error: ", fragments);
 }
 
+// docs/reliability.md, "Exit codes": an output that could not be written is one line
+// "attn-trace: error: FILE: write failed: REASON" and exit code 3. Nothing else may be printed
+// before it when `quiet_stdout` (the --json file is written before the text).
+inline void check_write_error(const RunResult& r, const std::string& file, const std::vector<std::string>& fragments = {},
+                              bool quiet_stdout = true) {
+  INFO(r.describe());
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == 3);
+  if (quiet_stdout) CHECK(r.out.empty());
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(starts_with(r.err, "attn-trace: error: " + file + ": write failed: "));
+  for (const std::string& fragment : fragments) {
+    INFO("expected in stderr: " << fragment);
+    CHECK(contains_in_order(r.err, fragment));
+  }
+}
+
 // Exit 0 and no complaint.
 inline void check_success(const RunResult& r) {
   INFO(r.describe());

@@ -13,6 +13,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -159,13 +160,24 @@ RunResult run_binary(const std::vector<std::string>& args, const RunOptions& opt
     in->write_all(*options.stdin_text);
   }
 
+  const std::string stdin_path = options.stdin_path.value_or("/dev/null");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (in) posix_spawn_file_actions_adddup2(&actions, in->fd(), STDIN_FILENO);
-  else posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  else posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, stdin_path.c_str(), O_RDONLY, 0);
   std::optional<Pty> pty;
   if (options.stdout_terminal) pty.emplace();
-  posix_spawn_file_actions_adddup2(&actions, pty ? pty->slave() : out.fd(), STDOUT_FILENO);
+  int broken[2] = {-1, -1};
+  if (options.stdout_broken_pipe) {
+    if (pipe2(broken, O_CLOEXEC) != 0) fail("pipe");
+    close(broken[0]);  // the reader is gone before the program writes a byte
+  }
+  if (options.stdout_path)
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, options.stdout_path->c_str(), O_WRONLY, 0);
+  else if (options.stdout_broken_pipe)
+    posix_spawn_file_actions_adddup2(&actions, broken[1], STDOUT_FILENO);
+  else
+    posix_spawn_file_actions_adddup2(&actions, pty ? pty->slave() : out.fd(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err.fd(), STDERR_FILENO);
 
   std::vector<std::string> argv_strings{options.program};
@@ -182,23 +194,30 @@ RunResult run_binary(const std::vector<std::string>& args, const RunOptions& opt
     fail("cannot start " + options.program);
   }
   if (pty) pty->close_slave();
+  if (broken[1] >= 0) close(broken[1]);
 
   // Poll rather than block, so a hung binary is killed at the deadline.
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + options.timeout;
   int status = 0;
+  rusage usage{};
   for (;;) {
     if (pty) pty->drain(result.out);
-    const pid_t done = waitpid(pid, &status, WNOHANG);
+    const pid_t done = wait4(pid, &status, WNOHANG, &usage);
     if (done == pid) break;
     if (done < 0 && errno != EINTR) fail("waitpid");
     if (std::chrono::steady_clock::now() >= deadline) {
       kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      wait4(pid, &status, 0, &usage);
       result.timed_out = true;
       break;
     }
+    if (options.on_poll)
+      options.on_poll(pid, std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start));
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  result.took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
+  result.max_rss_kib = usage.ru_maxrss;
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
 

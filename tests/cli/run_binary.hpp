@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,7 +21,13 @@ struct EnvVar {
 // Built by chaining, e.g. RunOptions().input(text).terminal() (designated initializers would trip
 // -Wmissing-field-initializers under the dev preset's -Werror).
 struct RunOptions {
-  std::optional<std::string> stdin_text;  // absent: stdin is /dev/null
+  std::optional<std::string> stdin_text;  // absent: stdin is /dev/null (or stdin_path)
+  std::optional<std::string> stdin_path;  // stdin opened from this path (a device, a FIFO)
+  std::optional<std::string> stdout_path; // stdout opened (write-only, no truncation) on this path, e.g. /dev/full
+  bool stdout_broken_pipe = false;        // stdout is a pipe whose reader has already gone
+  // Called about every 200 µs while the program runs, with its pid and the time since it started:
+  // to send it a signal at a chosen moment.
+  std::function<void(int pid, std::chrono::microseconds elapsed)> on_poll;
   std::optional<EnvVar> env;              // set (or replaced) on top of this process's environment
   std::vector<std::string> unset_env;     // removed from the child's environment (e.g. NO_COLOR)
   bool stdout_terminal = false;           // stdout is a pseudo-terminal (raw mode), for --color auto
@@ -43,6 +50,26 @@ struct RunOptions {
     stdout_terminal = on;
     return *this;
   }
+  RunOptions& input_from(std::string path) {
+    stdin_path = std::move(path);
+    return *this;
+  }
+  RunOptions& output_to(std::string path) {
+    stdout_path = std::move(path);
+    return *this;
+  }
+  RunOptions& broken_pipe() {
+    stdout_broken_pipe = true;
+    return *this;
+  }
+  RunOptions& while_running(std::function<void(int, std::chrono::microseconds)> f) {
+    on_poll = std::move(f);
+    return *this;
+  }
+  RunOptions& wait_at_most(std::chrono::milliseconds t) {
+    timeout = t;
+    return *this;
+  }
   RunOptions& binary(std::string path) {
     program = std::move(path);
     return *this;
@@ -53,6 +80,8 @@ struct RunResult {
   std::vector<std::string> args;  // as passed, for failure messages
   int exit_code = -1;             // the exit status; 128 + signal when killed by a signal
   bool timed_out = false;
+  long max_rss_kib = 0;           // the program's peak resident memory (getrusage's ru_maxrss)
+  std::chrono::microseconds took{0};
   std::string out;
   std::string err;
 

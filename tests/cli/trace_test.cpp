@@ -158,27 +158,26 @@ TEST_CASE("A run that fails leaves an existing --json file byte for byte unchang
   CHECK(names_in(dir.path()) == std::vector<std::string>{"trace.json"});
 }
 
-TEST_CASE("run --json into a folder that does not exist exits 2 and creates nothing", "[cli][trace][atomic]") {
+TEST_CASE("run --json into a folder that does not exist exits 3 (write failed) and creates nothing", "[cli][trace][atomic]") {
   const TempDir dir;
   const std::string missing = dir / "no-such-folder";
   const std::string out = missing + "/trace.json";
-  check_usage_error(run_binary({"run", cat_sat, "--json", out}), {out});
+  check_write_error(run_binary({"run", cat_sat, "--json", out}), out, {"No such file or directory"});
   CHECK_FALSE(fs::exists(missing));
   CHECK(names_in(dir.path()).empty());
 }
 
-TEST_CASE("run --json onto an existing folder exits 2 and leaves the folder as it was and no temporary file",
+TEST_CASE("run --json onto an existing folder exits 3 (write failed) and leaves the folder as it was and no temporary file",
           "[cli][trace][atomic]") {
-  // The temporary file can be written here; only the final rename fails, so it must be removed.
   const TempDir dir;
   fs::create_directory(dir.path() / "trace.json");
-  check_usage_error(run_binary({"run", cat_sat, "--json", dir / "trace.json"}), {"trace.json"});
+  check_write_error(run_binary({"run", cat_sat, "--json", dir / "trace.json"}), dir / "trace.json", {"directory"});
   CHECK(fs::is_directory(dir.path() / "trace.json"));
   CHECK(fs::is_empty(dir.path() / "trace.json"));
   CHECK(names_in(dir.path()) == std::vector<std::string>{"trace.json"});
 }
 
-TEST_CASE("run --json into a folder that cannot be written exits 2 and leaves nothing behind", "[cli][trace][atomic]") {
+TEST_CASE("run --json into a folder that cannot be written exits 3 (write failed) and leaves nothing behind", "[cli][trace][atomic]") {
   const TempDir dir;
   const fs::path locked = dir.path() / "locked";
   fs::create_directory(locked);
@@ -198,7 +197,7 @@ TEST_CASE("run --json into a folder that cannot be written exits 2 and leaves no
   const std::vector<std::string> before = names_in(dir.path());
   const std::string out = (folder / "trace.json").string();
   const RunResult r = run_binary({"run", cat_sat, "--json", out});
-  check_usage_error(r, {out});
+  check_write_error(r, out);
   CHECK(names_in(dir.path()) == before);
   CHECK(names_in(locked).empty());
   CHECK_FALSE(fs::exists(out));
