@@ -1,6 +1,7 @@
 // libFuzzer target: any bytes through the loader; whatever it accepts through both engines, compare,
-// and a trace written and read back. Any exception other than InputError, any sanitizer report, a
-// crash or a hang is a bug.
+// and a trace written and read back. Bytes that claim to be a saved trace go through the trace
+// reader and, when it accepts them, the terminal printer (what `show` does). Any exception other
+// than InputError, any sanitizer report, a crash or a hang is a bug.
 
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "engine/naive.hpp"
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
+#include "render/terminal.hpp"
 #include "trace/trace.hpp"
 
 namespace {
@@ -32,6 +34,19 @@ bool small_enough(const attn::Problem& p) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  if (text.find("attn-trace.trace") != std::string_view::npos) {
+    try {
+      const attn::Trace trace = attn::trace_from_json(text, "fuzz.json");
+      attn::RenderOptions options;
+      options.max_rows = 1 + size % 4;
+      options.max_cols = size % 3;
+      (void)attn::render_trace(trace, options);
+      options.compare_only = true;
+      (void)attn::render_trace(trace, options);
+    } catch (const attn::InputError&) {
+    }
+    return 0;
+  }
   std::shared_ptr<const attn::Problem> problem;
   try {
     problem = std::make_shared<const attn::Problem>(attn::load_problem(text, "fuzz.json"));

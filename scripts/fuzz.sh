@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Fuzzes the loader, both engines, compare and the trace writer/reader with libFuzzer (clang,
-# AddressSanitizer, UndefinedBehaviorSanitizer), seeded with data/, the bad-input corpus and the
-# inputs it once found (tests/data/fuzz/).
+# Fuzzes the loader, both engines, compare, the trace writer/reader and the printer of saved traces
+# with libFuzzer (clang, AddressSanitizer, UndefinedBehaviorSanitizer), seeded with data/, the
+# bad-input corpus, small saved traces (fuzz/seeds/) and the inputs it once found (tests/data/fuzz/).
 # Fails on any crash, leak, hang (10 s for one input), sanitizer report or broken invariant.
 #
 # usage: scripts/fuzz.sh [SECONDS]   (default 120)
@@ -13,7 +13,7 @@ cmake --build --preset fuzz
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/corpus" "$work/artifacts"
-cp data/*.json tests/data/bad/*.json tests/data/fuzz/*.json "$work/corpus/"
+cp data/*.json tests/data/bad/*.json fuzz/seeds/*.json tests/data/fuzz/*.json "$work/corpus/"
 echo "fuzz: running for ${seconds} s"
 status=0
 build/fuzz/fuzz_attention -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \

@@ -10,11 +10,11 @@
 #include "attn/version.hpp"
 #include "command.hpp"
 #include "engine/estimate.hpp"
+#include "io/error.hpp"
+#include "io/json_pointer.hpp"
+#include "io/load.hpp"
 #include "io/output.hpp"
 #include "io/read.hpp"
-#include "io/error.hpp"
-#include "io/load.hpp"
-#include "io/json_pointer.hpp"
 #include "io/trace_json.hpp"
 
 namespace attn::cli {

@@ -397,6 +397,7 @@ class TraceReader {
       if (!config.at("head").is_number_unsigned() || config.at("head").get<std::size_t>() >= t.problem->h)
         fail("/config/head", fmt::format("expected a head from 0 to {}, found {}", t.problem->h - 1, config.at("head").dump()));
       t.head = config.at("head").get<std::size_t>();
+      one_head_ = true;
     }
 
     const json& steps = doc.at("steps");
@@ -526,6 +527,16 @@ class TraceReader {
     }
     out.lse = nested(f, ptr, "lse", float32);
     out.output = nested(f, ptr, "output", float32);
+    // lse is (h, n) like a head step's first two axes; output is the output step's shape.
+    Shape lse_shape = traced_shape(Step::scores, p, one_head_);
+    lse_shape.pop_back();
+    if (out.lse.shape() != lse_shape)
+      fail(pointer_key(ptr, "lse"), fmt::format("expected the shape [{}] for this input, found [{}]",
+                                                fmt::join(lse_shape, ", "), fmt::join(out.lse.shape(), ", ")));
+    if (out.output.shape() != traced_shape(Step::output, p, one_head_))
+      fail(pointer_key(ptr, "output"), fmt::format("expected the shape [{}] for this input, found [{}]",
+                                                   fmt::join(traced_shape(Step::output, p, one_head_), ", "),
+                                                   fmt::join(out.output.shape(), ", ")));
     return out;
   }
 
@@ -607,6 +618,11 @@ class TraceReader {
       fail(shape_ptr, fmt::format("the step \"{}\" claims the shape [{}] ({} numbers), but its data holds {} numbers",
                                   string_at(step, ptr, "name"), fmt::join(shape, ", "),
                                   claimed == too_many ? "more than 2^64" : std::to_string(claimed), held));
+    // The printer labels rows and columns by the input's tokens: a step must have its true shape.
+    const Shape expected = traced_shape(*step_from_name(string_at(step, ptr, "name")), *problem_, one_head_);
+    if (shape != expected)
+      fail(shape_ptr, fmt::format("the step \"{}\" has the shape [{}] for this input, found [{}]",
+                                  string_at(step, ptr, "name"), fmt::join(expected, ", "), fmt::join(shape, ", ")));
     std::vector<double> data;
     data.reserve(held);
     read_values(step.at("data"), shape, 0, data_ptr, float32, data);
@@ -660,6 +676,7 @@ class TraceReader {
 
   std::string file_;
   mutable const Problem* problem_ = nullptr;  // the trace's problem, while reading it
+  mutable bool one_head_ = false;             // the trace kept one head (config.head)
 };
 
 }  // namespace

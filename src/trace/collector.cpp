@@ -91,6 +91,32 @@ Tensor<double> TraceCollector::as_traced(Tensor<double> value, bool has_head_axi
   return value;
 }
 
+Shape traced_shape(Step step, const Problem& p, bool one_head) {
+  Shape shape;
+  if (p.batched) shape.push_back(p.B);
+  for (const Axis axis : step_info(step).axes) {
+    switch (axis) {
+      case Axis::query: shape.push_back(p.n); break;
+      case Axis::key: shape.push_back(p.m); break;
+      case Axis::head: shape.push_back(one_head ? 1 : p.h); break;
+      case Axis::kv_head: shape.push_back(one_head ? 1 : p.g); break;
+      case Axis::feature:
+        switch (step) {
+          case Step::q: shape.push_back(p.h * p.d_k); break;
+          case Step::k: shape.push_back(p.g * p.d_k); break;
+          case Step::v: shape.push_back(p.g * p.d_v); break;
+          case Step::q_heads:
+          case Step::k_heads: shape.push_back(p.d_k); break;
+          case Step::concat: shape.push_back(p.h * p.d_v); break;
+          case Step::output: shape.push_back(p.d_out); break;
+          default: shape.push_back(p.d_v); break;  // v_heads, head_outputs
+        }
+        break;
+    }
+  }
+  return shape;
+}
+
 void TraceCollector::keep(Step step, Tensor<double> value) {
   const Axis first = step_info(step).axes.front();
   value = as_traced(std::move(value), first == Axis::head || first == Axis::kv_head, first == Axis::kv_head);

@@ -75,6 +75,10 @@ struct StepFilter {
   bool keeps(Step step) const;
 };
 
+// The shape `step` has in a trace of `p` (trace-format.md): a leading batch axis only for a batched
+// input, and head axes of extent 1 when only one head was kept (`one_head`).
+Shape traced_shape(Step step, const Problem& p, bool one_head);
+
 // The head that position `index` of a head axis of `trace` stands for.
 std::size_t head_at(const Trace& trace, bool kv_axis, std::size_t index);
 
