@@ -12,12 +12,12 @@
 
 #include <fmt/format.h>
 
-#include "engine/compare.hpp"
 #include "engine/flash.hpp"
 #include "engine/naive.hpp"
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
 #include "render/terminal.hpp"
+#include "trace/record.hpp"
 #include "trace/trace.hpp"
 
 namespace {
@@ -55,15 +55,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (!small_enough(*problem)) return 0;
 
-  // Both engines, traced, in both dtypes; the blocks vary with the input so every tiling gets tried.
-  const attn::FlashConfig blocks{1 + size % 5, 1 + (size / 5) % 7};
-  attn::TraceCollector naive(problem, "float64");
-  attn::TraceCollector flash(problem, "float64", {}, attn::FlashBlocks{blocks.Br, blocks.Bc});
-  const attn::CompareRecord record = attn::compare_engines<double>(*problem, blocks, naive, flash);
-  attn::Trace trace = std::move(naive).finish(attn::find_empty_rows(*problem));
-  trace.flash = std::move(flash).finish({}).flash;
-  trace.engine = "both";
-  trace.compare = record;
+  // Both engines, traced, in float64; the tiles vary with the input so every tiling gets tried.
+  attn::RunRequest request;
+  request.dtype = attn::DType::float64;
+  request.tile_size = {1 + size % 5, 1 + (size / 5) % 7};
+  const attn::Trace trace = attn::record_compare(problem, request);
+  const attn::CompareRecord& record = *trace.compare;
+  const attn::TileSize blocks = request.tile_size;
 
   // Where naive and the reference stay finite (huge inputs can overflow double's range but not the
   // reference's), flash must agree with them by the tolerance rule.

@@ -1,44 +1,36 @@
-// attn-trace compare FILE: naive vs flash vs a float64 reference, with a verdict.
+// attn-trace compare FILE: naive vs flash vs a wider reference, with a verdict.
 
 #include <memory>
 
 #include <fmt/format.h>
 
 #include "command.hpp"
-#include "engine/compare.hpp"
 #include "io/load.hpp"
 #include "options.hpp"
-#include "trace/trace.hpp"
+#include "trace/record.hpp"
 
 namespace attn::cli {
 
 namespace {
 
-template <class T>
-Trace compare(const std::shared_ptr<const Problem>& problem, const TraceOptions& o, const StepFilter& filter) {
-  const FlashConfig blocks = flash_config(o, *problem);
-  TraceCollector naive(problem, o.dtype, filter);
-  TraceCollector flash(problem, o.dtype, filter, FlashBlocks{blocks.Br, blocks.Bc});
-  CompareRecord record = compare_engines<T>(*problem, blocks, naive, flash);
-  Trace trace = std::move(naive).finish(find_empty_rows(*problem));
-  trace.flash = std::move(flash).finish({}).flash;
-  trace.engine = "both";
-  trace.compare = std::move(record);
-  return trace;
-}
-
 int run(const TraceOptions& o) {
   auto problem = std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o)));
-  StepFilter filter = trace_filter(o, *problem);
-  if (o.json_out.empty()) {  // only the comparison is printed: keep no steps and no tiles
+  // With --steps or --head the terminal shows those steps (and tiles) before the comparison; without
+  // them it shows the comparison alone, so no step is kept unless --json saves them.
+  const bool show_steps = !o.steps.empty() || o.head.has_value();
+  StepFilter filter = trace_filter(o, *problem, /*has_tiles=*/true);
+  if (!show_steps && o.json_out.empty()) {
     filter.only = {Step::output};
     filter.none = false;
     filter.tiles = false;
   }
-  if (o.dtype == "float32") check_float32_range(*problem, display_name(o.file));
-  check_memory(o, *problem, filter, true, true, /*reference=*/true);
-  const Trace trace = o.dtype == "float64" ? compare<double>(problem, o, filter) : compare<float>(problem, o, filter);
-  emit(trace, o, /*compare_only=*/true);
+  const RunRequest request = run_request(o, *problem, filter);
+  if (o.dtype == DType::float32) check_float32_range(*problem, display_name(o.file));
+  check_memory(o, request, *problem, true, true, /*reference=*/true);
+  const Trace trace = record_compare(problem, request);
+  RenderOptions render = render_options(o);
+  render.compare_only = !show_steps;
+  emit(trace, o, render);
   return trace.compare->pass ? 0 : 1;
 }
 
@@ -47,16 +39,21 @@ int run(const TraceOptions& o) {
 Runner add_compare(CLI::App& app) {
   auto options = std::make_shared<TraceOptions>();
   CLI::App* cmd = app.add_subcommand("compare", "naive vs flash vs a wider reference, with a verdict (exit 1: fail)");
-  add_trace_options(*cmd, *options, /*with_engine=*/false);
+  add_run_options(*cmd, *options, /*with_engine=*/false);
+  add_filter_options(*cmd, *options);
+  add_memory_option(*cmd, *options);
+  add_display_options(*cmd, *options);
   cmd->footer(
       "Runs naive and flash attention in --dtype, and naive attention one precision up (float64 for float32,\n"
       "80-bit long double for float64) on the same rounded inputs as the reference; it\n"
       "prints both outputs, their errors, the memory each engine held for scores, and the verdict of\n"
       "max|flash - ref| <= 2 * max|naive - ref| + noise. Exit code 1 when flash fails it.\n"
+      "With --steps or --head it first prints those steps (and the flash tiles), as run does.\n"
       "\n"
       "Example:\n"
       "  attn-trace compare data/the_cat_sat.json\n"
-      "  attn-trace compare data/gqa.json --block-q 3 --block-k 2 --json gqa-compare.json");
+      "  attn-trace compare data/gqa.json --block-q 3 --block-k 2 --json gqa-compare.json\n"
+      "  attn-trace compare data/gqa.json --steps weights,tiles --head 1");
   return [cmd, options] { return cmd->parsed() ? run(*options) : -1; };
 }
 

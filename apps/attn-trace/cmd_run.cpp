@@ -1,48 +1,47 @@
 // attn-trace run FILE: trace every step of the attention in FILE.
 
+#include <algorithm>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "command.hpp"
-#include "engine/flash.hpp"
-#include "engine/naive.hpp"
 #include "io/load.hpp"
 #include "options.hpp"
-#include "render/terminal.hpp"
-#include "trace/trace.hpp"
+#include "trace/record.hpp"
 
 namespace attn::cli {
 
 namespace {
 
-template <class T>
-Trace trace_engine(const std::shared_ptr<const Problem>& problem, const TraceOptions& o, const StepFilter& filter) {
-  const FlashConfig blocks = flash_config(o, *problem);
-  const auto flash = [&] {
-    TraceCollector collector(problem, o.dtype, filter, FlashBlocks{blocks.Br, blocks.Bc});
-    AttentionResult<T> result = run_flash<T>(*problem, collector, blocks);
-    return std::move(collector).finish(std::move(result.empty_rows));
-  };
-  if (o.engine == "flash") return flash();
-
-  TraceCollector collector(problem, o.dtype, filter);
-  AttentionResult<T> result = run_naive<T>(*problem, collector);
-  Trace trace = std::move(collector).finish(std::move(result.empty_rows));
-  if (o.engine == "both") {
-    trace.flash = flash().flash;
-    trace.engine = "both";
-  }
-  return trace;
+// The score steps that the flash engine never forms as whole matrices, among those asked for.
+std::vector<std::string> steps_flash_never_forms(const StepFilter& filter) {
+  std::vector<std::string> names;
+  for (const Step s : {Step::scores, Step::scaled, Step::masked, Step::weights})
+    if (std::find(filter.only.begin(), filter.only.end(), s) != filter.only.end())
+      names.emplace_back(step_info(s).name);
+  return names;
 }
 
 int run(const TraceOptions& o) {
+  if (o.engine == Engine::naive && (o.block_q || o.block_k))
+    throw UsageError(fmt::format("--{}: tile sizes apply to the flash pass; add --engine flash or --engine both, or use "
+                                 "attn-trace compare",
+                                 o.block_q ? "block-q" : "block-k"));
   auto problem = std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o)));
-  const StepFilter filter = trace_filter(o, *problem);
-  if (o.dtype == "float32") check_float32_range(*problem, display_name(o.file));
-  check_memory(o, *problem, filter, o.engine != "flash", o.engine != "naive");
-  const Trace trace = o.dtype == "float64" ? trace_engine<double>(problem, o, filter) : trace_engine<float>(problem, o, filter);
-  emit(trace, o);
+  const RunRequest request = run_request(o, *problem, trace_filter(o, *problem, o.engine != Engine::naive));
+  if (o.dtype == DType::float32) check_float32_range(*problem, display_name(o.file));
+  check_memory(o, request, *problem, o.engine != Engine::flash, o.engine != Engine::naive);
+  const Trace trace = record_run(problem, request);
+
+  RenderOptions render = render_options(o);
+  if (const std::vector<std::string> never = steps_flash_never_forms(request.filter);
+      o.engine == Engine::flash && !never.empty())
+    render.notes.push_back(fmt::format("flash never forms the whole {} matrix: see its tiles below, or use --engine both",
+                                       fmt::join(never, ", ")));
+  emit(trace, o, render);
   return 0;
 }
 
@@ -54,11 +53,14 @@ Runner add_run(CLI::App& app) {
   cmd->footer(
       "Example:\n"
       "  attn-trace run data/the_cat_sat.json\n"
-      "  attn-trace run my.json --steps scores,weights --head 1 --dtype float64\n"
+      "  attn-trace run data/gpt_causal.json --steps scores,weights --head 1 --dtype float64\n"
       "  attn-trace run data/the_cat_sat.json --engine flash --block-q 2 --block-k 1\n"
       "  attn-trace run data/the_cat_sat.json --json trace.json\n"
       "  attn-trace example | attn-trace run -");
-  add_trace_options(*cmd, *options);
+  add_run_options(*cmd, *options, /*with_engine=*/true);
+  add_filter_options(*cmd, *options);
+  add_memory_option(*cmd, *options);
+  add_display_options(*cmd, *options);
   return [cmd, options] { return cmd->parsed() ? run(*options) : -1; };
 }
 

@@ -19,28 +19,33 @@
 
 namespace attn::cli {
 
-void add_trace_options(CLI::App& command, TraceOptions& o, bool with_engine) {
-  command.add_option("FILE", o.file, "the input JSON (input-format.md); - reads standard input")->required();
+void add_run_options(CLI::App& command, TraceOptions& o, bool with_engine) {
+  command.add_option("FILE", o.file, "the input JSON (docs/input-format.md); - reads standard input")->required();
   if (with_engine)
-    command.add_option("--engine", o.engine, "which computation to trace: naive (every step), flash (tile by tile "
-                                           "with an online softmax), or both")
-      ->check(CLI::IsMember({"naive", "flash", "both"}))
-      ->default_str("naive");
-  command.add_option("--dtype", o.dtype, "the arithmetic")
+    command
+        .add_option_function<std::string>(
+            "--engine", [&o](const std::string& name) { o.engine = *engine_from_name(name); },
+            "which computation to trace: naive (every step), flash (tile by tile with an online softmax), or both")
+        ->check(CLI::IsMember({"naive", "flash", "both"}))
+        ->default_str("naive");
+  command
+      .add_option_function<std::string>(
+          "--dtype", [&o](const std::string& name) { o.dtype = *dtype_from_name(name); }, "the arithmetic")
       ->check(CLI::IsMember({"float32", "float64"}))
       ->default_str("float32");
   command.add_option("--block-q", o.block_q, "flash: query rows per tile (default about √n)")->check(CLI::Range(1, 1 << 20));
   command.add_option("--block-k", o.block_k, "flash: keys per tile (default about √m)")->check(CLI::Range(1, 1 << 20));
+  command.add_option("--json", o.json_out, "also write the trace (docs/trace-format.md) to this file; - writes it to "
+                                           "stdout instead of the text");
+}
+
+void add_filter_options(CLI::App& command, TraceOptions& o) {
   command.add_option("--steps", o.steps, "only these steps, by trace name: q,k,v,q_heads,k_heads,v_heads,scores,"
                                          "scaled,masked,weights,head_outputs,concat,output, and tiles for the flash "
                                          "pass's tiles")
       ->delimiter(',');
   command.add_option("--head", o.head, "only this query head (and the key/value head it reads)")
       ->check(CLI::Range(0, 65535));
-  command.add_option("--json", o.json_out, "also write the trace (trace-format.md) to this file; - writes it to "
-                                           "stdout instead of the text");
-  add_memory_option(command, o);
-  add_display_options(command, o);
 }
 
 void add_memory_option(CLI::App& command, TraceOptions& o) {
@@ -52,7 +57,13 @@ void add_memory_option(CLI::App& command, TraceOptions& o) {
 
 void add_display_options(CLI::App& command, TraceOptions& o) {
   command.add_option("--precision", o.precision, "digits after the point")->check(CLI::Range(0, 17))->default_str("4");
-  command.add_option("--color", o.color, "colour: auto (only on a terminal, never with NO_COLOR set), always, never")
+  command
+      .add_option_function<std::string>(
+          "--color",
+          [&o](const std::string& mode) {
+            o.color = mode == "always" ? ColorMode::always : mode == "never" ? ColorMode::never : ColorMode::automatic;
+          },
+          "colour: auto (only on a terminal, never with NO_COLOR set), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->default_str("auto");
   command.add_option("--max-rows", o.max_rows, "show at most this many rows of a table (first and last); 0: all")
@@ -61,7 +72,7 @@ void add_display_options(CLI::App& command, TraceOptions& o) {
       ->default_str("10");
 }
 
-StepFilter trace_filter(const TraceOptions& options, const Problem& problem) {
+StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles) {
   StepFilter filter;
   if (options.head && *options.head >= problem.h) {
     throw UsageError(problem.h == 1
@@ -75,6 +86,9 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem) {
   for (const std::string& name : options.steps) {
     if (name == "tiles" || name == "scores" || name == "scaled" || name == "masked" || name == "weights")
       filter.tiles = true;
+    if (name == "tiles" && !has_tiles)
+      throw UsageError("--steps tiles: only the flash pass has tiles; add --engine flash or --engine both, or use "
+                       "attn-trace compare");
     if (name == "tiles") continue;
     const std::optional<Step> step = step_from_name(name);
     if (!step) {
@@ -121,12 +135,12 @@ std::string human(std::size_t bytes) {
   return bytes == too_large ? "more than 16 EiB (the sizes overflow a 64-bit count)" : describe_bytes(bytes);
 }
 
-RunShape run_shape(const TraceOptions& o, const Problem& p, const StepFilter& filter, bool naive, bool flash) {
+RunShape run_shape(const TraceOptions& o, const RunRequest& r, const StepFilter& filter, bool naive, bool flash) {
   RunShape shape;
   shape.naive = naive;
   shape.flash = flash;
-  shape.scalar = o.dtype == "float64" ? 8 : 4;
-  shape.blocks = flash_config(o, p);
+  shape.scalar = scalar_bytes(r.dtype);
+  shape.tile_size = r.tile_size;
   for (const Step s : all_steps()) {
     if (!filter.keeps(s)) continue;
     const bool score = s == Step::scores || s == Step::scaled || s == Step::masked || s == Step::weights;
@@ -142,20 +156,20 @@ RunShape run_shape(const TraceOptions& o, const Problem& p, const StepFilter& fi
 
 MemoryLimit memory_limit(const TraceOptions& options) { return {parse_size(options.max_memory), options.max_memory}; }
 
-void check_memory(const TraceOptions& o, const Problem& p, const StepFilter& filter, bool naive, bool flash,
+void check_memory(const TraceOptions& o, const RunRequest& r, const Problem& p, bool naive, bool flash,
                   bool reference) {
   const std::size_t limit = memory_limit(o).bytes;
-  RunShape shape = run_shape(o, p, filter, naive, flash);
-  if (reference) shape.reference_scalar = o.dtype == "float64" ? sizeof(long double) : 8;
+  RunShape shape = run_shape(o, r, r.filter, naive, flash);
+  if (reference) shape.reference_scalar = r.dtype == DType::float64 ? sizeof(long double) : 8;
   const std::size_t need = estimate_memory(p, shape).total();
   if (need <= limit) return;
   // Would the flash engine alone fit, as asked or keeping only the output?
   std::string hint;
-  const std::size_t flash_need = estimate_memory(p, run_shape(o, p, filter, false, true)).total();
+  const std::size_t flash_need = estimate_memory(p, run_shape(o, r, r.filter, false, true)).total();
   StepFilter output_only;
   output_only.only = {Step::output};
   output_only.tiles = false;
-  const std::size_t lean_need = estimate_memory(p, run_shape(o, p, output_only, false, true)).total();
+  const std::size_t lean_need = estimate_memory(p, run_shape(o, r, output_only, false, true)).total();
   if (naive && !reference && flash_need <= limit) hint = fmt::format("; --engine flash would need about {}", human(flash_need));
   else if (!reference && lean_need <= limit)
     hint = fmt::format("; --engine flash --steps output (no score tiles kept) would need about {}", human(lean_need));
@@ -163,12 +177,27 @@ void check_memory(const TraceOptions& o, const Problem& p, const StepFilter& fil
                    fmt::format("this run needs about {}, over --max-memory {}{}", human(need), o.max_memory, hint));
 }
 
-FlashConfig flash_config(const TraceOptions& options, const Problem& problem) {
-  FlashConfig config = default_blocks(problem.n, problem.m);
-  if (options.block_q) config.Br = *options.block_q;
-  if (options.block_k) config.Bc = *options.block_k;
-  return config;
+RunRequest run_request(const TraceOptions& options, const Problem& problem, StepFilter filter) {
+  RunRequest request;
+  request.engine = options.engine;
+  request.dtype = options.dtype;
+  request.tile_size = default_tiles(problem.n, problem.m);
+  if (options.block_q) request.tile_size.Br = *options.block_q;
+  if (options.block_k) request.tile_size.Bc = *options.block_k;
+  request.filter = std::move(filter);
+  return request;
 }
+
+namespace {
+
+bool use_color(ColorMode mode) {
+  if (mode != ColorMode::automatic) return mode == ColorMode::always;
+  const char* no_color = std::getenv("NO_COLOR");
+  if (no_color != nullptr && no_color[0] != '\0') return false;
+  return isatty(STDOUT_FILENO) != 0;
+}
+
+}  // namespace
 
 RenderOptions render_options(const TraceOptions& options) {
   RenderOptions r;
@@ -180,19 +209,11 @@ RenderOptions render_options(const TraceOptions& options) {
   return r;
 }
 
-bool use_color(const std::string& mode) {
-  if (mode == "always") return true;
-  if (mode == "never") return false;
-  const char* no_color = std::getenv("NO_COLOR");
-  if (no_color != nullptr && no_color[0] != '\0') return false;
-  return isatty(STDOUT_FILENO) != 0;
-}
-
 }  // namespace attn::cli
 
 namespace attn::cli {
 
-void emit(const Trace& trace, const TraceOptions& options, bool compare_only) {
+void emit(const Trace& trace, const TraceOptions& options, const RenderOptions& render) {
   if (!options.json_out.empty()) {
     const std::string text = trace_to_json(trace, fmt::format("attn-trace {}", attn::version));
     if (options.json_out == "-") {
@@ -201,8 +222,6 @@ void emit(const Trace& trace, const TraceOptions& options, bool compare_only) {
     }
     write_output_file(options.json_out, text);
   }
-  RenderOptions render = render_options(options);
-  render.compare_only = compare_only;
   write_stdout(render_trace(trace, render));
 }
 

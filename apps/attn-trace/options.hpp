@@ -1,5 +1,5 @@
 #pragma once
-// The options that every tracing command takes (cli.md), and their checks.
+// The options that the tracing commands share (docs/cli.md), and their checks.
 
 #include <cstddef>
 #include <optional>
@@ -8,58 +8,64 @@
 
 #include <CLI/CLI.hpp>
 
-#include "engine/flash.hpp"
 #include "io/read.hpp"
 #include "model/problem.hpp"
+#include "model/run.hpp"
 #include "render/terminal.hpp"
+#include "trace/record.hpp"
 #include "trace/trace.hpp"
 
 namespace attn::cli {
 
+// --color: auto means only on a terminal and never with NO_COLOR set.
+enum class ColorMode { automatic, always, never };
+
 struct TraceOptions {
   std::string file;
-  std::string engine = "naive";
-  std::string dtype = "float32";
-  std::optional<std::size_t> block_q;  // flash tile sizes; default: engine's default_blocks
+  Engine engine = Engine::naive;
+  DType dtype = DType::float32;
+  std::optional<std::size_t> block_q;  // flash tile sizes; default: default_tiles
   std::optional<std::size_t> block_k;
-  std::vector<std::string> steps;   // trace names; empty: all
+  std::vector<std::string> steps;      // trace names, and "tiles"; empty: all
   std::optional<std::size_t> head;
   int precision = 4;
-  std::string color = "auto";
+  ColorMode color = ColorMode::automatic;
   std::size_t max_rows = 16;
   std::size_t max_cols = 10;
-  std::string json_out;             // --json: "" none, "-" stdout instead of the text
-  std::string max_memory = "4G";    // refuse runs estimated to need more
+  std::string json_out;                // --json: "" none, "-" stdout instead of the text
+  std::string max_memory = "4G";       // refuse input or runs estimated to need more
 };
 
-// The options of every tracing command; `display_only` for commands that print a saved trace.
-void add_trace_options(CLI::App& command, TraceOptions& options, bool with_engine = true);
-void add_display_options(CLI::App& command, TraceOptions& options);
+// FILE, --dtype, the tiles and --json (run and compare), --engine (run only).
+void add_run_options(CLI::App& command, TraceOptions& options, bool with_engine);
+// --steps and --head (run, compare, show).
+void add_filter_options(CLI::App& command, TraceOptions& options);
 void add_memory_option(CLI::App& command, TraceOptions& options);
+// --precision, --color, --max-rows, --max-cols.
+void add_display_options(CLI::App& command, TraceOptions& options);
 
 // --max-memory as a limit, or a UsageError when it is not a size.
 MemoryLimit memory_limit(const TraceOptions& options);
 
-// The finished trace where --json sends it, and the text to stdout unless --json is "-".
-void emit(const Trace& trace, const TraceOptions& options, bool compare_only = false);
-
 // --steps and --head, checked against the problem: an unknown step name (the nearest is suggested)
-// or a head the input does not have is a UsageError.
-StepFilter trace_filter(const TraceOptions& options, const Problem& problem);
+// or a head the input does not have is a UsageError. `has_tiles`: the run (or the saved trace) has a
+// flash pass, without which --steps tiles is a UsageError that says how to get one.
+StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles);
 
-// The flash tile sizes: --block-q/--block-k, or the defaults for this problem's lengths.
-FlashConfig flash_config(const TraceOptions& options, const Problem& problem);
+// What record_run and record_compare are asked: the engine, the dtype, the tiles (--block-q/--block-k
+// or the defaults for this problem's lengths) and the filter.
+RunRequest run_request(const TraceOptions& options, const Problem& problem, StepFilter filter);
 
 // Refuses (InputError, exit 2) a run whose estimated memory is over --max-memory, before anything
 // is allocated, saying whether the flash engine would fit.
 // `reference`: compare's wider naive reference runs too.
-void check_memory(const TraceOptions& options, const Problem& problem, const StepFilter& filter, bool naive, bool flash,
-                  bool reference = false);
+void check_memory(const TraceOptions& options, const RunRequest& request, const Problem& problem, bool naive,
+                  bool flash, bool reference = false);
 
 // How the terminal trace should look.
 RenderOptions render_options(const TraceOptions& options);
 
-// --color: auto means only on a terminal and never with NO_COLOR set.
-bool use_color(const std::string& mode);
+// The finished trace where --json sends it, and the text to stdout unless --json is "-".
+void emit(const Trace& trace, const TraceOptions& options, const RenderOptions& render);
 
 }  // namespace attn::cli

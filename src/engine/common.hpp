@@ -10,16 +10,10 @@
 #include "model/problem.hpp"
 #include "ops/attention.hpp"
 #include "tensor/tensor.hpp"
-#include "trace/observer.hpp"
+#include "observe/observer.hpp"
+#include "observe/records.hpp"
 
 namespace attn {
-
-// A query row that the mask leaves with no key to attend (zero weights, zero head output).
-struct EmptyRow {
-  std::size_t batch;
-  std::size_t query;
-  friend bool operator==(const EmptyRow&, const EmptyRow&) = default;
-};
 
 template <class T>
 struct AttentionResult {

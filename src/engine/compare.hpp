@@ -10,27 +10,9 @@
 #include "engine/common.hpp"
 #include "engine/flash.hpp"
 #include "engine/naive.hpp"
+#include "observe/records.hpp"
 
 namespace attn {
-
-struct ErrorStats {
-  double max_abs = 0;          // max |a - b|
-  double max_rel = 0;          // max |a - b| / |b| over the entries where b != 0
-  std::uint64_t max_ulp = 0;   // max distance in units in the last place of the working dtype
-};
-
-struct CompareRecord {
-  std::string dtype;                  // the working dtype of naive and flash
-  std::string reference_dtype;        // the reference's: float64 for float32, 80-bit long double for float64
-  std::size_t block_q = 0, block_k = 0;
-  ErrorStats naive_vs_ref, flash_vs_ref, flash_vs_naive;
-  std::size_t naive_peak_bytes = 0;   // scores and weights, as the engines counted them
-  std::size_t flash_peak_bytes = 0;
-  double noise = 0;                   // 2 · the spacing of the working dtype at max |ref| + 0.3
-  double bound = 0;                   // 2 · max|naive - ref| + noise
-  bool pass = false;                  // flash_vs_ref.max_abs <= bound
-  Tensor<double> naive, flash, reference;  // the three outputs (B, n, d_out); the reference rounded to double
-};
 
 // The problem with every value rounded to T and back: the reference sees exactly what T engines see.
 template <class T>
@@ -86,21 +68,19 @@ ErrorStats error_stats(std::span<const double> a, std::span<const B> b) {
 template <class T>
 using Reference = std::conditional_t<std::is_same_v<T, float>, double, long double>;
 
-// Runs naive and flash in T and naive in a wider type on the T-rounded inputs, and judges flash by
-// the rule that FlashAttention's own tests use: max|flash - ref| <= 2 · max|naive - ref| + noise.
+// Judges a flash result (made with `tiles`) against naive's and naive's in a wider type on the
+// T-rounded inputs, by the rule that FlashAttention's own tests use:
+// max|flash - ref| <= 2 · max|naive - ref| + noise.
 template <class T>
-CompareRecord compare_engines(const Problem& p, FlashConfig blocks, Observer& naive_observer, Observer& flash_observer) {
+CompareRecord judge_flash(const Problem& p, TileSize tiles, const AttentionResult<T>& naive,
+                          const AttentionResult<T>& flash) {
   using R = Reference<T>;
-  const AttentionResult<T> naive = run_naive<T>(p, naive_observer);
-  const AttentionResult<T> flash = run_flash<T>(p, flash_observer, blocks);
   NullObserver none;
   const AttentionResult<R> ref = run_naive<R>(rounded_inputs<T>(p), none);
 
   CompareRecord c;
-  c.dtype = sizeof(T) == 4 ? "float32" : "float64";
-  c.reference_dtype = sizeof(T) == 4 ? "float64" : "long double (80-bit)";
-  c.block_q = blocks.Br;
-  c.block_k = blocks.Bc;
+  c.dtype = sizeof(T) == 4 ? DType::float32 : DType::float64;
+  c.tile_size = tiles;
   c.naive = cast<double>(naive.output);
   c.flash = cast<double>(flash.output);
   c.reference = cast<double>(ref.output);
@@ -122,6 +102,14 @@ CompareRecord compare_engines(const Problem& p, FlashConfig blocks, Observer& na
   c.bound = 2 * c.naive_vs_ref.max_abs + c.noise;
   c.pass = c.flash_vs_ref.max_abs <= c.bound;  // false when either is NaN
   return c;
+}
+
+// Runs naive and flash in T and judges flash (judge_flash).
+template <class T>
+CompareRecord compare_engines(const Problem& p, TileSize tiles, Observer& naive_observer, Observer& flash_observer) {
+  const AttentionResult<T> naive = run_naive<T>(p, naive_observer);
+  const AttentionResult<T> flash = run_flash<T>(p, flash_observer, tiles);
+  return judge_flash<T>(p, tiles, naive, flash);
 }
 
 }  // namespace attn

@@ -44,7 +44,7 @@ struct RunShape {
   std::size_t score_steps_traced = 0;  // how many of scores, scaled, masked, weights are kept
   bool tiles_traced = false;           // the flash tiles are kept
   bool json = false;                   // the trace is also written as JSON text
-  FlashConfig blocks;
+  TileSize tile_size;
 };
 
 // Values of one engine run that do not depend on the engine: inputs, projections, heads, outputs.
@@ -70,7 +70,7 @@ inline MemoryEstimate estimate_memory(const Problem& p, const RunShape& shape) {
   // The engines run one after another, so the most any one of them holds is what counts.
   const std::size_t naive = checked_add(shared_values(p), checked_mul(2, scores));  // two score buffers at a time
   const std::size_t flash =
-      checked_add(shared_values(p), product(2, shape.blocks.Br, checked_add(shape.blocks.Bc, p.d_v + 3)));
+      checked_add(shared_values(p), product(2, shape.tile_size.Br, checked_add(shape.tile_size.Bc, p.d_v + 3)));
   if (shape.naive) e.engine = std::max(e.engine, checked_mul(naive, shape.scalar));
   if (shape.flash) e.engine = std::max(e.engine, checked_mul(flash, shape.scalar));
   if (shape.reference_scalar) e.engine = std::max(e.engine, checked_mul(naive, shape.reference_scalar));
@@ -80,9 +80,9 @@ inline MemoryEstimate estimate_memory(const Problem& p, const RunShape& shape) {
   if (shape.shared_traced) kept = shared_values(p);
   kept = checked_add(kept, checked_mul(shape.score_steps_traced, scores));
   if (shape.flash && shape.tiles_traced) {
-    const std::size_t Tr = (n + shape.blocks.Br - 1) / shape.blocks.Br, Tc = (m + shape.blocks.Bc - 1) / shape.blocks.Bc;
-    const std::size_t per_tile = checked_add(product(2, shape.blocks.Br, shape.blocks.Bc),
-                                             product(shape.blocks.Br, checked_add(p.d_v, 5)));
+    const std::size_t Tr = (n + shape.tile_size.Br - 1) / shape.tile_size.Br, Tc = (m + shape.tile_size.Bc - 1) / shape.tile_size.Bc;
+    const std::size_t per_tile = checked_add(product(2, shape.tile_size.Br, shape.tile_size.Bc),
+                                             product(shape.tile_size.Br, checked_add(p.d_v, 5)));
     kept = checked_add(kept, product(B, h, Tr, Tc, per_tile));
   }
   e.trace = checked_mul(kept, 8);

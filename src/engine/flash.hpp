@@ -9,19 +9,15 @@
 #include <stdexcept>
 
 #include "engine/common.hpp"
+#include "model/run.hpp"
 #include "ops/online_softmax.hpp"
 
 namespace attn {
 
-struct FlashConfig {
-  std::size_t Br = 2;  // query rows per tile (block_q)
-  std::size_t Bc = 2;  // key columns per tile (block_k)
-};
-
 // Default tiles: about √n query rows by √m keys, so a sequence gets about as many tiles as each
 // tile has rows, and the worked example (n = m = 3) gets 2 × 1 tiles: three key tiles per query
 // tile, and a real rescale when the second key beats the first.
-inline FlashConfig default_blocks(std::size_t n, std::size_t m) {
+inline TileSize default_tiles(std::size_t n, std::size_t m) {
   const auto clamp = [](double x) { return std::clamp<std::size_t>(static_cast<std::size_t>(x), 1, 128); };
   return {clamp(std::round(std::sqrt(static_cast<double>(n)))), clamp(std::floor(std::sqrt(static_cast<double>(m))))};
 }
@@ -38,12 +34,12 @@ inline bool tile_masked_out(const Mask& mask, std::size_t b, std::size_t r0, std
 }
 
 template <class T>
-AttentionResult<T> run_flash(const Problem& p, Observer& observer, FlashConfig config) {
-  if (config.Br == 0 || config.Bc == 0)
-    throw std::invalid_argument(fmt::format("run_flash: tiles of {} × {}: both sides must be >= 1", config.Br, config.Bc));
+AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tiles) {
+  if (tiles.Br == 0 || tiles.Bc == 0)
+    throw std::invalid_argument(fmt::format("run_flash: tiles of {} × {}: both sides must be >= 1", tiles.Br, tiles.Bc));
   const Inputs<T> in(p);
   const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v;
-  const std::size_t Br = config.Br, Bc = config.Bc;
+  const std::size_t Br = tiles.Br, Bc = tiles.Bc;
   const std::size_t Tr = (n + Br - 1) / Br, Tc = (m + Bc - 1) / Bc;  // the last tiles may be partial
   const T scale = static_cast<T>(p.scale);
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();

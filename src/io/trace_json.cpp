@@ -93,8 +93,8 @@ ojson config_json(const Trace& t) {
           {"scale", p.scale},
           {"mask", mask_json(p.mask, true)},
           {"layout", p.layout == Layout::in_out ? "in_out" : "out_in"},
-          {"dtype", t.dtype},
-          {"engine", t.engine},
+          {"dtype", name_of(t.dtype)},
+          {"engine", name_of(t.engine)},
           {"head", t.head ? ojson(*t.head) : ojson(nullptr)}};
 }
 
@@ -277,9 +277,9 @@ void write_flash(TextWriter& w, const FlashRecord& f, bool float32) {
   };
   w.append("{");
   w.key("block_q", 4, true);
-  w.append(fmt::format("{}", f.block_q));
+  w.append(fmt::format("{}", f.tile_size.Br));
   w.key("block_k", 4, false);
-  w.append(fmt::format("{}", f.block_k));
+  w.append(fmt::format("{}", f.tile_size.Bc));
   w.key("tiles", 4, false);
   w.append("[");
   for (std::size_t k = 0; k < f.tiles.size(); ++k) {
@@ -333,13 +333,13 @@ void write_compare(TextWriter& w, const CompareRecord& c, bool batched) {
   };
   w.append("{");
   w.key("dtype", 4, true);
-  w.append(ojson(c.dtype).dump());
+  w.append(ojson(name_of(c.dtype)).dump());
   w.key("block_q", 4, false);
-  w.append(fmt::format("{}", c.block_q));
+  w.append(fmt::format("{}", c.tile_size.Br));
   w.key("block_k", 4, false);
-  w.append(fmt::format("{}", c.block_k));
+  w.append(fmt::format("{}", c.tile_size.Bc));
   w.key("reference", 4, false);
-  w.append(ojson(fmt::format("naive attention in {} on the same inputs rounded to {}", c.reference_dtype, c.dtype)).dump());
+  w.append(ojson(fmt::format("naive attention in {} on the same inputs rounded to {}", reference_name(c.dtype), name_of(c.dtype))).dump());
   stats("naive_vs_reference", c.naive_vs_ref);
   stats("flash_vs_reference", c.flash_vs_ref);
   stats("flash_vs_naive", c.flash_vs_naive);
@@ -352,7 +352,7 @@ void write_compare(TextWriter& w, const CompareRecord& c, bool batched) {
                        c.pass));
   w.key("outputs", 4, false);
   w.append("{");
-  const bool float32 = c.dtype == "float32";
+  const bool float32 = c.dtype == DType::float32;
   output("naive", c.naive, float32);
   output("flash", c.flash, float32);
   output("reference", c.reference, false);
@@ -389,10 +389,13 @@ class TraceReader {
     t.problem = std::make_shared<const Problem>(problem_from_json(doc.at("input"), file_, "/input"));
     problem_ = t.problem.get();
     const json& config = doc.at("config");
-    t.dtype = string_at(config, "/config", "dtype");
-    if (t.dtype != "float32" && t.dtype != "float64")
-      fail("/config/dtype", fmt::format("expected \"float32\" or \"float64\", found \"{}\"", t.dtype));
-    if (config.contains("engine")) t.engine = string_at(config, "/config", "engine");
+    t.dtype = dtype_at(config, "/config");
+    if (config.contains("engine")) {
+      const std::string engine = string_at(config, "/config", "engine");
+      const std::optional<Engine> known = engine_from_name(engine);
+      if (!known) fail("/config/engine", fmt::format("expected \"naive\", \"flash\" or \"both\", found \"{}\"", engine));
+      t.engine = *known;
+    }
     if (config.contains("head") && !config.at("head").is_null()) {
       if (!config.at("head").is_number_unsigned() || config.at("head").get<std::size_t>() >= t.problem->h)
         fail("/config/head", fmt::format("expected a head from 0 to {}, found {}", t.problem->h - 1, config.at("head").dump()));
@@ -412,7 +415,7 @@ class TraceReader {
       t.steps.push_back({*step, string_at(s, ptr, "formula"), string_at(s, ptr, "description"),
                          tensor_at(s, ptr, float32)});
     }
-    if (doc.contains("flash")) t.flash = flash(doc.at("flash"), t.dtype == "float32");
+    if (doc.contains("flash")) t.flash = flash(doc.at("flash"), t.dtype == DType::float32);
     if (doc.contains("compare")) t.compare = compare(doc.at("compare"));
     if (doc.contains("empty_rows")) {
       const json& rows = doc.at("empty_rows");
@@ -478,8 +481,7 @@ class TraceReader {
     if (!f.is_object()) fail(ptr, "expected an object");
     const Problem& p = *problem_;
     FlashRecord out;
-    out.block_q = whole(f, ptr, "block_q");
-    out.block_k = whole(f, ptr, "block_k");
+    out.tile_size = {whole(f, ptr, "block_q"), whole(f, ptr, "block_k")};
     const std::string tiles_ptr = pointer_key(ptr, "tiles");
     if (!f.contains("tiles") || !f.at("tiles").is_array()) fail(tiles_ptr, "expected a list of tiles");
     for (std::size_t k = 0; k < f.at("tiles").size(); ++k) {
@@ -558,11 +560,8 @@ class TraceReader {
     if (!c.is_object()) fail(ptr, "expected an object");
     const Problem& p = *problem_;
     CompareRecord out;
-    out.dtype = string_at(c, ptr, "dtype");
-    if (out.dtype != "float32" && out.dtype != "float64") fail(pointer_key(ptr, "dtype"), "expected float32 or float64");
-    out.reference_dtype = out.dtype == "float32" ? "float64" : "long double (80-bit)";
-    out.block_q = whole(c, ptr, "block_q");
-    out.block_k = whole(c, ptr, "block_k");
+    out.dtype = dtype_at(c, ptr);
+    out.tile_size = {whole(c, ptr, "block_q"), whole(c, ptr, "block_k")};
     out.naive_vs_ref = stats(c, ptr, "naive_vs_reference");
     out.flash_vs_ref = stats(c, ptr, "flash_vs_reference");
     out.flash_vs_naive = stats(c, ptr, "flash_vs_naive");
@@ -582,7 +581,7 @@ class TraceReader {
     const Shape shape = {p.B, p.n, p.d_out};
     Shape written = shape;
     if (!p.batched) written.erase(written.begin());
-    const bool float32 = out.dtype == "float32";
+    const bool float32 = out.dtype == DType::float32;
     const auto output = [&](const char* key, bool in_float32) {
       const Tensor<double> t = values(c.at("outputs"), outs, key, written, in_float32);
       return Tensor<double>(shape, std::vector<double>(t.values().begin(), t.values().end()));  // batch axis back
@@ -591,6 +590,13 @@ class TraceReader {
     out.flash = output("flash", float32);
     out.reference = output("reference", false);
     return out;
+  }
+
+  DType dtype_at(const json& object, const std::string& ptr) const {
+    const std::string name = string_at(object, ptr, "dtype");
+    const std::optional<DType> dtype = dtype_from_name(name);
+    if (!dtype) fail(pointer_key(ptr, "dtype"), fmt::format("expected \"float32\" or \"float64\", found \"{}\"", name));
+    return *dtype;
   }
 
   std::string string_at(const json& object, const std::string& ptr, const char* key) const {
@@ -683,7 +689,7 @@ class TraceReader {
 
 std::string trace_to_json(const Trace& t, const std::string& generator) {
   const Problem& p = *t.problem;
-  const bool float32 = t.dtype == "float32";
+  const bool float32 = t.dtype == DType::float32;
   TextWriter w;
   w.append("{");
   w.key("format", 2, true);
@@ -712,7 +718,7 @@ std::string trace_to_json(const Trace& t, const std::string& generator) {
     w.key("dims", 6, false);
     w.value(ojson(dim_names(s.step, p.batched)), 6);
     w.key("dtype", 6, false);
-    w.append(json(t.dtype).dump());
+    w.append(json(name_of(t.dtype)).dump());
     w.key("data", 6, false);
     w.data(s.value, float32, 6);
     w.append("\n    }");

@@ -70,7 +70,7 @@ class Renderer {
     // both engines ran, it follows the whole naive trace.
     bool flash_done = !t_.flash;
     for (const StepRecord& rec : t_.steps) {
-      if (!flash_done && t_.engine == "flash" && rec.step > Step::v_heads) {
+      if (!flash_done && t_.engine == Engine::flash && rec.step > Step::v_heads) {
         flash_section();
         flash_done = true;
       }
@@ -102,7 +102,7 @@ class Renderer {
   }
 
   void header() {
-    line("{}", style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version, t_.engine == "both" ? "naive and flash" : visible(t_.engine), visible(t_.dtype))));
+    line("{}", style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version, t_.engine == Engine::both ? "naive and flash" : name_of(t_.engine), name_of(t_.dtype))));
     if (!p_.description.empty()) line("{}", visible(p_.description));
     line("");
     const auto row = [&](std::string_view name, const std::string& value) {
@@ -126,6 +126,10 @@ class Renderer {
     row("mask", p_.mask.summary());
     row("weights", fmt::format("layout {}{}", p_.layout == Layout::in_out ? "in_out (Q = X·W_q)" : "out_in (Q = X·W_qᵀ, as nn.Linear)",
                                p_.has_output_projection() ? ", with W_o" : ", no W_o"));
+    for (const std::string& note : o_.notes) {
+      line("");
+      line("{} {}", style_.faint("note:"), note);
+    }
   }
 
   // Labels along one axis of a table.
@@ -222,7 +226,7 @@ class Renderer {
     line("{}", style_.formula("l_new = alpha·l_prev + rowsum P   O = alpha·O_prev + P·V   then once: O / l, lse = m + log l"));
     line("FlashAttention-2's forward pass (arXiv:2307.08691, Algorithm 1): the same attention in tiles of {} query "
          "row{} by {} key{} (the last ones smaller where the lengths do not divide), never holding all n × m scores",
-         f.block_q, f.block_q == 1 ? "" : "s", f.block_k, f.block_k == 1 ? "" : "s");
+         f.tile_size.Br, f.tile_size.Br == 1 ? "" : "s", f.tile_size.Bc, f.tile_size.Bc == 1 ? "" : "s");
     line("{}", style_.faint("On a row's first key tile m_prev is -inf and alpha is 0: there is nothing yet to rescale."));
     std::size_t next = 0;
     for (const FlashFinal& done : f.finals) {
@@ -280,7 +284,7 @@ class Renderer {
 
   // When both engines ran: how far the flash output is from the naive one.
   void comparison() {
-    if (!t_.flash || t_.engine != "both") return;
+    if (!t_.flash || t_.engine != Engine::both) return;
     const StepRecord* naive = nullptr;
     for (const StepRecord& rec : t_.steps)
       if (rec.step == Step::output) naive = &rec;
@@ -292,7 +296,7 @@ class Renderer {
     heading("naive vs flash");
     line("max |flash output − naive output| = {:.3g} over {} values ({}); attn-trace compare judges both against a "
          "wider reference",
-         worst, a.size(), t_.dtype);
+         worst, a.size(), name_of(t_.dtype));
   }
 
   // ---- compare ----
@@ -306,7 +310,7 @@ class Renderer {
     heading("compare");
     line("naive and flash in {} (tiles {} × {}) against a reference: naive attention in {} on the same inputs, "
          "rounded to {}",
-         visible(c.dtype), c.block_q, c.block_k, visible(c.reference_dtype), visible(c.dtype));
+         name_of(c.dtype), c.tile_size.Br, c.tile_size.Bc, reference_name(c.dtype), name_of(c.dtype));
 
     // The outputs side by side, then their differences, per batch item.
     const std::size_t B = p_.B, n = p_.n, d = p_.d_out;
@@ -342,8 +346,8 @@ class Renderer {
     line("");
     line("  peak memory for scores and weights, as the engines counted it:");
     line("    naive  {:>12} bytes   (all n × m scores of every head, two buffers at a time)", c.naive_peak_bytes);
-    line("    flash  {:>12} bytes   (one S tile and one P tile of at most {} × {})", c.flash_peak_bytes, c.block_q,
-         c.block_k);
+    line("    flash  {:>12} bytes   (one S tile and one P tile of at most {} × {})", c.flash_peak_bytes, c.tile_size.Br,
+         c.tile_size.Bc);
 
     line("");
     const std::string rule_text =

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "trace/trace.hpp"
 
@@ -17,6 +18,7 @@ struct RenderOptions {
   std::size_t max_cols = 10;          // wider tables show their first and last columns; 0: all
   std::string version;                // for the title line
   bool compare_only = false;          // `compare`: the header and the comparison, not every step
+  std::vector<std::string> notes;     // one line each, after the header: what the output leaves out and why
 };
 
 // The whole trace as text, ready to print.

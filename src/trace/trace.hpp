@@ -7,12 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/compare.hpp"
-#include "engine/naive.hpp"
 #include "model/problem.hpp"
+#include "model/run.hpp"
+#include "observe/records.hpp"
+#include "observe/steps.hpp"
 #include "tensor/tensor.hpp"
-#include "trace/observer.hpp"
-#include "trace/steps.hpp"
 
 namespace attn {
 
@@ -40,7 +39,7 @@ struct FlashFinal {
 };
 
 struct FlashRecord {
-  std::size_t block_q = 0, block_k = 0;
+  TileSize tile_size;
   std::vector<FlashTile> tiles;     // in the order the engine ran them
   std::vector<FlashFinal> finals;   // one per query tile, after its last key tile
   Tensor<double> lse;               // (h, n), with a leading batch axis for a batched input
@@ -49,11 +48,11 @@ struct FlashRecord {
 
 struct Trace {
   std::shared_ptr<const Problem> problem;
-  std::string dtype;                  // "float32" or "float64"
+  DType dtype = DType::float32;
   std::vector<StepRecord> steps;      // in the order the engine ran them
   std::vector<EmptyRow> empty_rows;
   std::vector<std::string> warnings;  // for people: one sentence each
-  std::string engine = "naive";       // which computation made the steps
+  Engine engine = Engine::naive;      // which computation made the steps
   // Set when only one query head was kept: every head axis then has extent 1 and holds this head
   // (a key/value head axis holds the head it reads).
   std::optional<std::size_t> head;
@@ -79,64 +78,14 @@ struct StepFilter {
 // input, and head axes of extent 1 when only one head was kept (`one_head`).
 Shape traced_shape(Step step, const Problem& p, bool one_head);
 
+// `value` with only position `keep` left of its head axis `axis` (which keeps extent 1).
+Tensor<double> select_head(const Tensor<double>& value, std::size_t axis, std::size_t keep);
+
+// `trace` cut down to what `filter` keeps: its steps, one head on every head axis (when the trace
+// still holds them all) and the tiles of that head, or no tiles. `attn-trace show --steps --head`.
+Trace keep_only(Trace trace, const StepFilter& filter);
+
 // The head that position `index` of a head axis of `trace` stands for.
 std::size_t head_at(const Trace& trace, bool kv_axis, std::size_t index);
-
-// Keeps a copy of every step the filter lets through, and with `flash` set, every tile of the flash
-// pass (of the filter's head) and its result.
-struct FlashBlocks {
-  std::size_t block_q, block_k;
-};
-
-class TraceCollector final : public Observer {
- public:
-  TraceCollector(std::shared_ptr<const Problem> problem, std::string dtype, StepFilter filter = {},
-                 std::optional<FlashBlocks> flash = std::nullopt);
-
-  bool wants(Step step) const override { return filter_.keeps(step) || (trace_.flash && step == Step::output); }
-  void on(Step step, const Tensor<float>& value) override { keep(step, cast<double>(value)); }
-  void on(Step step, const Tensor<double>& value) override { keep(step, value); }
-
-  bool wants_tiles() const override { return trace_.flash.has_value() && filter_.tiles; }
-  void on_tile(const TileEvent<float>& e) override { keep_tile(e); }
-  void on_tile(const TileEvent<double>& e) override { keep_tile(e); }
-  void on_query_tile_done(const QueryTileDone<float>& e) override { keep_final(e); }
-  void on_query_tile_done(const QueryTileDone<double>& e) override { keep_final(e); }
-  void on_lse(const Tensor<float>& lse) override { keep_lse(cast<double>(lse)); }
-  void on_lse(const Tensor<double>& lse) override { keep_lse(lse); }
-
-  // The finished trace, with a warning per row that had nothing to attend.
-  Trace finish(std::vector<EmptyRow> empty_rows) &&;
-
- private:
-  void keep(Step step, Tensor<double> value);
-  template <class T>
-  void keep_tile(const TileEvent<T>& e);
-  template <class T>
-  void keep_final(const QueryTileDone<T>& e);
-  void keep_lse(Tensor<double> lse);
-  // `value` with only the filter's head kept on a head axis at `axis`, and without the batch axis
-  // for a 2-D input.
-  Tensor<double> as_traced(Tensor<double> value, bool has_head_axis, bool kv_axis) const;
-  void warn_non_finite();
-
-  Trace trace_;
-  StepFilter filter_;
-};
-
-template <class T>
-void TraceCollector::keep_tile(const TileEvent<T>& e) {
-  if (trace_.head && e.head != *trace_.head) return;
-  const auto copy = [](const Tensor<T>* t) { return t ? cast<double>(*t) : Tensor<double>(); };
-  trace_.flash->tiles.push_back({e.batch, e.head, e.i, e.j, e.row_begin, e.row_end, e.col_begin, e.col_end, e.skipped,
-                                 copy(e.S), copy(e.m_prev), copy(e.m_new), copy(e.alpha), copy(e.P), copy(e.l_prev),
-                                 copy(e.l_new), copy(e.O)});
-}
-
-template <class T>
-void TraceCollector::keep_final(const QueryTileDone<T>& e) {
-  if (trace_.head && e.head != *trace_.head) return;
-  trace_.flash->finals.push_back({e.batch, e.head, e.i, e.row_begin, e.row_end, cast<double>(*e.O), cast<double>(*e.lse)});
-}
 
 }  // namespace attn

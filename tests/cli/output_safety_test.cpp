@@ -558,11 +558,16 @@ TEST_CASE("A trace whose formulas, descriptions and warnings carry control chara
     step["description"] = "\x1b[2J\x1b[H" + step["description"].get<std::string>();
   }
   trace["warnings"] = {"\x1b[8mhidden\x1b[0m\r"};
-  trace["config"]["engine"] = "naive\x1b[5m";
   write_text(dir / "trace.json", trace.dump());
   const RunResult r = run_binary({"show", dir / "trace.json", "--color", "never"});
   check_success(r);
   check_no_control_bytes(r.out);
+  // An engine name that is none of the three is refused, and named without its controls.
+  trace["config"]["engine"] = "naive\x1b[5m";
+  write_text(dir / "engine.json", trace.dump());
+  const RunResult engine = run_binary({"show", dir / "engine.json"});
+  check_usage_error(engine, {"/config/engine", "naive\\x1b[5m"});
+  check_no_control_bytes(engine.err);
 }
 
 TEST_CASE("Error lines show control characters from the input and the command line made visible",

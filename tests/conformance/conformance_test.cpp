@@ -208,7 +208,7 @@ void check_naive(const Golden& g, double tol) {
 template <class T>
 void check_flash(const Golden& g, double tol) {
   const Problem& p = g.problem;
-  for (const FlashConfig tiles : {default_blocks(p.n, p.m), FlashConfig{3, 2}, FlashConfig{1, 1}, FlashConfig{64, 64}}) {
+  for (const TileSize tiles : {default_tiles(p.n, p.m), TileSize{3, 2}, TileSize{1, 1}, TileSize{64, 64}}) {
     const std::string run = fmt::format("flash {} Br={} Bc={}", dtype_name<T>(), tiles.Br, tiles.Bc);
     Recorder rec;
     const AttentionResult<T> result = run_flash<T>(p, rec, tiles);

@@ -17,7 +17,7 @@
 #include "io/load.hpp"
 #include "model/mask.hpp"
 #include "support.hpp"
-#include "trace/trace.hpp"
+#include "trace/collector.hpp"
 
 using namespace attn;
 using attn::test::check_close;
@@ -379,7 +379,7 @@ TEST_CASE("A trace warns once per row with nothing to attend, naming the query",
     "W_o": [[1, 0], [0, 1]], "b_o": [0.5, -2],
     "mask": {"type": "padding", "keep": [0, 0, 0]}})";
   const auto p = std::make_shared<const Problem>(load_problem(text, "test.json"));
-  TraceCollector collector(p, "float64");
+  TraceCollector collector(p, DType::float64);
   AttentionResult<double> result = run_naive<double>(*p, collector);
   const Trace trace = std::move(collector).finish(result.empty_rows);
   CHECK(trace.empty_rows == std::vector<EmptyRow>{{0, 0}, {0, 1}, {0, 2}});
@@ -576,7 +576,7 @@ TEST_CASE("A 2-D cross-attention trace drops the batch axis: scores are (h, n, m
     "W_q": [[1, 0], [0, 1]], "W_k": [[1, 0], [0, 1], [1, 1]], "W_v": [[1, 0], [0, 1], [1, 1]],
     "mask": {"type": "sliding_window", "window": 2, "align": "bottom_right"}})";
   const auto p = std::make_shared<const Problem>(load_problem(text, "cross.json"));
-  TraceCollector collector(p, "float64");
+  TraceCollector collector(p, DType::float64);
   AttentionResult<double> result = run_naive<double>(*p, collector);
   const Trace trace = std::move(collector).finish(result.empty_rows);
   REQUIRE(trace.steps.size() == step_count);

@@ -44,7 +44,7 @@ TEST_CASE("The flash estimate does not grow with n·m unless its tiles are trace
   RunShape shape;
   shape.naive = false;
   shape.flash = true;
-  shape.blocks = {2, 1};
+  shape.tile_size = {2, 1};
   // Two tiles' worth besides the shared values: 2·Br·(Bc + d_v + 3) = 2·2·(1 + 2 + 3) = 24.
   CHECK(estimate_memory(p, shape).engine == (124 + 24) * 4);
   shape.tiles_traced = true;

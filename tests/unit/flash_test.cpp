@@ -206,7 +206,7 @@ bool any_nan(const Tensor<double>& t) { return !attn::test::no_nan(t); }
 struct Config {
   Problem p;
   MaskSpec spec;
-  FlashConfig blocks;
+  TileSize blocks;
   double weight_gain = 1;  // W_q and W_k (and their biases) multiplied by this: logits grow as its square
 };
 
@@ -621,7 +621,7 @@ TEMPLATE_TEST_CASE("The worked example in flash with default blocks: 2 × 1 tile
   using T = TestType;
   const double tol = sizeof(T) == 4 ? 1e-6 : 1e-14;
   const auto p = the_cat_sat();
-  const FlashConfig blocks = default_blocks(p->n, p->m);
+  const TileSize blocks = default_tiles(p->n, p->m);
   // n = m = 3: Br = round(√3) = 2, Bc = floor(√3) = 1
   REQUIRE(blocks.Br == 2);
   REQUIRE(blocks.Bc == 1);

@@ -18,8 +18,8 @@
 #include "engine/naive.hpp"
 #include "model/problem.hpp"
 #include "tensor/tensor.hpp"
-#include "trace/observer.hpp"
-#include "trace/steps.hpp"
+#include "observe/observer.hpp"
+#include "observe/steps.hpp"
 
 namespace attn::test {
 

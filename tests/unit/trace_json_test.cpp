@@ -23,7 +23,7 @@
 #include "io/error.hpp"
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
-#include "trace/trace.hpp"
+#include "trace/collector.hpp"
 
 using namespace attn;
 
@@ -115,7 +115,7 @@ std::string random_input(std::mt19937& rng, bool float32) {
 template <class T>
 Trace make_trace(const std::string& input, StepFilter filter = {}) {
   auto problem = std::make_shared<const Problem>(load_problem(input, "random.json"));
-  TraceCollector collector(problem, sizeof(T) == 4 ? "float32" : "float64", std::move(filter));
+  TraceCollector collector(problem, sizeof(T) == 4 ? DType::float32 : DType::float64, std::move(filter));
   AttentionResult<T> result = run_naive<T>(*problem, collector);
   return std::move(collector).finish(std::move(result.empty_rows));
 }

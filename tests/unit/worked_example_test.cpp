@@ -11,7 +11,7 @@
 #include "engine/naive.hpp"
 #include "io/load.hpp"
 #include "support.hpp"
-#include "trace/trace.hpp"
+#include "trace/collector.hpp"
 
 using namespace attn;
 using attn::test::check_close;
@@ -66,7 +66,7 @@ TEST_CASE("The worked example loads as input-format.md describes it", "[loader]"
 
 TEMPLATE_TEST_CASE("The worked example gives the hand-computed numbers at every step", "[engine]", float, double) {
   const auto p = the_cat_sat();
-  const std::string dtype = sizeof(TestType) == 4 ? "float32" : "float64";
+  const DType dtype = sizeof(TestType) == 4 ? DType::float32 : DType::float64;
   TraceCollector collector(p, dtype);
   AttentionResult<TestType> result = run_naive<TestType>(*p, collector);
   CHECK(result.empty_rows.empty());
@@ -138,7 +138,7 @@ TEST_CASE("A recording observer sees the worked example's 13 steps in trace orde
 
 TEST_CASE("A step filter keeps only the steps it names, still in order", "[engine]") {
   const auto p = the_cat_sat();
-  TraceCollector collector(p, "float64", StepFilter{{Step::weights, Step::scores}});
+  TraceCollector collector(p, DType::float64, StepFilter{{Step::weights, Step::scores}});
   AttentionResult<double> result = run_naive<double>(*p, collector);
   const Trace trace = std::move(collector).finish(result.empty_rows);
   REQUIRE(trace.steps.size() == 2);

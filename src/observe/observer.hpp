@@ -3,7 +3,7 @@
 // (wants), so a step nobody asked for costs nothing; then it tells (on) with a view of its own tensor.
 
 #include "tensor/tensor.hpp"
-#include "trace/steps.hpp"
+#include "observe/steps.hpp"
 
 namespace attn {
 

@@ -1,4 +1,4 @@
-#include "trace/steps.hpp"
+#include "observe/steps.hpp"
 
 namespace attn {
 

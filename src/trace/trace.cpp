@@ -1,0 +1,124 @@
+#include "trace/trace.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "ops/attention.hpp"
+
+namespace attn {
+
+std::string step_formula(Step step, const Problem& p) {
+  const auto plus_bias = [](const std::vector<double>& b, std::string_view name) {
+    return b.empty() ? std::string() : fmt::format(" + {}", name);
+  };
+  const std::string_view source = p.cross ? "C" : "X";
+  switch (step) {
+    case Step::q: return fmt::format("Q = X·W_q{}", plus_bias(p.b_q, "b_q"));
+    case Step::k: return fmt::format("K = {}·W_k{}", source, plus_bias(p.b_k, "b_k"));
+    case Step::v: return fmt::format("V = {}·W_v{}", source, plus_bias(p.b_v, "b_v"));
+    case Step::scaled:
+      return p.scale_given ? fmt::format("S' = S · {}", p.scale) : fmt::format("S' = S / √{}", p.d_k);
+    case Step::masked:
+      return p.mask.kind == MaskKind::none ? "S'' = S' (mask: none)"
+                                           : fmt::format("S'' = S' where allowed, -inf elsewhere (mask: {})",
+                                                         p.mask.summary());
+    case Step::output:
+      return p.has_output_projection() ? fmt::format("Y = O·W_o{}", plus_bias(p.b_o, "b_o"))
+                                       : "Y = O (no W_o: the output is the merged heads)";
+    default: return std::string(step_info(step).formula);
+  }
+}
+
+std::string step_description(Step step, const Problem& p) {
+  if (step == Step::output && !p.has_output_projection())
+    return "the result: the merged heads as they are, since the input has no output projection";
+  if (step == Step::masked && p.mask.kind == MaskKind::none)
+    return "no mask: every query may see every key, so this is the scaled scores unchanged";
+  return std::string(step_info(step).description);
+}
+
+bool StepFilter::keeps(Step step) const {
+  if (none) return false;
+  return only.empty() || std::find(only.begin(), only.end(), step) != only.end();
+}
+
+std::size_t head_at(const Trace& trace, bool kv_axis, std::size_t index) {
+  if (!trace.head) return index;
+  const Problem& p = *trace.problem;
+  return kv_axis ? kv_head_of(*trace.head, p.h, p.g) : *trace.head;
+}
+
+Shape traced_shape(Step step, const Problem& p, bool one_head) {
+  Shape shape;
+  if (p.batched) shape.push_back(p.B);
+  for (const Axis axis : step_info(step).axes) {
+    switch (axis) {
+      case Axis::query: shape.push_back(p.n); break;
+      case Axis::key: shape.push_back(p.m); break;
+      case Axis::head: shape.push_back(one_head ? 1 : p.h); break;
+      case Axis::kv_head: shape.push_back(one_head ? 1 : p.g); break;
+      case Axis::feature:
+        switch (step) {
+          case Step::q: shape.push_back(p.h * p.d_k); break;
+          case Step::k: shape.push_back(p.g * p.d_k); break;
+          case Step::v: shape.push_back(p.g * p.d_v); break;
+          case Step::q_heads:
+          case Step::k_heads: shape.push_back(p.d_k); break;
+          case Step::concat: shape.push_back(p.h * p.d_v); break;
+          case Step::output: shape.push_back(p.d_out); break;
+          default: shape.push_back(p.d_v); break;  // v_heads, head_outputs
+        }
+        break;
+    }
+  }
+  return shape;
+}
+
+Tensor<double> select_head(const Tensor<double>& value, std::size_t axis, std::size_t keep) {
+  Shape shape = value.shape();
+  std::size_t outer = 1;
+  for (std::size_t a = 0; a < axis; ++a) outer *= shape[a];
+  const std::size_t heads = shape[axis];
+  const std::size_t block = heads == 0 ? 0 : value.size() / (outer * heads);
+  shape[axis] = 1;
+  std::vector<double> data;
+  data.reserve(outer * block);
+  for (std::size_t o = 0; o < outer; ++o) {
+    const auto first = value.values().begin() + static_cast<std::ptrdiff_t>((o * heads + keep) * block);
+    data.insert(data.end(), first, first + static_cast<std::ptrdiff_t>(block));
+  }
+  return Tensor<double>(std::move(shape), std::move(data));
+}
+
+Trace keep_only(Trace trace, const StepFilter& filter) {
+  const Problem& p = *trace.problem;
+  const bool slice = filter.head && !trace.head;  // a trace saved with --head holds that head only
+  const std::size_t head_axis = p.batched ? 1 : 0;
+  std::vector<StepRecord> kept;
+  for (StepRecord& s : trace.steps) {
+    if (!filter.keeps(s.step)) continue;
+    const Axis first = step_info(s.step).axes.front();
+    if (slice && (first == Axis::head || first == Axis::kv_head))
+      s.value = select_head(s.value, head_axis, first == Axis::kv_head ? kv_head_of(*filter.head, p.h, p.g) : *filter.head);
+    kept.push_back(std::move(s));
+  }
+  trace.steps = std::move(kept);
+  if (trace.flash) {
+    FlashRecord& f = *trace.flash;
+    if (!filter.tiles) {
+      f.tiles.clear();
+      f.finals.clear();
+    } else if (filter.head) {
+      std::erase_if(f.tiles, [&](const FlashTile& t) { return t.head != *filter.head; });
+      std::erase_if(f.finals, [&](const FlashFinal& d) { return d.head != *filter.head; });
+    }
+    if (slice) f.lse = select_head(f.lse, head_axis, *filter.head);
+  }
+  if (filter.head) trace.head = filter.head;
+  return trace;
+}
+
+}  // namespace attn
