@@ -1,5 +1,5 @@
 #pragma once
-// Input JSON (input-format.md) -> Problem. Everything the format refuses is an InputError that names
+// Input JSON (docs/input-format.md) -> Problem. Everything the format refuses is an InputError that names
 // the file, the JSON Pointer of the offending value, and both sides of a mismatch.
 
 #include <string>

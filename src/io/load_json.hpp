@@ -15,7 +15,7 @@ namespace attn {
 // at the cost of a second pass; otherwise that pass runs only to place an error.
 nlohmann::json parse_json(std::string_view text, const std::string& file, bool strict = true);
 
-// An input object (input-format.md) found at JSON Pointer `root` of `file`, validated.
+// An input object (docs/input-format.md) found at JSON Pointer `root` of `file`, validated.
 Problem problem_from_json(const nlohmann::json& input, const std::string& file, const std::string& root);
 
 }  // namespace attn

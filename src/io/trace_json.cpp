@@ -15,7 +15,7 @@
 namespace attn {
 
 using json = nlohmann::json;
-using ojson = nlohmann::ordered_json;  // keeps the keys in the order trace-format.md lists them
+using ojson = nlohmann::ordered_json;  // keeps the keys in the order docs/trace-format.md lists them
 
 namespace {
 
@@ -268,7 +268,7 @@ void write_input(TextWriter& w, const Problem& p, int indent) {
   w.append("}");
 }
 
-// trace-format.md's `flash` object: block sizes, every tile, lse and output. `finals` (O / l and lse
+// docs/trace-format.md's `flash` object: block sizes, every tile, lse and output. `finals` (O / l and lse
 // of each query tile as it finished) is this program's addition, so that show can print it again.
 void write_flash(TextWriter& w, const FlashRecord& f, bool float32) {
   const auto matrix = [&](std::string_view name, const Tensor<double>& t, int indent) {

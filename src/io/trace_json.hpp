@@ -1,5 +1,5 @@
 #pragma once
-// Trace <-> JSON text (trace-format.md). Numbers are written in their shortest form that reads back to
+// Trace <-> JSON text (docs/trace-format.md). Numbers are written in their shortest form that reads back to
 // the same value of the trace's dtype; -inf, inf and nan as strings.
 
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
 // How a run is carried out: which engine, in which arithmetic, with which flash tiles. Parsed once
 // from the command line (or read from a trace file) and passed on as values; their names are the
-// ones of the command line and of trace-format.md.
+// ones of the command line and of docs/trace-format.md.
 
 #include <cstddef>
 #include <optional>

@@ -1,5 +1,5 @@
 #pragma once
-// The steps of attention, by their stable names (trace-format.md): the same name in this enum, the
+// The steps of attention, by their stable names (docs/trace-format.md): the same name in this enum, the
 // terminal heading, the JSON trace, `--steps` and the docs.
 
 #include <array>
@@ -29,7 +29,7 @@ const StepInfo& step_info(Step step);
 const std::array<Step, step_count>& all_steps();
 std::optional<Step> step_from_name(std::string_view name);
 
-// The dimension names of trace-format.md's `dims`: "query", "key", "head", "kv_head", then the
+// The dimension names of docs/trace-format.md's `dims`: "query", "key", "head", "kv_head", then the
 // feature axis by its role ("d_k", "d_v", "feature").
 std::vector<std::string> dim_names(Step step, bool batched);
 

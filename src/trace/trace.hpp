@@ -22,7 +22,7 @@ struct StepRecord {
   Tensor<double> value;   // the step's shape; a leading batch axis only for a batched input
 };
 
-// One tile of the flash pass, as trace-format.md's `flash.tiles` lists it (no matrices when skipped).
+// One tile of the flash pass, as docs/trace-format.md's `flash.tiles` lists it (no matrices when skipped).
 struct FlashTile {
   std::size_t batch, head, i, j;
   std::size_t row_begin, row_end, col_begin, col_end;
@@ -74,7 +74,7 @@ struct StepFilter {
   bool keeps(Step step) const;
 };
 
-// The shape `step` has in a trace of `p` (trace-format.md): a leading batch axis only for a batched
+// The shape `step` has in a trace of `p` (docs/trace-format.md): a leading batch axis only for a batched
 // input, and head axes of extent 1 when only one head was kept (`one_head`).
 Shape traced_shape(Step step, const Problem& p, bool one_head);
 

@@ -1,7 +1,7 @@
-// Every malformed input in tests/data/bad/ (one mistake each) must be refused as cli.md says:
+// Every malformed input in tests/data/bad/ (one mistake each) must be refused as docs/cli.md says:
 // exit 2, nothing on stdout, one stderr line "attn-trace: error: FILE: /pointer: what is wrong".
 // tests/data/bad/expected.tsv lists each file with a part of its message, written from
-// input-format.md (which value is wrong, and the JSON Pointer to it), not copied from the binary.
+// docs/input-format.md (which value is wrong, and the JSON Pointer to it), not copied from the binary.
 
 #include <algorithm>
 #include <filesystem>
@@ -100,7 +100,7 @@ TEST_CASE("A malformed input creates no --json file and leaves an existing one a
 }
 
 TEST_CASE("A malformed input on stdin is refused the same way", "[cli][bad-input][stdin]") {
-  // One file is enough: the loader is the same. cli.md does not say how stdin is named, so only
+  // One file is enough: the loader is the same. docs/cli.md does not say how stdin is named, so only
   // the pointer and the mistake are checked.
   const std::string text = read_file(bad_dir + "/W_k_wrong_rows.json");
   check_usage_error(run_binary({"run", "-"}, RunOptions().input(text)), {"/W_k: expected 4 rows (d_model of X), found 3"});

@@ -1,5 +1,5 @@
 #pragma once
-// Checks that several CLI tests share: the error contract of cli.md and a reader for the
+// Checks that several CLI tests share: the error contract of docs/cli.md and a reader for the
 // terminal trace (step headings and labelled table rows).
 
 #include <algorithm>
@@ -32,7 +32,7 @@ inline bool contains_in_order(const std::string& text, const std::string& patter
   }
 }
 
-// cli.md, "Exit codes" and "Errors": exit 2, nothing on stdout, one stderr line that starts
+// docs/cli.md, "Exit codes" and "Errors": exit 2, nothing on stdout, one stderr line that starts
 // `prefix` (at least "attn-trace: error: ") and contains every one of `fragments` (each may use
 // "...", see contains_in_order).
 inline void check_error(const RunResult& r, const std::string& prefix, const std::vector<std::string>& fragments = {}) {
@@ -79,7 +79,7 @@ inline void check_success(const RunResult& r) {
   CHECK_FALSE(r.out.empty());
 }
 
-// A step starts with a heading line "━━ NAME ━━━…" (the step names of trace-format.md).
+// A step starts with a heading line "━━ NAME ━━━…" (the step names of docs/trace-format.md).
 inline const std::string step_rule = "━━ ";
 
 inline std::vector<std::string> step_headings(const std::string& trace) {

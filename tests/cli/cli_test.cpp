@@ -1,6 +1,6 @@
 // The attn-trace command line, run as a user runs it: the real binary, its exit code, stdout and
-// stderr. Expected behaviour comes from /work/shared/spec/cli.md; expected numbers from the worked
-// example of input-format.md, worked out by hand (shown next to each check).
+// stderr. Expected behaviour comes from docs/cli.md; expected numbers from the worked
+// example of docs/input-format.md, worked out by hand (shown next to each check).
 
 #include <filesystem>
 #include <regex>
@@ -116,7 +116,7 @@ TEST_CASE("run - reads the input from stdin so the output of example can be pipe
 
 // --- the worked example, by hand ----------------------------------------------------------------
 
-TEST_CASE("run on the worked example prints the numbers worked out by hand in input-format.md", "[cli][worked]") {
+TEST_CASE("run on the worked example prints the numbers worked out by hand in docs/input-format.md", "[cli][worked]") {
   for (const std::string dtype : {"float32", "float64"}) {
     const RunResult r = run_binary({"run", cat_sat, "--dtype", dtype});
     check_success(r);
@@ -146,7 +146,7 @@ TEST_CASE("run on the worked example prints the numbers worked out by hand in in
   }
 }
 
-TEST_CASE("run prints every step of trace-format.md in order under its trace name", "[cli][steps]") {
+TEST_CASE("run prints every step of docs/trace-format.md in order under its trace name", "[cli][steps]") {
   const RunResult r = run_binary({"run", cat_sat});
   check_success(r);
   INFO(r.describe());
@@ -228,7 +228,7 @@ TEST_CASE("NO_COLOR=1 with --color auto emits no ANSI escapes on a file or on a 
 }
 
 TEST_CASE("NO_COLOR does not override an explicit --color always", "[cli][color]") {
-  // cli.md: NO_COLOR only turns off the colour of `auto`.
+  // docs/cli.md: NO_COLOR only turns off the colour of `auto`.
   const RunResult r = run_binary({"run", cat_sat, "--color", "always"}, RunOptions().set_env("NO_COLOR", "1"));
   check_success(r);
   INFO(r.describe());
@@ -287,7 +287,7 @@ TEST_CASE("run on a file that does not exist is an error that names the file", "
 }
 
 TEST_CASE("run on a directory is an error that says it is a directory", "[cli][errors]") {
-  // cli.md: an unreadable file is exit 2; the message should say why it cannot be read
+  // docs/cli.md: an unreadable file is exit 2; the message should say why it cannot be read
   // (strerror's "Is a directory"), not describe the contents of a file that is not there.
   const std::string dir = source_path("tests/data");
   const RunResult r = run_binary({"run", dir});

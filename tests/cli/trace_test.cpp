@@ -1,6 +1,6 @@
-// The JSON trace from the command line (trace-format.md, cli.md): `run --json` then `show` prints
+// The JSON trace from the command line (docs/trace-format.md, docs/cli.md): `run --json` then `show` prints
 // exactly what `run` printed; `--json -` prints the JSON instead of the text; the file is written
-// whole or not at all (cli.md: "No output file is created or changed when the run fails"); and
+// whole or not at all (docs/cli.md: "No output file is created or changed when the run fails"); and
 // `show` refuses what is not a trace of this version with one error line.
 
 #include <sys/stat.h>

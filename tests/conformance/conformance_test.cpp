@@ -1,7 +1,7 @@
 // Conformance: both engines against PyTorch. Every file of tests/conformance/golden holds an input in
 // our format and the q, k, v, weights and output that PyTorch computed for it in float64
 // (make_golden.py: nn.MultiheadAttention where it applies, plain tensor ops otherwise, and
-// input-format.md's zero policy for rows with nothing to attend). The test reads only the committed
+// docs/input-format.md's zero policy for rows with nothing to attend). The test reads only the committed
 // JSON, so it needs no Python.
 
 #include <algorithm>

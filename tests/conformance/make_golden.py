@@ -14,7 +14,7 @@ computation is float64 on the CPU in one thread, so running the script twice giv
 (README.md says how to check).
 
 Each file is {"name", "what", "how", "input", "expected"}:
-  input     a document of docs' input-format.md (shapes, layout, masks, GQA, context, batch)
+  input     a document of docs' docs/input-format.md (shapes, layout, masks, GQA, context, batch)
   expected  q: n × (h·d_k), k: m × (g·d_k), v: m × (g·d_v), weights: h × n × m, output: n × d_out,
             each with a leading batch axis when X is a batch; floats written with repr() (the shortest
             text that reads back as the same double, at most 17 significant digits)
@@ -25,7 +25,7 @@ tensor ops otherwise (GQA/MQA by repeat_interleave, d_v != d_k, custom scales, n
 MHA case the plain-ops path is computed too and must agree to 1e-13, so the plain path is itself checked
 against PyTorch's module.
 
-PyTorch's math path gives NaN for a query row that the mask leaves nothing to attend. input-format.md
+PyTorch's math path gives NaN for a query row that the mask leaves nothing to attend. docs/input-format.md
 says such a row gets all-zero weights and an all-zero head output (so its output is b_o, or zero); the
 goldens record that zero policy for those rows (their "how" says which rows), after checking that
 PyTorch's NaN rows are exactly the rows the mask empties.
@@ -65,7 +65,7 @@ def flags(gen, *shape, p_true=0.6):
 # ---------------------------------------------------------------------------------------------- masks
 
 def allowed(mask, B, n, m):
-    """(B, n, m) booleans: may query i of item b attend key j? input-format.md, "Masks", written out."""
+    """(B, n, m) booleans: may query i of item b attend key j? docs/input-format.md, "Masks", written out."""
     i = torch.arange(n).view(n, 1)
     j = torch.arange(m).view(1, m)
     kind = mask if isinstance(mask, str) else mask["type"] if mask is not None else "none"
@@ -309,7 +309,7 @@ def make_case(name, what, seed, *, n, d_model, h=1, g=None, d_k=None, d_v=None, 
     if empty.any():
         A, Y = zero_policy(A, Y, empty, bo, d_out)
         how += (f". PyTorch gives NaN for the rows with nothing to attend ({describe_empty(empty, batched)}); "
-                "there the golden records input-format.md's zero policy instead: zero weights, zero head output, "
+                "there the golden records docs/input-format.md's zero policy instead: zero weights, zero head output, "
                 + ("output = b_o" if bo is not None else "output = 0"))
     else:
         assert not torch.isnan(A).any() and not torch.isnan(Y).any()
@@ -448,7 +448,7 @@ def cases():
 
 
 def the_cat_sat():
-    """input-format.md's worked example, with its own integer numbers."""
+    """docs/input-format.md's worked example, with its own integer numbers."""
     doc = {"description": "The cat sat: d_model = 4, d_k = 2, one head", "tokens": ["The", "cat", "sat"],
            "X": [[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]],
            "W_q": [[1, 0], [0, 1], [1, 0], [0, 1]],
@@ -460,7 +460,7 @@ def the_cat_sat():
     q, k, v, A, Vh = plain_attention(X, X, W["W_q"], W["W_k"], W["W_v"], None, None, None, None, None, 1, 1,
                                      1.0 / math.sqrt(2.0), allow)
     Y = finish_plain(A, Vh, None, None)
-    return {"name": "the_cat_sat", "what": "The worked example of input-format.md: one head of width 2, no W_o.",
+    return {"name": "the_cat_sat", "what": "The worked example of docs/input-format.md: one head of width 2, no W_o.",
             "how": "plain torch ops in float64: q/k/v = F.linear(X, Wᵀ); S = Q·Kᵀ / sqrt(2); torch.softmax; weights · V (no W_o)",
             "input": doc,
             "expected": {"q": q[0].tolist(), "k": k[0].tolist(), "v": v[0].tolist(), "weights": A[0].tolist(),

@@ -59,7 +59,7 @@ def step_errors(trace):
             errors += nesting_errors(step["data"], shape, f"{where}/data")
     names = [s["name"] for s in trace["steps"]]
     if names != sorted(names, key=STEP_NAMES.index):
-        errors.append(f"/steps: not in the order of trace-format.md: {names}")
+        errors.append(f"/steps: not in the order of docs/trace-format.md: {names}")
     return errors
 
 

@@ -1,5 +1,5 @@
 // Properties of the naive engine over seeded random sweeps: what must hold for any input, checked
-// against independent computations written here (the mask formulas of input-format.md, the GQA
+// against independent computations written here (the mask formulas of docs/input-format.md, the GQA
 // head mapping, permutations, float64 as the reference for float32).
 
 #include <algorithm>
@@ -28,7 +28,7 @@ using attn::test::run_recorded;
 
 namespace {
 
-// input-format.md, "Masks", written out independently of Mask::allows:
+// docs/input-format.md, "Masks", written out independently of Mask::allows:
 //   causal: j <= i + o;  sliding_window: i + o - w < j <= i + o;  o = 0 (top_left) or m - n (bottom_right)
 bool spec_band_allows(MaskKind kind, Align align, long long w, long long n, long long m, long long i, long long j) {
   const long long o = align == Align::bottom_right ? m - n : 0;
@@ -221,7 +221,7 @@ TEST_CASE("A causal mask leaves exactly zero weight above the diagonal", "[engin
   }
 }
 
-TEST_CASE("Mask::allows matches the causal and sliding-window formulas of input-format.md", "[mask][property]") {
+TEST_CASE("Mask::allows matches the causal and sliding-window formulas of docs/input-format.md", "[mask][property]") {
   std::size_t checked = 0;
   for (const MaskKind kind : {MaskKind::causal, MaskKind::sliding_window})
     for (const Align align : {Align::top_left, Align::bottom_right})

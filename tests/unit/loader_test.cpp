@@ -1,4 +1,4 @@
-// The loader: input-format.md's defaults and conversions on valid texts, and on invalid ones the JSON
+// The loader: docs/input-format.md's defaults and conversions on valid texts, and on invalid ones the JSON
 // Pointer (RFC 6901) of the value that is wrong. Expected values are read off the texts by hand.
 
 #include <algorithm>

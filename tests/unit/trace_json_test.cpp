@@ -1,4 +1,4 @@
-// The JSON trace read back (trace-format.md, "Numbers"): every value comes back bit for bit, in float32
+// The JSON trace read back (docs/trace-format.md, "Numbers"): every value comes back bit for bit, in float32
 // and float64, over seeded random inputs whose values span 1e-30 to 1e30 with subnormals and negative
 // zero; -inf, inf and nan travel as strings; float32 values are written in their shortest form; and
 // a trace of another format or a newer version is refused with the JSON Pointer of the culprit.
@@ -83,7 +83,7 @@ std::string json_matrix(std::mt19937& rng, std::size_t rows, std::size_t cols, b
   return fmt::format("[{}]", fmt::join(out, ", "));
 }
 
-// An input (input-format.md) of random sizes and wild values: maybe a batch, several heads, GQA, W_o,
+// An input (docs/input-format.md) of random sizes and wild values: maybe a batch, several heads, GQA, W_o,
 // biases and a causal mask (so that the masked step holds -inf).
 std::string random_input(std::mt19937& rng, bool float32) {
   const auto pick = [&rng](std::size_t lo, std::size_t hi) { return lo + rng() % (hi - lo + 1); };
@@ -312,7 +312,7 @@ TEMPLATE_TEST_CASE("A causal mask writes -inf in the masked step as the string \
   CHECK(std::isfinite(masked->value(0, 2, 0)));
 }
 
-TEST_CASE("format_trace_number writes -inf, inf and nan as the strings of trace-format.md", "[trace][json]") {
+TEST_CASE("format_trace_number writes -inf, inf and nan as the strings of docs/trace-format.md", "[trace][json]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (const bool float32 : {true, false}) {
     INFO("float32 " << float32);

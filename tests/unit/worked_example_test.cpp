@@ -1,4 +1,4 @@
-// The worked example of input-format.md (data/the_cat_sat.json), checked at every step against numbers
+// The worked example of docs/input-format.md (data/the_cat_sat.json), checked at every step against numbers
 // worked out by hand (from the spec's derivation) and the softmax formula written out here.
 
 #include <cmath>
@@ -43,7 +43,7 @@ std::vector<double> hand_weights() {
 
 }  // namespace
 
-TEST_CASE("The worked example loads as input-format.md describes it", "[loader]") {
+TEST_CASE("The worked example loads as docs/input-format.md describes it", "[loader]") {
   const auto p = the_cat_sat();
   CHECK(p->description == "The cat sat: d_model = 4, d_k = 2, one head");
   CHECK_FALSE(p->batched);
