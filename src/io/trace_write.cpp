@@ -1,0 +1,418 @@
+// Trace -> JSON text (docs/trace-format.md): numbers in their shortest form, keys in the documented order.
+
+#include "io/trace_json.hpp"
+
+#include <cmath>
+#include <iterator>
+#include <tuple>
+
+#include <fmt/compile.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "io/error.hpp"
+
+namespace attn {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;  // keeps the keys in the order docs/trace-format.md lists them
+
+namespace {
+
+void append_trace_number(std::string& out, double x, bool float32) {
+  if (std::isnan(x)) out += "\"nan\"";
+  else if (std::isinf(x)) out += x < 0 ? "\"-inf\"" : "\"inf\"";
+  // fmt writes -0.0 as "-0", which JSON readers take for the integer 0: keep the sign with a point.
+  else if (x == 0 && std::signbit(x)) out += "-0.0";
+  else {
+    // fmt's "{}" is the shortest text that reads back to the same value of its type. Compiled
+    // format and a local buffer: a trace can hold tens of millions of numbers.
+    char text[40];
+    char* end = float32 ? fmt::format_to(text, FMT_COMPILE("{}"), static_cast<float>(x))
+                        : fmt::format_to(text, FMT_COMPILE("{}"), x);
+    out.append(text, end);
+  }
+}
+
+}  // namespace
+
+std::string format_trace_number(double x, bool float32) {
+  std::string out;
+  append_trace_number(out, x, float32);
+  return out;
+}
+
+namespace {
+
+// A mask's flags (B or 1, …) as nested lists of booleans or of 0/1. A row or matrix shared by the
+// whole batch (a first axis of extent 1) is written without the batch level, as the input has it.
+ojson flags_json(const Tensor<std::uint8_t>& t, bool as_bool) {
+  std::size_t at = 0;
+  const auto build = [&](auto&& self, std::size_t axis) -> ojson {
+    ojson out = ojson::array();
+    for (std::size_t i = 0; i < t.dim(axis); ++i) {
+      if (axis + 1 < t.rank()) {
+        out.push_back(self(self, axis + 1));
+        continue;
+      }
+      const bool on = t.values()[at++] != 0;
+      out.push_back(as_bool ? ojson(on) : ojson(on ? 1 : 0));
+    }
+    return out;
+  };
+  const ojson all = build(build, 0);
+  return t.dim(0) == 1 ? all.at(0) : all;
+}
+
+ojson mask_json(const Mask& mask, bool with_offset) {
+  ojson j = {{"type", std::string(to_string(mask.kind))}};
+  if (mask.kind == MaskKind::causal || mask.kind == MaskKind::sliding_window) {
+    if (mask.kind == MaskKind::sliding_window) j["window"] = mask.window;
+    j["align"] = std::string(to_string(mask.align));
+    if (with_offset) j["offset"] = mask.offset();
+  }
+  if (mask.kind == MaskKind::padding) j["keep"] = flags_json(mask.keep, false);
+  if (mask.kind == MaskKind::custom) j["allow"] = flags_json(mask.allow, true);
+  return j;
+}
+
+ojson config_json(const Trace& t) {
+  const Problem& p = *t.problem;
+  return {{"n", p.n},
+          {"m", p.m},
+          {"batch", p.batched ? ojson(p.B) : ojson(nullptr)},
+          {"d_model", p.d_model},
+          {"d_context", p.d_context},
+          {"d_k", p.d_k},
+          {"d_v", p.d_v},
+          {"d_out", p.d_out},
+          {"n_heads", p.h},
+          {"n_kv_heads", p.g},
+          {"scale", p.scale},
+          {"mask", mask_json(p.mask, true)},
+          {"layout", p.layout == Layout::in_out ? "in_out" : "out_in"},
+          {"dtype", name_of(t.dtype)},
+          {"engine", name_of(t.engine)},
+          {"head", t.head ? ojson(*t.head) : ojson(nullptr)}};
+}
+
+// JSON text for people and programs alike: objects one key a line, lists of numbers on one line.
+class TextWriter {
+ public:
+  std::string take() && { return std::move(out_); }
+
+  void value(const ojson& j, int indent) {
+    if (j.is_object()) {
+      if (j.empty()) return append("{}");
+      append("{");
+      bool first = true;
+      for (const auto& [key, item] : j.items()) {
+        append(first ? "\n" : ",\n");
+        first = false;
+        pad(indent + 2);
+        append(ojson(key).dump());
+        append(": ");
+        value(item, indent + 2);
+      }
+      append("\n");
+      pad(indent);
+      append("}");
+    } else if (j.is_array() && !j.empty() && (j[0].is_array() || j[0].is_object())) {
+      append("[");
+      for (std::size_t i = 0; i < j.size(); ++i) {
+        append(i == 0 ? "\n" : ",\n");
+        pad(indent + 2);
+        value(j[i], indent + 2);
+      }
+      append("\n");
+      pad(indent);
+      append("]");
+    } else if (j.is_array()) {
+      append("[");
+      for (std::size_t i = 0; i < j.size(); ++i) {
+        if (i > 0) append(", ");
+        append(j[i].dump());
+      }
+      append("]");
+    } else {
+      append(j.dump());
+    }
+  }
+
+  // A tensor's values as nested lists, the innermost on one line.
+  void data(const Tensor<double>& t, bool float32, int indent) {
+    if (t.rank() == 0 || t.size() == 0) return append(t.rank() == 0 ? "[]" : nested_empty(t.shape(), 0));
+    std::size_t at = 0;
+    data_axis(t, 0, at, float32, indent);
+  }
+
+  void key(std::string_view name, int indent, bool first) {
+    append(first ? "\n" : ",\n");
+    pad(indent);
+    append(ojson(std::string(name)).dump());
+    append(": ");
+  }
+
+  void append(std::string_view s) { out_.append(s); }
+  void pad(int n) { out_.append(static_cast<std::size_t>(n), ' '); }
+
+ private:
+  std::string nested_empty(const Shape& shape, std::size_t axis) {
+    if (axis == shape.size() || shape[axis] == 0) return "[]";
+    std::vector<std::string> items(shape[axis], nested_empty(shape, axis + 1));
+    return fmt::format("[{}]", fmt::join(items, ", "));
+  }
+
+  void data_axis(const Tensor<double>& t, std::size_t axis, std::size_t& at, bool float32, int indent) {
+    const std::size_t count = t.shape()[axis];
+    append("[");
+    if (axis + 1 == t.rank()) {
+      for (std::size_t i = 0; i < count; ++i) {
+        if (i > 0) append(", ");
+        append_trace_number(out_, t.values()[at++], float32);
+      }
+      append("]");
+      return;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      append(i == 0 ? "\n" : ",\n");
+      pad(indent + 2);
+      data_axis(t, axis + 1, at, float32, indent + 2);
+    }
+    append("\n");
+    pad(indent);
+    append("]");
+  }
+
+  std::string out_;
+};
+
+// A batch-axis tensor (B, rows, cols) as the input format writes it: without the batch axis for a
+// 2-D input.
+Tensor<double> as_written(const Tensor<double>& t, bool batched) {
+  if (batched) return t;
+  return Tensor<double>({t.dim(1), t.dim(2)}, std::vector<double>(t.values().begin(), t.values().end()));
+}
+
+// An in_out weight in the file's layout.
+Tensor<double> stored_weight(const Tensor<double>& w, Layout layout) {
+  if (layout == Layout::in_out) return w;
+  Tensor<double> t({w.dim(1), w.dim(0)});
+  for (std::size_t r = 0; r < w.dim(0); ++r)
+    for (std::size_t c = 0; c < w.dim(1); ++c) t(c, r) = w(r, c);
+  return t;
+}
+
+ojson tokens_json(const std::vector<std::vector<std::string>>& tokens, bool batched) {
+  return batched ? ojson(tokens) : ojson(tokens.at(0));
+}
+
+// The input as loaded, in the input format (and the file's layout), so that a reader can load it
+// again. Its matrices go straight to text: a trace's input can hold millions of numbers.
+void write_input(TextWriter& w, const Problem& p, int indent) {
+  bool first = true;
+  const auto key = [&](std::string_view name) {
+    w.key(name, indent + 2, first);
+    first = false;
+  };
+  w.append("{");
+  if (!p.description.empty()) {
+    key("description");
+    w.append(ojson(p.description).dump());
+  }
+  key("tokens");
+  w.value(tokens_json(p.tokens, p.batched), indent + 2);
+  key("X");
+  w.data(as_written(p.X, p.batched), false, indent + 2);
+  if (p.cross) {
+    key("context");
+    w.append("{");
+    w.key("X", indent + 4, true);
+    w.data(as_written(p.C, p.batched), false, indent + 4);
+    w.key("tokens", indent + 4, false);
+    w.value(tokens_json(p.context_tokens, p.batched), indent + 4);
+    w.append("\n");
+    w.pad(indent + 2);
+    w.append("}");
+  }
+  const std::pair<const char*, const Tensor<double>*> weights[] = {
+      {"W_q", &p.W_q}, {"W_k", &p.W_k}, {"W_v", &p.W_v}, {"W_o", &p.W_o}};
+  for (const auto& [name, weight] : weights) {
+    if (weight->empty()) continue;
+    key(name);
+    w.data(stored_weight(*weight, p.layout), false, indent + 2);
+  }
+  const std::pair<const char*, const std::vector<double>*> biases[] = {
+      {"b_q", &p.b_q}, {"b_k", &p.b_k}, {"b_v", &p.b_v}, {"b_o", &p.b_o}};
+  for (const auto& [name, bias] : biases) {
+    if (bias->empty()) continue;
+    key(name);
+    w.data(Tensor<double>({bias->size()}, *bias), false, indent + 2);
+  }
+  key("n_heads");
+  w.append(fmt::format("{}", p.h));
+  key("n_kv_heads");
+  w.append(fmt::format("{}", p.g));
+  if (p.scale_given) {
+    key("scale");
+    w.append(format_trace_number(p.scale, false));
+  }
+  key("mask");
+  w.value(mask_json(p.mask, false), indent + 2);
+  key("layout");
+  w.append(p.layout == Layout::in_out ? "\"in_out\"" : "\"out_in\"");
+  w.append("\n");
+  w.pad(indent);
+  w.append("}");
+}
+
+// docs/trace-format.md's `flash` object: block sizes, every tile, lse and output. `finals` (O / l and lse
+// of each query tile as it finished) is this program's addition, so that show can print it again.
+void write_flash(TextWriter& w, const FlashRecord& f, bool float32) {
+  const auto matrix = [&](std::string_view name, const Tensor<double>& t, int indent) {
+    w.key(name, indent, false);
+    w.data(t, float32, indent);
+  };
+  w.append("{");
+  w.key("block_q", 4, true);
+  w.append(fmt::format("{}", f.tile_size.Br));
+  w.key("block_k", 4, false);
+  w.append(fmt::format("{}", f.tile_size.Bc));
+  w.key("tiles", 4, false);
+  w.append("[");
+  for (std::size_t k = 0; k < f.tiles.size(); ++k) {
+    const FlashTile& t = f.tiles[k];
+    w.append(k == 0 ? "\n      {" : ",\n      {");
+    w.append(fmt::format("\"batch\": {}, \"head\": {}, \"i\": {}, \"j\": {}, \"rows\": [{}, {}], \"cols\": [{}, {}], "
+                         "\"skipped\": {}",
+                         t.batch, t.head, t.i, t.j, t.row_begin, t.row_end, t.col_begin, t.col_end, t.skipped));
+    if (!t.skipped) {
+      matrix("S", t.S, 8);
+      matrix("m_prev", t.m_prev, 8);
+      matrix("m_new", t.m_new, 8);
+      matrix("alpha", t.alpha, 8);
+      matrix("P", t.P, 8);
+      matrix("l_prev", t.l_prev, 8);
+      matrix("l_new", t.l_new, 8);
+      matrix("O", t.O, 8);
+      w.append("\n      ");
+    }
+    w.append("}");
+  }
+  w.append(f.tiles.empty() ? "]" : "\n    ]");
+  w.key("finals", 4, false);
+  w.append("[");
+  for (std::size_t k = 0; k < f.finals.size(); ++k) {
+    const FlashFinal& d = f.finals[k];
+    w.append(k == 0 ? "\n      {" : ",\n      {");
+    w.append(fmt::format("\"batch\": {}, \"head\": {}, \"i\": {}, \"rows\": [{}, {}]", d.batch, d.head, d.i,
+                         d.row_begin, d.row_end));
+    matrix("O", d.O, 8);
+    matrix("lse", d.lse, 8);
+    w.append("\n      }");
+  }
+  w.append(f.finals.empty() ? "]" : "\n    ]");
+  matrix("lse", f.lse, 4);
+  matrix("output", f.output, 4);
+  w.append("\n  }");
+}
+
+// The `compare` object: the three outputs, their errors, the engines' memory and the verdict.
+void write_compare(TextWriter& w, const CompareRecord& c, bool batched) {
+  const auto number = [](double x) { return format_trace_number(x, false); };
+  const auto stats = [&](std::string_view name, const ErrorStats& s) {
+    w.key(name, 4, false);
+    w.append(fmt::format("{{\"max_abs\": {}, \"max_rel\": {}, \"max_ulp\": {}}}", number(s.max_abs), number(s.max_rel),
+                         s.max_ulp));
+  };
+  const auto output = [&](std::string_view name, const Tensor<double>& t, bool float32) {
+    w.key(name, 6, name == "naive");
+    w.data(as_written(t, batched), float32, 6);
+  };
+  w.append("{");
+  w.key("dtype", 4, true);
+  w.append(ojson(name_of(c.dtype)).dump());
+  w.key("block_q", 4, false);
+  w.append(fmt::format("{}", c.tile_size.Br));
+  w.key("block_k", 4, false);
+  w.append(fmt::format("{}", c.tile_size.Bc));
+  w.key("reference", 4, false);
+  w.append(ojson(fmt::format("naive attention in {} on the same inputs rounded to {}", reference_name(c.dtype), name_of(c.dtype))).dump());
+  stats("naive_vs_reference", c.naive_vs_ref);
+  stats("flash_vs_reference", c.flash_vs_ref);
+  stats("flash_vs_naive", c.flash_vs_naive);
+  w.key("memory", 4, false);
+  w.append(fmt::format("{{\"naive_peak_bytes\": {}, \"flash_peak_bytes\": {}}}", c.naive_peak_bytes, c.flash_peak_bytes));
+  w.key("tolerance", 4, false);
+  w.append(fmt::format("{{\"rule\": \"max|flash - ref| <= 2 * max|naive - ref| + noise\", \"flash_error\": {}, "
+                       "\"naive_error\": {}, \"noise\": {}, \"bound\": {}, \"pass\": {}}}",
+                       number(c.flash_vs_ref.max_abs), number(c.naive_vs_ref.max_abs), number(c.noise), number(c.bound),
+                       c.pass));
+  w.key("outputs", 4, false);
+  w.append("{");
+  const bool float32 = c.dtype == DType::float32;
+  output("naive", c.naive, float32);
+  output("flash", c.flash, float32);
+  output("reference", c.reference, false);
+  w.append("\n    }");
+  w.append("\n  }");
+}
+
+}  // namespace
+
+std::string trace_to_json(const Trace& t, const std::string& generator) {
+  const Problem& p = *t.problem;
+  const bool float32 = t.dtype == DType::float32;
+  TextWriter w;
+  w.append("{");
+  w.key("format", 2, true);
+  w.append("\"attn-trace.trace\"");
+  w.key("version", 2, false);
+  w.append(fmt::format("{}", trace_format_version));
+  w.key("generator", 2, false);
+  w.append(json(generator).dump());
+  w.key("input", 2, false);
+  write_input(w, p, 2);
+  w.key("config", 2, false);
+  w.value(config_json(t), 2);
+  w.key("steps", 2, false);
+  w.append("[");
+  for (std::size_t i = 0; i < t.steps.size(); ++i) {
+    const StepRecord& s = t.steps[i];
+    w.append(i == 0 ? "\n    {" : ",\n    {");
+    w.key("name", 6, true);
+    w.append(json(std::string(step_info(s.step).name)).dump());
+    w.key("formula", 6, false);
+    w.append(json(s.formula).dump());
+    w.key("description", 6, false);
+    w.append(json(s.description).dump());
+    w.key("shape", 6, false);
+    w.value(ojson(s.value.shape()), 6);
+    w.key("dims", 6, false);
+    w.value(ojson(dim_names(s.step, p.batched)), 6);
+    w.key("dtype", 6, false);
+    w.append(json(name_of(t.dtype)).dump());
+    w.key("data", 6, false);
+    w.data(s.value, float32, 6);
+    w.append("\n    }");
+  }
+  w.append(t.steps.empty() ? "]" : "\n  ]");
+  if (t.flash) {
+    w.key("flash", 2, false);
+    write_flash(w, *t.flash, float32);
+  }
+  if (t.compare) {
+    w.key("compare", 2, false);
+    write_compare(w, *t.compare, p.batched);
+  }
+  w.key("empty_rows", 2, false);
+  ojson rows = ojson::array();
+  for (const EmptyRow& r : t.empty_rows) rows.push_back({{"batch", r.batch}, {"query", r.query}});
+  w.value(rows, 2);
+  w.key("warnings", 2, false);
+  w.value(ojson(t.warnings), 2);
+  w.append("\n}\n");
+  return std::move(w).take();
+}
+
+}  // namespace attn
