@@ -18,8 +18,8 @@ struct EnvVar {
   std::string value;
 };
 
-// Built by chaining, e.g. RunOptions().input(text).terminal() (designated initializers would trip
-// -Wmissing-field-initializers under the dev preset's -Werror).
+// How to run the program: built by chaining, e.g. RunOptions().input(text).terminal(), so that a test
+// names only what it changes.
 struct RunOptions {
   std::optional<std::string> stdin_text;  // absent: stdin is /dev/null (or stdin_path)
   std::optional<std::string> stdin_path;  // stdin opened from this path (a device, a FIFO)
