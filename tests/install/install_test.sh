@@ -2,7 +2,7 @@
 # Installs a build into a temporary prefix with `cmake --install`, then checks that everything landed
 # under the prefix and nowhere else, and that the installed attn-trace, run from outside the source
 # and build trees, traces its installed copy of the worked example; and that the examples, the guides,
-# the licence and the bash completion are there, byte for byte.
+# the licence, the changelog and the bash completion are there, byte for byte.
 # usage: install_test.sh CMAKE BUILD_DIR SOURCE_DIR BINDIR DATADIR DOCDIR VERSION
 #   BINDIR, DATADIR, DOCDIR: CMAKE_INSTALL_BINDIR, _DATADIR, _DOCDIR, relative to the prefix.
 set -uo pipefail
@@ -77,12 +77,13 @@ done
 installed=$(find "$prefix/$datadir/attn-trace/examples" -type f | wc -l)
 [[ $installed -eq $count ]] || fail "$installed files in the installed examples, $count in data/"
 
-# The guides, the trace schema, the Python example and the licence.
+# The guides, the trace schema, the Python example, the licence and the changelog.
 for f in "$source"/docs/*.md "$source"/docs/trace.schema.json; do
   same "$f" "$prefix/$docdir/${f##*/}"
 done
 same "$source/docs/examples/load_trace.py" "$prefix/$docdir/examples/load_trace.py"
 same "$source/LICENSE" "$prefix/$docdir/LICENSE"
+same "$source/CHANGELOG.md" "$prefix/$docdir/CHANGELOG.md"
 
 # The completion, where bash-completion looks for a command's completion: DATADIR/bash-completion/
 # completions/COMMAND. Sourced in a plain bash, it completes example names from the installed tool.
