@@ -1,7 +1,8 @@
 # bash completion for attn-trace                                  -*- shell-script -*-
 #
 # Installed as ${datadir}/bash-completion/completions/attn-trace, where bash-completion 2 loads it on
-# first use; or source it from ~/.bashrc. Needs only bash's own `complete` and `compgen`.
+# first use; or source it from ~/.bashrc. It needs nothing but bash 4 and its builtins (complete,
+# compgen, compopt, mapfile): not bash-completion's helpers.
 #
 # Completes the commands, each command's options, the values of --engine, --dtype, --color and
 # --steps (a comma list), the names of `attn-trace example`, and *.json files (or -) for FILE.
@@ -65,7 +66,7 @@ _attn_trace() {
       continue
     fi
     if ((after_dashdash)) || [[ $word == - || $word != -* ]]; then
-      ((positionals++))
+      positionals=$((positionals + 1))
     elif [[ $word == -- ]]; then
       after_dashdash=1
     elif [[ $word != *=* && $word != --help && $word != -h && $word != --list ]]; then
