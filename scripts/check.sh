@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Quick start, second command: set up, build, and run every test. .ci/run runs this.
-#   1. the release build and its whole suite
+# Quick start, second command: set up (the test packages too), build, and run every test. .ci/run
+# runs this.
+#   1. the release build and its whole suite, the installation test among it
 #   2. the same suite built with AddressSanitizer and UndefinedBehaviorSanitizer (the dev preset)
 #   3. a bounded libFuzzer run (FUZZ_SECONDS, default 120)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --tests
 
 phase() { echo "== $1 (at ${SECONDS} s)"; }
 

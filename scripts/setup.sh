@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
-# Installs what attn-trace needs to build and test, from Debian 12's packages, when it is missing.
-# Run as root (or with sudo) on a fresh machine; on a machine that has everything it does nothing.
+# Installs what attn-trace needs from Debian 12's packages, when it is missing. Run as root (or as a
+# user who may sudo); on a machine that has everything it does nothing.
+#
+# usage: scripts/setup.sh            what building and running the tool need (scripts/demo.sh)
+#        scripts/setup.sh --tests    that, and what the tests need (scripts/check.sh): Catch2, clang
+#                                    and its sanitizer runtimes for fuzzing, Python with numpy,
+#                                    jsonschema and PyTorch
 set -euo pipefail
 
-packages=(g++ make cmake libcli11-dev libfmt-dev nlohmann-json3-dev catch2
-          clang libclang-rt-14-dev
-          python3 python3-numpy python3-jsonschema python3-torch)
+build_packages=(g++ make cmake libcli11-dev libfmt-dev nlohmann-json3-dev)
+test_packages=(catch2 clang libclang-rt-14-dev python3 python3-numpy python3-jsonschema python3-torch)
+
+case ${1:-} in
+  '') packages=("${build_packages[@]}") ;;
+  --tests) packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+  *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
+esac
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

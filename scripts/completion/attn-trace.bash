@@ -1,0 +1,154 @@
+# bash completion for attn-trace                                  -*- shell-script -*-
+#
+# Installed as ${datadir}/bash-completion/completions/attn-trace, where bash-completion 2 loads it on
+# first use; or source it from ~/.bashrc. It needs nothing but bash 4 and its builtins (complete,
+# compgen, compopt, mapfile): not bash-completion's helpers.
+#
+# Completes the commands, each command's options, the values of --engine, --dtype, --color and
+# --steps (a comma list), the names of `attn-trace example`, and *.json files (or -) for FILE.
+
+# The options of each command, as apps/attn-trace/*.cpp declares them.
+_attn_trace_display_options='--max-memory --precision --color --max-rows --max-cols'
+_attn_trace_trace_options="--dtype --block-q --block-k --steps --head --json $_attn_trace_display_options"
+_attn_trace_steps='q k v q_heads k_heads v_heads scores scaled masked weights head_outputs concat output tiles'
+
+# Sets COMPREPLY to the words of the list $1 that start with $2.
+_attn_trace_words() {
+  mapfile -t COMPREPLY < <(compgen -W "$1" -- "$2")
+}
+
+# Sets COMPREPLY to the *.json files and the folders that start with $1, and "-" (standard input).
+_attn_trace_json_files() {
+  mapfile -t COMPREPLY < <(compgen -f -X '!*.json' -- "$1"; compgen -d -- "$1")
+  [[ -z $1 || $1 == - ]] && COMPREPLY+=(-)
+  # Let readline quote names with spaces and mark folders with a slash.
+  compopt -o filenames 2>/dev/null
+  return 0
+}
+
+# The example names: the first word of each line of `attn-trace example --list`, from the attn-trace
+# being completed when it was typed as a path, else from PATH.
+_attn_trace_examples() {
+  local program=${1/#\~\//$HOME/} name rest
+  [[ $program == */* && -x $program ]] || program=attn-trace
+  "$program" example --list 2>/dev/null | while read -r name rest; do printf '%s\n' "$name"; done
+}
+
+_attn_trace() {
+  COMPREPLY=()
+  local cword=$COMP_CWORD
+  local cur=${COMP_WORDS[cword]} prev=''
+  ((cword > 0)) && prev=${COMP_WORDS[cword - 1]}
+
+  # --option=value: bash splits it at "=" (COMP_WORDBREAKS), into "--option" "=" "value".
+  local eq_prefix=''
+  if [[ $cur == = ]]; then
+    cur=''
+  elif [[ $prev == = ]] && ((cword > 1)); then
+    prev=${COMP_WORDS[cword - 2]}
+  elif [[ $cur == --*=* ]]; then  # "=" taken out of COMP_WORDBREAKS: one word
+    prev=${cur%%=*}
+    eq_prefix=$prev=
+    cur=${cur#*=}
+  fi
+
+  # The command, and how many of its positional arguments come before the word being completed.
+  local command='' positionals=0 i word after_dashdash=0 takes_value=0
+  for ((i = 1; i < cword; i++)); do
+    word=${COMP_WORDS[i]}
+    if [[ -z $command ]]; then
+      case $word in run | compare | show | example) command=$word ;; esac
+      continue
+    fi
+    if ((takes_value)); then
+      takes_value=0
+      [[ $word == = ]] && takes_value=1  # "--opt" "=" "value"
+      continue
+    fi
+    if ((after_dashdash)) || [[ $word == - || $word != -* ]]; then
+      positionals=$((positionals + 1))
+    elif [[ $word == -- ]]; then
+      after_dashdash=1
+    elif [[ $word != *=* && $word != --help && $word != -h && $word != --list ]]; then
+      takes_value=1
+    fi
+  done
+
+  if [[ -z $command ]]; then
+    if [[ $cur == -* ]]; then
+      _attn_trace_words '--help --version' "$cur"
+    else
+      _attn_trace_words 'run compare show example' "$cur"
+    fi
+    return 0
+  fi
+
+  # The value of an option.
+  if [[ $prev == --* ]] && ((!after_dashdash)); then
+    local values='' value_kind=words
+    case $prev in
+      --engine) [[ $command == run ]] && values='naive flash both' ;;
+      --dtype) values='float32 float64' ;;
+      --color) values='auto always never' ;;
+      --steps) value_kind=steps ;;
+      --json) value_kind=output ;;
+      --block-q | --block-k | --head | --max-memory | --precision | --max-rows | --max-cols)
+        return 0 ;;  # a number: nothing to offer
+      *) value_kind=none ;;
+    esac
+    case $value_kind in
+      words)
+        _attn_trace_words "$values" "$cur"
+        [[ -n $eq_prefix ]] && COMPREPLY=("${COMPREPLY[@]/#/$eq_prefix}")
+        return 0
+        ;;
+      steps)
+        # A comma list: complete the last name, keep what comes before it, skip names already given.
+        local done_part='' last=$cur step remaining=''
+        if [[ $cur == *,* ]]; then
+          done_part=${cur%,*},
+          last=${cur##*,}
+        fi
+        for step in $_attn_trace_steps; do
+          [[ ,$done_part == *,$step,* ]] || remaining+=" $step"
+        done
+        _attn_trace_words "$remaining" "$last"
+        COMPREPLY=("${COMPREPLY[@]/#/$eq_prefix$done_part}")
+        compopt -o nospace 2>/dev/null  # so that ",next" can follow
+        return 0
+        ;;
+      output)
+        mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+        [[ -z $cur || $cur == - ]] && COMPREPLY+=(-)
+        compopt -o filenames 2>/dev/null
+        return 0
+        ;;
+    esac
+  fi
+
+  # An option name, or a positional argument.
+  local options
+  case $command in
+    run) options="--engine $_attn_trace_trace_options --help" ;;
+    compare) options="$_attn_trace_trace_options --help" ;;
+    show) options="$_attn_trace_display_options --help" ;;
+    example) options='--list --help' ;;
+  esac
+  if [[ $cur == -* ]] && ((!after_dashdash)); then
+    _attn_trace_words "$options" "$cur"
+    # A lone "-" may also be FILE: standard input.
+    [[ $cur == - && $command != example ]] && ((positionals == 0)) && COMPREPLY+=(-)
+    return 0
+  fi
+  if ((positionals == 0)); then
+    case $command in
+      run | compare | show) _attn_trace_json_files "$cur" ;;
+      example) _attn_trace_words "$(_attn_trace_examples "${COMP_WORDS[0]}")" "$cur" ;;
+    esac
+  elif [[ -z $cur ]]; then
+    _attn_trace_words "$options" ''  # the one positional is given: only options remain
+  fi
+  return 0
+}
+
+complete -F _attn_trace attn-trace

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Sources the bash completion in a plain, non-interactive bash (no bash-completion helpers), completes
+# command lines by setting COMP_WORDS and COMP_CWORD as bash does, and checks COMPREPLY.
+# usage: completion_test.sh scripts/completion/attn-trace.bash path/to/attn-trace
+set -uo pipefail
+completion=${1:?usage: completion_test.sh COMPLETION_FILE ATTN_TRACE}
+attn_trace=${2:?usage: completion_test.sh COMPLETION_FILE ATTN_TRACE}
+
+# shellcheck source=/dev/null
+source "$completion" || { echo "FAIL: sourcing $completion"; exit 1; }
+
+# The function that `complete -p` says completes attn-trace.
+spec=$(complete -p attn-trace 2>/dev/null)
+[[ $spec =~ -F\ ([^ ]+)\ attn-trace$ ]] || { echo "FAIL: no 'complete -F FUNCTION attn-trace' (got: '$spec')"; exit 1; }
+function=${BASH_REMATCH[1]}
+
+failures=0
+checks=0
+
+# complete WORD...: the words of the line as bash splits them, the last one being completed.
+# Leaves the sorted completions in $got, one line each.
+complete_words() {
+  COMP_WORDS=("$@")
+  COMP_CWORD=$(($# - 1))
+  COMP_LINE="$*"
+  COMP_POINT=${#COMP_LINE}
+  COMPREPLY=()
+  "$function" attn-trace "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]:-}"
+  got=$(printf '%s\n' "${COMPREPLY[@]}" | LC_ALL=C sort)
+}
+
+show_line() { local w out=''; for w in "${COMP_WORDS[@]}"; do out+="'$w' "; done; printf '%s' "$out"; }
+
+# expect_lines $'a\nb c' WORD...: the completions are exactly these lines (names with spaces).
+expect_lines() {
+  local want
+  want=$(printf '%s\n' "$1" | grep -v '^$' | LC_ALL=C sort)
+  shift
+  complete_words "$@"
+  ((checks++))
+  if [[ $got != "$want" ]]; then
+    ((failures++))
+    echo "FAIL: $(show_line)"
+    echo "  expected: ${want//$'\n'/ | }"
+    echo "  got:      ${got//$'\n'/ | }"
+  fi
+}
+
+# expect_exactly "a b c" WORD...: the completions are exactly these words.
+expect_exactly() {
+  local words=$1
+  shift
+  expect_lines "${words//[[:space:]]/$'\n'}" "$@"
+}
+
+# expect_has "a b" "x y" WORD...: the completions include every word of the first list and none of the
+# second.
+expect_has() {
+  local present=$1 absent=$2 w bad=''
+  shift 2
+  complete_words "$@"
+  ((checks++))
+  for w in $present; do grep -qxF -- "$w" <<<"$got" || bad+=" missing $w;"; done
+  for w in $absent; do grep -qxF -- "$w" <<<"$got" && bad+=" unexpected $w;"; done
+  if [[ -n $bad ]]; then
+    ((failures++))
+    echo "FAIL: $(show_line):$bad"
+    echo "  got: ${got//$'\n'/ | }"
+  fi
+}
+
+# The commands and the top-level options.
+expect_exactly "run" attn-trace r
+expect_exactly "compare example run show" attn-trace ''
+expect_exactly "--help --version" attn-trace --
+expect_exactly "--version" attn-trace --v
+
+# Each command's options.
+run_options="--engine --dtype --block-q --block-k --steps --head --json --max-memory --precision --color
+             --max-rows --max-cols --help"
+expect_exactly "$run_options" attn-trace run x.json --
+expect_exactly "${run_options/--engine/}" attn-trace compare x.json --
+expect_exactly "--max-memory --precision --color --max-rows --max-cols --help" attn-trace show t.json --
+expect_exactly "--list --help" attn-trace example --
+expect_exactly "--max-memory --max-rows --max-cols" attn-trace run x.json --max-
+expect_exactly "--block-q --block-k" attn-trace compare - --b
+
+# Option values, as separate words and after "=" (which bash splits into a word of its own).
+expect_exactly "naive flash both" attn-trace run x.json --engine ''
+expect_exactly "flash" attn-trace run x.json --engine f
+expect_exactly "naive flash both" attn-trace run x.json --engine = ''
+expect_exactly "both" attn-trace run --engine = b
+expect_exactly "" attn-trace compare x.json --engine ''
+expect_exactly "float32 float64" attn-trace compare x.json --dtype ''
+expect_exactly "float64" attn-trace run x.json --dtype float6
+expect_exactly "auto always never" attn-trace show t.json --color ''
+expect_exactly "auto always" attn-trace run x.json --color a
+expect_exactly "" attn-trace run x.json --head ''
+expect_exactly "" attn-trace run x.json --max-memory ''
+
+# --steps: a comma list; the names already given are not offered again.
+expect_exactly "q k v q_heads k_heads v_heads scores scaled masked weights head_outputs concat output tiles" \
+  attn-trace run x.json --steps ''
+expect_exactly "q q_heads" attn-trace run x.json --steps q
+expect_exactly "scores,weights" attn-trace run x.json --steps scores,w
+expect_exactly "q,k q,k_heads" attn-trace run x.json --steps q,k
+expect_exactly "scores,weights,scaled" attn-trace run x.json --steps scores,weights,s
+expect_exactly "q,k,v,q_heads q,k,v,k_heads q,k,v,v_heads q,k,v,scores q,k,v,scaled q,k,v,masked q,k,v,weights
+                q,k,v,head_outputs q,k,v,concat q,k,v,output q,k,v,tiles" attn-trace run x.json --steps q,k,v,
+expect_exactly "scores,scaled" attn-trace compare x.json --steps = scores,sc
+
+# The example names come from the binary's `example --list`.
+names=$("$attn_trace" example --list | while read -r name _; do echo "$name"; done)
+[[ $(wc -l <<<"$names") -ge 9 ]] || { echo "FAIL: '$attn_trace example --list' listed too few examples"; exit 1; }
+COMP_WORDS_0=$attn_trace
+expect_exactly "$names" "$COMP_WORDS_0" example ''
+expect_has "the-cat-sat gpt-causal gqa" "run" "$COMP_WORDS_0" example ''
+expect_exactly "the-cat-sat" "$COMP_WORDS_0" example the-
+expect_exactly "gpt-causal gqa" "$COMP_WORDS_0" example g
+expect_exactly "--list --help" "$COMP_WORDS_0" example gqa ''
+# Typed by name, attn-trace is looked up on PATH.
+PATH="$(dirname "$attn_trace"):$PATH" expect_has "the-cat-sat" "" attn-trace example ''
+
+# Files: *.json, folders and "-" for FILE; any file for --json; the option values are not FILE.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir "$work/inputs" "$work/two words"
+touch "$work/a.json" "$work/b.json" "$work/notes.txt" "$work/two words/c.json"
+cd "$work" || exit 1
+expect_lines $'a.json\nb.json\ninputs\ntwo words\n-' attn-trace run ''
+expect_exactly "a.json" attn-trace compare a
+expect_lines "two words/c.json" attn-trace show "two words/"
+expect_lines $'a.json\nb.json\ninputs\ntwo words\n-' attn-trace run --engine flash --dtype = float64 ''
+expect_has "- --engine --dtype" "a.json" attn-trace run -
+expect_has "--engine" "-" attn-trace run a.json -
+expect_has "--engine --dtype --help" "a.json b.json" attn-trace run a.json ''
+expect_has "--precision" "a.json" attn-trace show - ''
+expect_lines $'a.json\nb.json\ninputs\nnotes.txt\ntwo words\n-' attn-trace run a.json --json ''
+expect_exactly "notes.txt" attn-trace run a.json --json n
+
+if ((failures)); then
+  echo "$failures of $checks completions wrong"
+  exit 1
+fi
+echo "all $checks completions right"
