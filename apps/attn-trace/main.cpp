@@ -68,8 +68,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.footer(
       "Start with:\n"
-      "  attn-trace run data/the_cat_sat.json      the worked example, every step\n"
+      "  attn-trace example | attn-trace run -     the worked example, \"The cat sat\", every step\n"
       "  attn-trace example > my.json              an input to edit\n"
+      "  attn-trace example --list                 the other bundled examples\n"
       "Run 'attn-trace COMMAND --help' for a command's options.");
   const std::vector<attn::cli::Runner> runners = {attn::cli::add_run(app), attn::cli::add_compare(app), attn::cli::add_show(app), attn::cli::add_example(app)};
 
