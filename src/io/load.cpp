@@ -180,7 +180,7 @@ class Reader {
   Tensor<double> weight(const json& root, const char* key, Layout layout, std::size_t in,
                         std::string_view in_name) const {
     const std::string ptr = pointer_key("", key);
-    const Tensor<double> w = matrix(root.at(key), ptr);
+    Tensor<double> w = matrix(root.at(key), ptr);
     if (layout == Layout::in_out) {
       if (w.dim(0) != in) fail(ptr, fmt::format("expected {} ({}), found {}", plural(in, "row", "rows"), in_name, w.dim(0)));
       return w;

@@ -123,7 +123,7 @@ Destination destination(const std::string& path) {
     }
     const std::string name = name_of(at);
     if (name.empty() || name == "." || name == "..") fail(path, "it is a directory");
-    const std::string here = dir == "/" ? "/" + name : dir + "/" + name;
+    const std::string here = fmt::format("{}/{}", dir == "/" ? "" : dir, name);
     if (::lstat(here.c_str(), &d.st) != 0) {
       if (errno != ENOENT) fail_errno(path, "", errno);
       d.kind = Destination::replace;  // a new file (or the missing target of a link)
@@ -135,7 +135,7 @@ Destination destination(const std::string& path) {
       const ssize_t n = ::readlink(here.c_str(), link.data(), link.size());
       if (n < 0) fail_errno(path, "cannot read the link", errno);
       link.resize(static_cast<std::size_t>(n));
-      at = !link.empty() && link[0] == '/' ? link : dir + "/" + link;
+      at = !link.empty() && link[0] == '/' ? link : fmt::format("{}/{}", dir, link);
       continue;
     }
     if (S_ISDIR(d.st.st_mode)) fail(path, "it is a directory");

@@ -24,10 +24,10 @@ std::string truncate_to(std::string_view text, std::size_t width) {
   if (display_width(text) <= width || width == 0) return std::string(text);
   std::string out;
   std::size_t columns = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const bool lead = (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
+  for (const char c : text) {
+    const bool lead = (static_cast<unsigned char>(c) & 0xC0) != 0x80;
     if (lead && ++columns == width) break;  // keep one column for the ellipsis
-    out += text[i];
+    out += c;
   }
   return out + "…";
 }

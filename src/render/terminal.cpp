@@ -275,7 +275,7 @@ class Renderer {
       values.push_back(done.lse(k));
     }
     std::vector<std::string> cols = numbered(d);
-    cols.push_back("lse");
+    cols.emplace_back("lse");
     line("");
     line("{}", style_.label(fmt::format("── {} · query tile {} ({}) done: O / l, lse = m + log l",
                                         tile_place(done.batch, done.head), done.i, fmt::join(rows, ", "))));

@@ -45,12 +45,12 @@ Trace compare_and_record(const std::shared_ptr<const Problem>& problem, const Ru
 
 }  // namespace
 
-Trace record_run(std::shared_ptr<const Problem> problem, const RunRequest& request) {
+Trace record_run(const std::shared_ptr<const Problem>& problem, const RunRequest& request) {
   return request.dtype == DType::float64 ? run_and_record<double>(problem, request)
                                          : run_and_record<float>(problem, request);
 }
 
-Trace record_compare(std::shared_ptr<const Problem> problem, const RunRequest& request) {
+Trace record_compare(const std::shared_ptr<const Problem>& problem, const RunRequest& request) {
   return request.dtype == DType::float64 ? compare_and_record<double>(problem, request)
                                          : compare_and_record<float>(problem, request);
 }

@@ -18,10 +18,10 @@ struct RunRequest {
 
 // Runs request.engine in request.dtype on `problem` and records what request.filter keeps. With
 // Engine::both the trace holds naive's steps and the flash pass's tiles and result.
-Trace record_run(std::shared_ptr<const Problem> problem, const RunRequest& request);
+Trace record_run(const std::shared_ptr<const Problem>& problem, const RunRequest& request);
 
 // attn-trace compare: naive and flash in request.dtype and a wider naive reference; the trace holds
 // naive's steps, the flash pass and the comparison (Trace::compare). request.engine is not used.
-Trace record_compare(std::shared_ptr<const Problem> problem, const RunRequest& request);
+Trace record_compare(const std::shared_ptr<const Problem>& problem, const RunRequest& request);
 
 }  // namespace attn
