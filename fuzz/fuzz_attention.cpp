@@ -43,8 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (void)attn::render_trace(trace, options);
       options.compare_only = true;
       (void)attn::render_trace(trace, options);
-    } catch (const attn::InputError&) {
-    }
+    } catch (const attn::InputError&) {}
     return 0;
   }
   std::shared_ptr<const attn::Problem> problem;

@@ -27,9 +27,10 @@ std::vector<std::string> steps_flash_never_forms(const StepFilter& filter) {
 
 int run(const TraceOptions& o) {
   if (o.engine == Engine::naive && (o.block_q || o.block_k))
-    throw UsageError(fmt::format("--{}: tile sizes apply to the flash pass; add --engine flash or --engine both, or use "
-                                 "attn-trace compare",
-                                 o.block_q ? "block-q" : "block-k"));
+    throw UsageError(
+        fmt::format("--{}: tile sizes apply to the flash pass; add --engine flash or --engine both, or use "
+                    "attn-trace compare",
+                    o.block_q ? "block-q" : "block-k"));
   auto problem = std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o)));
   const RunRequest request = run_request(o, *problem, trace_filter(o, *problem, o.engine != Engine::naive));
   if (o.dtype == DType::float32) check_float32_range(*problem, display_name(o.file));
@@ -39,8 +40,8 @@ int run(const TraceOptions& o) {
   RenderOptions render = render_options(o);
   if (const std::vector<std::string> never = steps_flash_never_forms(request.filter);
       o.engine == Engine::flash && !never.empty())
-    render.notes.push_back(fmt::format("flash never forms the whole {} matrix: see its tiles below, or use --engine both",
-                                       fmt::join(never, ", ")));
+    render.notes.push_back(fmt::format(
+        "flash never forms the whole {} matrix: see its tiles below, or use --engine both", fmt::join(never, ", ")));
   emit(trace, o, render);
   return 0;
 }

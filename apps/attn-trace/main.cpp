@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
       "  attn-trace example > my.json              an input to edit\n"
       "  attn-trace example --list                 the other bundled examples\n"
       "Run 'attn-trace COMMAND --help' for a command's options.");
-  const std::vector<attn::cli::Runner> runners = {attn::cli::add_run(app), attn::cli::add_compare(app), attn::cli::add_show(app), attn::cli::add_example(app)};
+  const std::vector<attn::cli::Runner> runners = {attn::cli::add_run(app), attn::cli::add_compare(app),
+                                                  attn::cli::add_show(app), attn::cli::add_example(app)};
 
   try {
     const int code = parse_and_run(app, argc, argv, runners);

@@ -33,25 +33,30 @@ void add_run_options(CLI::App& command, TraceOptions& o, bool with_engine) {
           "--dtype", [&o](const std::string& name) { o.dtype = *dtype_from_name(name); }, "the arithmetic")
       ->check(CLI::IsMember({"float32", "float64"}))
       ->default_str("float32");
-  command.add_option("--block-q", o.block_q, "flash: query rows per tile (default about √n)")->check(CLI::Range(1, 1 << 20));
+  command.add_option("--block-q", o.block_q, "flash: query rows per tile (default about √n)")
+      ->check(CLI::Range(1, 1 << 20));
   command.add_option("--block-k", o.block_k, "flash: keys per tile (default about √m)")->check(CLI::Range(1, 1 << 20));
-  command.add_option("--json", o.json_out, "also write the trace (docs/trace-format.md) to this file; - writes it to "
-                                           "stdout instead of the text");
+  command.add_option("--json", o.json_out,
+                     "also write the trace (docs/trace-format.md) to this file; - writes it to "
+                     "stdout instead of the text");
 }
 
 void add_filter_options(CLI::App& command, TraceOptions& o) {
-  command.add_option("--steps", o.steps, "only these steps, by trace name: q,k,v,q_heads,k_heads,v_heads,scores,"
-                                         "scaled,masked,weights,head_outputs,concat,output, and tiles for the flash "
-                                         "pass's tiles")
+  command
+      .add_option("--steps", o.steps,
+                  "only these steps, by trace name: q,k,v,q_heads,k_heads,v_heads,scores,"
+                  "scaled,masked,weights,head_outputs,concat,output, and tiles for the flash "
+                  "pass's tiles")
       ->delimiter(',');
   command.add_option("--head", o.head, "only this query head (and the key/value head it reads)")
       ->check(CLI::Range(0, 65535));
 }
 
 void add_memory_option(CLI::App& command, TraceOptions& o) {
-  command.add_option("--max-memory", o.max_memory,
-                     "refuse input or a run estimated to need more than this, before it is allocated (bytes, or "
-                     "with K, M, G: 512M, 4G)")
+  command
+      .add_option("--max-memory", o.max_memory,
+                  "refuse input or a run estimated to need more than this, before it is allocated (bytes, or "
+                  "with K, M, G: 512M, 4G)")
       ->default_str("4G");
 }
 
@@ -75,9 +80,9 @@ void add_display_options(CLI::App& command, TraceOptions& o) {
 StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles) {
   StepFilter filter;
   if (options.head && *options.head >= problem.h) {
-    throw UsageError(problem.h == 1
-                         ? fmt::format("--head {}: the input has one head, head 0", *options.head)
-                         : fmt::format("--head {}: the input has {} heads, 0 to {}", *options.head, problem.h, problem.h - 1));
+    throw UsageError(problem.h == 1 ? fmt::format("--head {}: the input has one head, head 0", *options.head)
+                                    : fmt::format("--head {}: the input has {} heads, 0 to {}", *options.head,
+                                                  problem.h, problem.h - 1));
   }
   filter.head = options.head;
   // "tiles" (the flash pass's tiles) is not a step of the trace, but can be chosen like one; so can
@@ -87,8 +92,9 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem, boo
     if (name == "tiles" || name == "scores" || name == "scaled" || name == "masked" || name == "weights")
       filter.tiles = true;
     if (name == "tiles" && !has_tiles)
-      throw UsageError("--steps tiles: only the flash pass has tiles; add --engine flash or --engine both, or use "
-                       "attn-trace compare");
+      throw UsageError(
+          "--steps tiles: only the flash pass has tiles; add --engine flash or --engine both, or use "
+          "attn-trace compare");
     if (name == "tiles") continue;
     const std::optional<Step> step = step_from_name(name);
     if (!step) {
@@ -170,7 +176,8 @@ void check_memory(const TraceOptions& o, const RunRequest& r, const Problem& p, 
   output_only.only = {Step::output};
   output_only.tiles = false;
   const std::size_t lean_need = estimate_memory(p, run_shape(o, r, output_only, false, true)).total();
-  if (naive && !reference && flash_need <= limit) hint = fmt::format("; --engine flash would need about {}", human(flash_need));
+  if (naive && !reference && flash_need <= limit)
+    hint = fmt::format("; --engine flash would need about {}", human(flash_need));
   else if (!reference && lean_need <= limit)
     hint = fmt::format("; --engine flash --steps output (no score tiles kept) would need about {}", human(lean_need));
   throw InputError(display_name(o.file), "",

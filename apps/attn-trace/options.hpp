@@ -26,14 +26,14 @@ struct TraceOptions {
   DType dtype = DType::float32;
   std::optional<std::size_t> block_q;  // flash tile sizes; default: default_tiles
   std::optional<std::size_t> block_k;
-  std::vector<std::string> steps;      // trace names, and "tiles"; empty: all
+  std::vector<std::string> steps;  // trace names, and "tiles"; empty: all
   std::optional<std::size_t> head;
   int precision = 4;
   ColorMode color = ColorMode::automatic;
   std::size_t max_rows = 16;
   std::size_t max_cols = 10;
-  std::string json_out;                // --json: "" none, "-" stdout instead of the text
-  std::string max_memory = "4G";       // refuse input or runs estimated to need more
+  std::string json_out;           // --json: "" none, "-" stdout instead of the text
+  std::string max_memory = "4G";  // refuse input or runs estimated to need more
 };
 
 // FILE, --dtype, the tiles and --json (run and compare), --engine (run only).

@@ -17,10 +17,10 @@ namespace attn {
 
 template <class T>
 struct AttentionResult {
-  Tensor<T> output;                    // (B, n, d_out)
-  std::vector<EmptyRow> empty_rows;    // rows with nothing to attend, in order
-  std::size_t peak_score_bytes = 0;    // most bytes held at once for scores and weights, as counted
-  Tensor<T> lse;                       // (B, h, n) log-sum-exp of each row: flash only
+  Tensor<T> output;                  // (B, n, d_out)
+  std::vector<EmptyRow> empty_rows;  // rows with nothing to attend, in order
+  std::size_t peak_score_bytes = 0;  // most bytes held at once for scores and weights, as counted
+  Tensor<T> lse;                     // (B, h, n) log-sum-exp of each row: flash only
 };
 
 // Counts the bytes an engine holds for score-sized buffers, and the most it held at once.
@@ -36,7 +36,9 @@ class ByteMeter {
 };
 
 template <class T>
-std::size_t bytes_of(const Tensor<T>& t) { return t.size() * sizeof(T); }
+std::size_t bytes_of(const Tensor<T>& t) {
+  return t.size() * sizeof(T);
+}
 
 // The rows that the mask leaves without a single key (the same for every head).
 inline std::vector<EmptyRow> find_empty_rows(const Problem& p) {
@@ -58,9 +60,16 @@ struct Inputs {
   std::vector<T> b_q, b_k, b_v, b_o;
 
   explicit Inputs(const Problem& p)
-      : X(cast<T>(p.X)), C(cast<T>(p.C)), W_q(cast<T>(p.W_q)), W_k(cast<T>(p.W_k)), W_v(cast<T>(p.W_v)),
-        W_o(cast<T>(p.W_o)), b_q(p.b_q.begin(), p.b_q.end()), b_k(p.b_k.begin(), p.b_k.end()),
-        b_v(p.b_v.begin(), p.b_v.end()), b_o(p.b_o.begin(), p.b_o.end()) {}
+      : X(cast<T>(p.X)),
+        C(cast<T>(p.C)),
+        W_q(cast<T>(p.W_q)),
+        W_k(cast<T>(p.W_k)),
+        W_v(cast<T>(p.W_v)),
+        W_o(cast<T>(p.W_o)),
+        b_q(p.b_q.begin(), p.b_q.end()),
+        b_k(p.b_k.begin(), p.b_k.end()),
+        b_v(p.b_v.begin(), p.b_v.end()),
+        b_o(p.b_o.begin(), p.b_o.end()) {}
 };
 
 template <class T>

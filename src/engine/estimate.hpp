@@ -51,13 +51,13 @@ struct RunShape {
 inline std::size_t shared_values(const Problem& p) {
   const std::size_t B = p.B, n = p.n, m = p.m;
   std::size_t v = 0;
-  v = checked_add(v, product(B, n, p.d_model));                                   // X
-  v = checked_add(v, product(B, m, p.d_context));                                 // C
-  v = checked_add(v, product(p.d_model, p.h, p.d_k));                             // W_q
-  v = checked_add(v, product(p.d_context, p.g, checked_add(p.d_k, p.d_v)));       // W_k, W_v
-  v = checked_add(v, product(p.h, p.d_v, p.d_out));                              // W_o
-  v = checked_add(v, product(2, B, n, p.h, p.d_k));                               // Q and its heads
-  v = checked_add(v, product(2, B, m, p.g, checked_add(p.d_k, p.d_v)));           // K, V and their heads
+  v = checked_add(v, product(B, n, p.d_model));                                     // X
+  v = checked_add(v, product(B, m, p.d_context));                                   // C
+  v = checked_add(v, product(p.d_model, p.h, p.d_k));                               // W_q
+  v = checked_add(v, product(p.d_context, p.g, checked_add(p.d_k, p.d_v)));         // W_k, W_v
+  v = checked_add(v, product(p.h, p.d_v, p.d_out));                                 // W_o
+  v = checked_add(v, product(2, B, n, p.h, p.d_k));                                 // Q and its heads
+  v = checked_add(v, product(2, B, m, p.g, checked_add(p.d_k, p.d_v)));             // K, V and their heads
   v = checked_add(v, product(3, B, n, checked_add(product(p.h, p.d_v), p.d_out)));  // head outputs, concat, output
   return v;
 }
@@ -80,7 +80,8 @@ inline MemoryEstimate estimate_memory(const Problem& p, const RunShape& shape) {
   if (shape.shared_traced) kept = shared_values(p);
   kept = checked_add(kept, checked_mul(shape.score_steps_traced, scores));
   if (shape.flash && shape.tiles_traced) {
-    const std::size_t Tr = (n + shape.tile_size.Br - 1) / shape.tile_size.Br, Tc = (m + shape.tile_size.Bc - 1) / shape.tile_size.Bc;
+    const std::size_t Tr = (n + shape.tile_size.Br - 1) / shape.tile_size.Br,
+                      Tc = (m + shape.tile_size.Bc - 1) / shape.tile_size.Bc;
     const std::size_t per_tile = checked_add(product(2, shape.tile_size.Br, shape.tile_size.Bc),
                                              product(shape.tile_size.Br, checked_add(p.d_v, 5)));
     kept = checked_add(kept, product(B, h, Tr, Tc, per_tile));

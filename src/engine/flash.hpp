@@ -36,7 +36,8 @@ inline bool tile_masked_out(const Mask& mask, std::size_t b, std::size_t r0, std
 template <class T>
 AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tiles) {
   if (tiles.Br == 0 || tiles.Bc == 0)
-    throw std::invalid_argument(fmt::format("run_flash: tiles of {} × {}: both sides must be >= 1", tiles.Br, tiles.Bc));
+    throw std::invalid_argument(
+        fmt::format("run_flash: tiles of {} × {}: both sides must be >= 1", tiles.Br, tiles.Bc));
   const Inputs<T> in(p);
   const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v;
   const std::size_t Br = tiles.Br, Bc = tiles.Bc;

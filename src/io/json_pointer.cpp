@@ -28,9 +28,7 @@ std::string pointer_key(const std::string& parent, std::string_view key) {
   return out;
 }
 
-std::string pointer_index(const std::string& parent, std::size_t index) {
-  return fmt::format("{}/{}", parent, index);
-}
+std::string pointer_index(const std::string& parent, std::size_t index) { return fmt::format("{}/{}", parent, index); }
 
 // Levenshtein distance, ignoring case (so "w_q" is one step from nothing: distance 0 to "W_q").
 std::size_t edit_distance(std::string_view a, std::string_view b) {

@@ -22,9 +22,9 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr std::array top_keys = {"X",   "tokens", "W_q",     "W_k",    "W_v",     "W_o",
-                                 "b_q", "b_k",    "b_v",     "b_o",    "n_heads", "n_kv_heads",
-                                 "scale", "mask", "layout", "context", "description"};
+constexpr std::array top_keys = {"X",     "tokens", "W_q",    "W_k",     "W_v",        "W_o",
+                                 "b_q",   "b_k",    "b_v",    "b_o",     "n_heads",    "n_kv_heads",
+                                 "scale", "mask",   "layout", "context", "description"};
 
 std::string type_name(const json& j) {
   switch (j.type()) {
@@ -60,8 +60,9 @@ class Reader {
       if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) != allowed.end())
         continue;
       const std::string near = nearest_word(key, allowed);
-      fail(pointer_key(pointer, key), near.empty() ? fmt::format("unknown key \"{}\"", key)
-                                                   : fmt::format("unknown key \"{}\" (did you mean \"{}\"?)", key, near));
+      fail(pointer_key(pointer, key), near.empty()
+                                          ? fmt::format("unknown key \"{}\"", key)
+                                          : fmt::format("unknown key \"{}\" (did you mean \"{}\"?)", key, near));
     }
   }
 
@@ -76,7 +77,8 @@ class Reader {
   std::size_t integer(const json& j, const std::string& pointer, std::size_t min, std::size_t max) const {
     if (!j.is_number()) fail(pointer, fmt::format("expected a whole number, found {}", type_name(j)));
     const double x = j.get<double>();
-    if (!std::isfinite(x) || std::floor(x) != x) fail(pointer, fmt::format("expected a whole number, found {}", j.dump()));
+    if (!std::isfinite(x) || std::floor(x) != x)
+      fail(pointer, fmt::format("expected a whole number, found {}", j.dump()));
     if (x < static_cast<double>(min) || x > static_cast<double>(max))
       fail(pointer, fmt::format("expected a whole number from {} to {}, found {}", min, max, j.dump()));
     return static_cast<std::size_t>(x);
@@ -151,10 +153,11 @@ class Reader {
 
   // Labels for the n rows of each batch item: n strings, or (batched) B lists of n strings. A batch
   // may also share one list. Absent: t0, t1, …
-  std::vector<std::vector<std::string>> tokens(const json* j, const std::string& pointer, std::size_t B,
-                                               std::size_t n, bool batched, std::string_view rows_of) const {
+  std::vector<std::vector<std::string>> tokens(const json* j, const std::string& pointer, std::size_t B, std::size_t n,
+                                               bool batched, std::string_view rows_of) const {
     const auto one_list = [&](const json& list, const std::string& ptr) {
-      if (!list.is_array()) fail(ptr, fmt::format("expected a list of {} labels (strings), found {}", n, type_name(list)));
+      if (!list.is_array())
+        fail(ptr, fmt::format("expected a list of {} labels (strings), found {}", n, type_name(list)));
       if (list.size() != n)
         fail(ptr, fmt::format("expected {} ({}), found {}", plural(n, "label", "labels"), rows_of, list.size()));
       std::vector<std::string> out;
@@ -182,11 +185,13 @@ class Reader {
     const std::string ptr = pointer_key("", key);
     Tensor<double> w = matrix(root.at(key), ptr);
     if (layout == Layout::in_out) {
-      if (w.dim(0) != in) fail(ptr, fmt::format("expected {} ({}), found {}", plural(in, "row", "rows"), in_name, w.dim(0)));
+      if (w.dim(0) != in)
+        fail(ptr, fmt::format("expected {} ({}), found {}", plural(in, "row", "rows"), in_name, w.dim(0)));
       return w;
     }
     if (w.dim(1) != in)
-      fail(ptr, fmt::format("expected {} ({}; layout out_in), found {}", plural(in, "column", "columns"), in_name, w.dim(1)));
+      fail(ptr, fmt::format("expected {} ({}; layout out_in), found {}", plural(in, "column", "columns"), in_name,
+                            w.dim(1)));
     Tensor<double> t({w.dim(1), w.dim(0)});  // Wᵀ: out_in is PyTorch's nn.Linear storage
     for (std::size_t r = 0; r < w.dim(0); ++r)
       for (std::size_t c = 0; c < w.dim(1); ++c) t(c, r) = w(r, c);
@@ -198,9 +203,8 @@ class Reader {
                        std::string_view heads_name) const {
     const std::size_t width = w.dim(1);
     if (width % heads != 0) {
-      fail(pointer_key("", key),
-           fmt::format("{} {} do not split into {} = {} heads", width, layout == Layout::in_out ? "columns" : "rows",
-                       heads_name, heads));
+      fail(pointer_key("", key), fmt::format("{} {} do not split into {} = {} heads", width,
+                                             layout == Layout::in_out ? "columns" : "rows", heads_name, heads));
     }
     return width / heads;
   }
@@ -216,7 +220,8 @@ class Reader {
     if (!root.contains(key)) return {};
     const std::string ptr = pointer_key("", key);
     std::vector<double> b = vector(root.at(key), ptr);
-    if (b.size() != expected) fail(ptr, fmt::format("expected {} ({}), found {}", plural(expected, "number", "numbers"), why, b.size()));
+    if (b.size() != expected)
+      fail(ptr, fmt::format("expected {} ({}), found {}", plural(expected, "number", "numbers"), why, b.size()));
     return b;
   }
 
@@ -250,7 +255,8 @@ class Reader {
                               to_string(mask.kind), to_string(mask.kind)));
       return mask;
     }
-    if (!j->is_object()) fail(ptr, fmt::format("expected \"none\", \"causal\" or a mask object, found {}", type_name(*j)));
+    if (!j->is_object())
+      fail(ptr, fmt::format("expected \"none\", \"causal\" or a mask object, found {}", type_name(*j)));
     if (!j->contains("type")) fail(pointer_key(ptr, "type"), "missing: a mask object needs a \"type\"");
     mask.kind = kind_of(string(j->at("type"), pointer_key(ptr, "type")), pointer_key(ptr, "type"));
     switch (mask.kind) {
@@ -268,7 +274,8 @@ class Reader {
       case MaskKind::sliding_window: {
         constexpr std::array keys = {"type", "window", "align"};
         require_keys(*j, ptr, keys);
-        if (!j->contains("window")) fail(pointer_key(ptr, "window"), "missing: a sliding_window mask needs a \"window\" (>= 1)");
+        if (!j->contains("window"))
+          fail(pointer_key(ptr, "window"), "missing: a sliding_window mask needs a \"window\" (>= 1)");
         mask.window = integer(j->at("window"), pointer_key(ptr, "window"), 1, 1u << 30);
         mask.align = align(*j, ptr);
         break;
@@ -291,10 +298,12 @@ class Reader {
 
   // padding: m flags of 0 or 1 (one list per batch item for a batch, or one list for all) -> (B or 1, m)
   Tensor<std::uint8_t> keep(const json& mask, const std::string& ptr, const Problem& p) const {
-    if (!mask.contains("keep")) fail(ptr, fmt::format("missing: a padding mask needs \"keep\", {} flags of 0 or 1", p.m));
+    if (!mask.contains("keep"))
+      fail(ptr, fmt::format("missing: a padding mask needs \"keep\", {} flags of 0 or 1", p.m));
     const json& k = mask.at("keep");
     const auto flags = [&](const json& list, const std::string& at, std::vector<std::uint8_t>& out) {
-      if (!list.is_array()) fail(at, fmt::format("expected a list of {} flags (0 or 1), found {}", p.m, type_name(list)));
+      if (!list.is_array())
+        fail(at, fmt::format("expected a list of {} flags (0 or 1), found {}", p.m, type_name(list)));
       if (list.size() != p.m)
         fail(at, fmt::format("expected {} (one per key), found {}", plural(p.m, "flag", "flags"), list.size()));
       for (std::size_t i = 0; i < list.size(); ++i) {
@@ -306,7 +315,8 @@ class Reader {
     };
     std::vector<std::uint8_t> data;
     if (p.batched && k.is_array() && !k.empty() && k[0].is_array()) {
-      if (k.size() != p.B) fail(ptr, fmt::format("expected {} (one per batch item), found {}", plural(p.B, "list", "lists"), k.size()));
+      if (k.size() != p.B)
+        fail(ptr, fmt::format("expected {} (one per batch item), found {}", plural(p.B, "list", "lists"), k.size()));
       for (std::size_t b = 0; b < p.B; ++b) flags(k[b], pointer_index(ptr, b), data);
       return Tensor<std::uint8_t>({p.B, p.m}, std::move(data));
     }
@@ -316,27 +326,35 @@ class Reader {
 
   // custom: an n × m matrix of booleans (or B of them for a batch) -> (B or 1, n, m)
   Tensor<std::uint8_t> allow(const json& mask, const std::string& ptr, const Problem& p) const {
-    if (!mask.contains("allow")) fail(ptr, fmt::format("missing: a custom mask needs \"allow\", {} × {} booleans", p.n, p.m));
+    if (!mask.contains("allow"))
+      fail(ptr, fmt::format("missing: a custom mask needs \"allow\", {} × {} booleans", p.n, p.m));
     const json& a = mask.at("allow");
     const auto matrix_of_bools = [&](const json& rows, const std::string& at, std::vector<std::uint8_t>& out) {
-      if (!rows.is_array()) fail(at, fmt::format("expected {} rows of {} booleans, found {}", p.n, p.m, type_name(rows)));
-      if (rows.size() != p.n) fail(at, fmt::format("expected {} (one per query), found {}", plural(p.n, "row", "rows"), rows.size()));
+      if (!rows.is_array())
+        fail(at, fmt::format("expected {} rows of {} booleans, found {}", p.n, p.m, type_name(rows)));
+      if (rows.size() != p.n)
+        fail(at, fmt::format("expected {} (one per query), found {}", plural(p.n, "row", "rows"), rows.size()));
       for (std::size_t i = 0; i < p.n; ++i) {
         const std::string row_ptr = pointer_index(at, i);
         const json& row = rows[i];
         if (!row.is_array()) fail(row_ptr, fmt::format("expected a row of {} booleans, found {}", p.m, type_name(row)));
         if (row.size() != p.m)
-          fail(row_ptr, fmt::format("expected {} (one per key), found {}", plural(p.m, "boolean", "booleans"), row.size()));
+          fail(row_ptr,
+               fmt::format("expected {} (one per key), found {}", plural(p.m, "boolean", "booleans"), row.size()));
         for (std::size_t j = 0; j < p.m; ++j) {
-          if (!row[j].is_boolean()) fail(pointer_index(row_ptr, j), fmt::format("expected true or false, found {}", type_name(row[j])));
+          if (!row[j].is_boolean())
+            fail(pointer_index(row_ptr, j), fmt::format("expected true or false, found {}", type_name(row[j])));
           out.push_back(row[j].get<bool>() ? 1 : 0);
         }
       }
     };
     std::vector<std::uint8_t> data;
-    const bool per_item = p.batched && a.is_array() && !a.empty() && a[0].is_array() && !a[0].empty() && a[0][0].is_array();
+    const bool per_item =
+        p.batched && a.is_array() && !a.empty() && a[0].is_array() && !a[0].empty() && a[0][0].is_array();
     if (per_item) {
-      if (a.size() != p.B) fail(ptr, fmt::format("expected {} (one per batch item), found {}", plural(p.B, "matrix", "matrices"), a.size()));
+      if (a.size() != p.B)
+        fail(ptr,
+             fmt::format("expected {} (one per batch item), found {}", plural(p.B, "matrix", "matrices"), a.size()));
       for (std::size_t b = 0; b < p.B; ++b) matrix_of_bools(a[b], pointer_index(ptr, b), data);
       return Tensor<std::uint8_t>({p.B, p.n, p.m}, std::move(data));
     }
@@ -345,7 +363,8 @@ class Reader {
   }
 
   Problem problem(const json& root) const {
-    if (!root.is_object()) fail("", fmt::format("expected a JSON object with the keys X, W_q, W_k, W_v, …, found {}", type_name(root)));
+    if (!root.is_object())
+      fail("", fmt::format("expected a JSON object with the keys X, W_q, W_k, W_v, …, found {}", type_name(root)));
     require_keys(root, "", top_keys);
     for (const char* key : {"X", "W_q", "W_k", "W_v"})
       if (!root.contains(key)) fail(pointer_key("", key), "missing: this key is required");
@@ -360,23 +379,28 @@ class Reader {
     p.B = p.X.dim(0);
     p.n = p.X.dim(1);
     p.d_model = p.X.dim(2);
-    p.tokens = tokens(root.contains("tokens") ? &root.at("tokens") : nullptr, "/tokens", p.B, p.n, p.batched, "rows of X");
+    p.tokens =
+        tokens(root.contains("tokens") ? &root.at("tokens") : nullptr, "/tokens", p.B, p.n, p.batched, "rows of X");
 
     // Where keys and values come from: the context (cross-attention) or X itself.
     if (root.contains("context")) {
       const json& ctx = root.at("context");
-      if (!ctx.is_object()) fail("/context", fmt::format("expected an object {{\"X\": …, \"tokens\": …}}, found {}", type_name(ctx)));
+      if (!ctx.is_object())
+        fail("/context", fmt::format("expected an object {{\"X\": …, \"tokens\": …}}, found {}", type_name(ctx)));
       constexpr std::array keys = {"X", "tokens"};
       require_keys(ctx, "/context", keys);
       if (!ctx.contains("X")) fail("/context/X", "missing: a context needs its own X");
       const json& cx = ctx.at("X");
-      const bool ctx_batched = cx.is_array() && !cx.empty() && cx[0].is_array() && !cx[0].empty() && cx[0][0].is_array();
+      const bool ctx_batched =
+          cx.is_array() && !cx.empty() && cx[0].is_array() && !cx[0].empty() && cx[0][0].is_array();
       if (ctx_batched != p.batched)
-        fail("/context/X", p.batched ? fmt::format("expected a batch of {} (as X), found a single sequence", plural(p.B, "sequence", "sequences"))
+        fail("/context/X", p.batched ? fmt::format("expected a batch of {} (as X), found a single sequence",
+                                                   plural(p.B, "sequence", "sequences"))
                                      : "expected a single sequence (as X), found a batch");
       p.C = sequence(cx, "/context/X", p.batched);
       if (p.C.dim(0) != p.B)
-        fail("/context/X", fmt::format("expected {} (the batch of X), found {}", plural(p.B, "batch item", "batch items"), p.C.dim(0)));
+        fail("/context/X", fmt::format("expected {} (the batch of X), found {}",
+                                       plural(p.B, "batch item", "batch items"), p.C.dim(0)));
       p.cross = true;
       p.m = p.C.dim(1);
       p.d_context = p.C.dim(2);
@@ -396,8 +420,7 @@ class Reader {
     // Heads.
     p.h = root.contains("n_heads") ? integer(root.at("n_heads"), "/n_heads", 1, 1u << 16) : 1;
     p.g = root.contains("n_kv_heads") ? integer(root.at("n_kv_heads"), "/n_kv_heads", 1, 1u << 16) : p.h;
-    if (p.h % p.g != 0)
-      fail("/n_kv_heads", fmt::format("n_heads = {} is not a multiple of n_kv_heads = {}", p.h, p.g));
+    if (p.h % p.g != 0) fail("/n_kv_heads", fmt::format("n_heads = {} is not a multiple of n_kv_heads = {}", p.h, p.g));
 
     // Weights, in the file's layout, turned into in_out.
     if (root.contains("layout")) {
@@ -417,7 +440,8 @@ class Reader {
       p.W_o = weight(root, "W_o", p.layout, p.h * p.d_v, fmt::format("n_heads · d_v = {} · {}", p.h, p.d_v));
       p.d_out = p.W_o.dim(1);
     } else {
-      if (root.contains("b_o")) fail("/b_o", "b_o needs W_o: without an output projection there is nothing to add it to");
+      if (root.contains("b_o"))
+        fail("/b_o", "b_o needs W_o: without an output projection there is nothing to add it to");
       p.d_out = p.h * p.d_v;
     }
     // A bias has one number per output of its projection: columns of an in_out weight, rows of out_in.

@@ -86,7 +86,7 @@ struct Destination {
   std::string path;  // replace: the regular file to create or replace; in_place: what to open
   bool exists = false;
   struct stat st {};
-  int fd = -1;       // descriptor: our stdout or stderr
+  int fd = -1;  // descriptor: our stdout or stderr
 };
 
 // Follows `path` through its symbolic links (as open() would) to what will be written.

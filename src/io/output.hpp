@@ -33,7 +33,7 @@ class OutputFile {
  private:
   enum class Mode { replace, in_place, descriptor };
 
-  std::string path_;    // as the user wrote it, for messages
+  std::string path_;  // as the user wrote it, for messages
   Mode mode_ = Mode::replace;
   int fd_ = -1;
   bool own_fd_ = true;  // false for our own stdout or stderr

@@ -69,9 +69,9 @@ class CheckingSax final : public nlohmann::json_sax<json> {
  private:
   struct Frame {
     bool object;
-    std::string key;                 // object: the key being read
-    std::size_t count = 0;           // array: values seen so far
-    std::set<std::string> keys;      // object: keys seen so far
+    std::string key;             // object: the key being read
+    std::size_t count = 0;       // array: values seen so far
+    std::set<std::string> keys;  // object: keys seen so far
   };
 
   // The pointer of the value being read; `next` for the one about to start in an array.

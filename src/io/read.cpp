@@ -56,7 +56,8 @@ class FirstByte {
       }
       decided_ = true;
       if (!begins_json_value(c))
-        return fmt::format("invalid JSON at line {}, column {}: byte 0x{:02X} cannot begin a JSON value", line_, column_, c);
+        return fmt::format("invalid JSON at line {}, column {}: byte 0x{:02X} cannot begin a JSON value", line_,
+                           column_, c);
     }
     return "";
   }
@@ -138,8 +139,10 @@ std::string read_text(const std::string& path, const MemoryLimit& limit) {
   if (S_ISREG(st.st_mode) && st.st_size > 0) {
     const auto size = static_cast<std::size_t>(st.st_size);
     if (size > limit.bytes)
-      throw InputError(name, "", fmt::format("the file is {}, over --max-memory {}: loading it takes its size and "
-                                             "more, so it was not read", describe_bytes(size), limit.text));
+      throw InputError(name, "",
+                       fmt::format("the file is {}, over --max-memory {}: loading it takes its size and "
+                                   "more, so it was not read",
+                                   describe_bytes(size), limit.text));
     text.reserve(size);
   }
 
@@ -159,9 +162,10 @@ std::string read_text(const std::string& path, const MemoryLimit& limit) {
     if (text.size() + got.size() > text.capacity())
       growing = std::max(text.capacity() * 2, text.size() + got.size()) + text.capacity() - text.size();
     if (cost.total() + growing > limit.bytes)
-      throw InputError(name, "", fmt::format("loading this input would take more than --max-memory {} (the text, and "
-                                             "about {} bytes for each value once parsed): reading stopped at {}",
-                                             limit.text, JsonCost::per_value, describe_bytes(cost.bytes())));
+      throw InputError(name, "",
+                       fmt::format("loading this input would take more than --max-memory {} (the text, and "
+                                   "about {} bytes for each value once parsed): reading stopped at {}",
+                                   limit.text, JsonCost::per_value, describe_bytes(cost.bytes())));
     if (growing > 0) text.reserve(std::max(text.capacity() * 2, text.size() + got.size()));
     text.append(got);
   }

@@ -38,8 +38,10 @@ class TraceReader {
     const auto version = doc.at("version").get<long long>();
     if (version > trace_format_version)
       fail("/version", fmt::format("this trace has format version {}, newer than this attn-trace reads ({}): "
-                                   "upgrade attn-trace to show it", version, trace_format_version));
-    if (version < 1) fail("/version", fmt::format("expected a version from 1 to {}, found {}", trace_format_version, version));
+                                   "upgrade attn-trace to show it",
+                                   version, trace_format_version));
+    if (version < 1)
+      fail("/version", fmt::format("expected a version from 1 to {}, found {}", trace_format_version, version));
     for (const char* key : {"input", "config", "steps"})
       if (!doc.contains(key)) fail(pointer_key("", key), "missing: a trace has input, config and steps");
 
@@ -51,12 +53,14 @@ class TraceReader {
     if (config.contains("engine")) {
       const std::string engine = string_at(config, "/config", "engine");
       const std::optional<Engine> known = engine_from_name(engine);
-      if (!known) fail("/config/engine", fmt::format("expected \"naive\", \"flash\" or \"both\", found \"{}\"", engine));
+      if (!known)
+        fail("/config/engine", fmt::format("expected \"naive\", \"flash\" or \"both\", found \"{}\"", engine));
       t.engine = *known;
     }
     if (config.contains("head") && !config.at("head").is_null()) {
       if (!config.at("head").is_number_unsigned() || config.at("head").get<std::size_t>() >= t.problem->h)
-        fail("/config/head", fmt::format("expected a head from 0 to {}, found {}", t.problem->h - 1, config.at("head").dump()));
+        fail("/config/head",
+             fmt::format("expected a head from 0 to {}, found {}", t.problem->h - 1, config.at("head").dump()));
       t.head = config.at("head").get<std::size_t>();
       one_head_ = true;
     }
@@ -70,8 +74,8 @@ class TraceReader {
       const std::optional<Step> step = step_from_name(string_at(s, ptr, "name"));
       if (!step) continue;  // a step this version does not know: newer writers may add steps
       const bool float32 = string_at(s, ptr, "dtype") == "float32";
-      t.steps.push_back({*step, string_at(s, ptr, "formula"), string_at(s, ptr, "description"),
-                         tensor_at(s, ptr, float32)});
+      t.steps.push_back(
+          {*step, string_at(s, ptr, "formula"), string_at(s, ptr, "description"), tensor_at(s, ptr, float32)});
     }
     if (doc.contains("flash")) t.flash = flash(doc.at("flash"), t.dtype == DType::float32);
     if (doc.contains("compare")) t.compare = compare(doc.at("compare"));
@@ -146,14 +150,30 @@ class TraceReader {
       const json& t = f.at("tiles")[k];
       const std::string at = pointer_index(tiles_ptr, k);
       if (!t.is_object()) fail(at, "expected a tile object");
-      FlashTile tile{whole(t, at, "batch"), whole(t, at, "head"), whole(t, at, "i"), whole(t, at, "j"), 0, 0, 0, 0, false,
-                     {}, {}, {}, {}, {}, {}, {}, {}};
+      FlashTile tile{whole(t, at, "batch"),
+                     whole(t, at, "head"),
+                     whole(t, at, "i"),
+                     whole(t, at, "j"),
+                     0,
+                     0,
+                     0,
+                     0,
+                     false,
+                     {},
+                     {},
+                     {},
+                     {},
+                     {},
+                     {},
+                     {},
+                     {}};
       std::tie(tile.row_begin, tile.row_end) = range(t, at, "rows");
       std::tie(tile.col_begin, tile.col_end) = range(t, at, "cols");
       if (tile.batch >= p.B || tile.head >= p.h || tile.row_begin >= tile.row_end || tile.row_end > p.n ||
           tile.col_begin >= tile.col_end || tile.col_end > p.m)
         fail(at, "the tile lies outside the input's batch, heads, queries or keys");
-      if (!t.contains("skipped") || !t.at("skipped").is_boolean()) fail(pointer_key(at, "skipped"), "expected true or false");
+      if (!t.contains("skipped") || !t.at("skipped").is_boolean())
+        fail(pointer_key(at, "skipped"), "expected true or false");
       tile.skipped = t.at("skipped").get<bool>();
       if (!tile.skipped) {
         const std::size_t r = tile.row_end - tile.row_begin, c = tile.col_end - tile.col_begin;
@@ -194,9 +214,9 @@ class TraceReader {
       fail(pointer_key(ptr, "lse"), fmt::format("expected the shape [{}] for this input, found [{}]",
                                                 fmt::join(lse_shape, ", "), fmt::join(out.lse.shape(), ", ")));
     if (out.output.shape() != traced_shape(Step::output, p, one_head_))
-      fail(pointer_key(ptr, "output"), fmt::format("expected the shape [{}] for this input, found [{}]",
-                                                   fmt::join(traced_shape(Step::output, p, one_head_), ", "),
-                                                   fmt::join(out.output.shape(), ", ")));
+      fail(pointer_key(ptr, "output"),
+           fmt::format("expected the shape [{}] for this input, found [{}]",
+                       fmt::join(traced_shape(Step::output, p, one_head_), ", "), fmt::join(out.output.shape(), ", ")));
     return out;
   }
 
@@ -316,7 +336,8 @@ class TraceReader {
   void read_values(const json& j, const Shape& shape, std::size_t axis, const std::string& ptr, bool float32,
                    std::vector<double>& out) const {
     if (!j.is_array() || j.size() != shape[axis])
-      fail(ptr, fmt::format("expected a list of {} (the step's shape), found {}", shape[axis], j.is_array() ? fmt::format("{} items", j.size()) : j.dump()));
+      fail(ptr, fmt::format("expected a list of {} (the step's shape), found {}", shape[axis],
+                            j.is_array() ? fmt::format("{} items", j.size()) : j.dump()));
     for (std::size_t i = 0; i < j.size(); ++i) {
       if (axis + 1 < shape.size()) {
         read_values(j[i], shape, axis + 1, pointer_index(ptr, i), float32, out);

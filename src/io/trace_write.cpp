@@ -283,9 +283,10 @@ void write_flash(TextWriter& w, const FlashRecord& f, bool float32) {
   for (std::size_t k = 0; k < f.tiles.size(); ++k) {
     const FlashTile& t = f.tiles[k];
     w.append(k == 0 ? "\n      {" : ",\n      {");
-    w.append(fmt::format("\"batch\": {}, \"head\": {}, \"i\": {}, \"j\": {}, \"rows\": [{}, {}], \"cols\": [{}, {}], "
-                         "\"skipped\": {}",
-                         t.batch, t.head, t.i, t.j, t.row_begin, t.row_end, t.col_begin, t.col_end, t.skipped));
+    w.append(
+        fmt::format("\"batch\": {}, \"head\": {}, \"i\": {}, \"j\": {}, \"rows\": [{}, {}], \"cols\": [{}, {}], "
+                    "\"skipped\": {}",
+                    t.batch, t.head, t.i, t.j, t.row_begin, t.row_end, t.col_begin, t.col_end, t.skipped));
     if (!t.skipped) {
       matrix("S", t.S, 8);
       matrix("m_prev", t.m_prev, 8);
@@ -337,17 +338,20 @@ void write_compare(TextWriter& w, const CompareRecord& c, bool batched) {
   w.key("block_k", 4, false);
   w.append(fmt::format("{}", c.tile_size.Bc));
   w.key("reference", 4, false);
-  w.append(ojson(fmt::format("naive attention in {} on the same inputs rounded to {}", reference_name(c.dtype), name_of(c.dtype))).dump());
+  w.append(ojson(fmt::format("naive attention in {} on the same inputs rounded to {}", reference_name(c.dtype),
+                             name_of(c.dtype)))
+               .dump());
   stats("naive_vs_reference", c.naive_vs_ref);
   stats("flash_vs_reference", c.flash_vs_ref);
   stats("flash_vs_naive", c.flash_vs_naive);
   w.key("memory", 4, false);
-  w.append(fmt::format("{{\"naive_peak_bytes\": {}, \"flash_peak_bytes\": {}}}", c.naive_peak_bytes, c.flash_peak_bytes));
+  w.append(
+      fmt::format("{{\"naive_peak_bytes\": {}, \"flash_peak_bytes\": {}}}", c.naive_peak_bytes, c.flash_peak_bytes));
   w.key("tolerance", 4, false);
-  w.append(fmt::format("{{\"rule\": \"max|flash - ref| <= 2 * max|naive - ref| + noise\", \"flash_error\": {}, "
-                       "\"naive_error\": {}, \"noise\": {}, \"bound\": {}, \"pass\": {}}}",
-                       number(c.flash_vs_ref.max_abs), number(c.naive_vs_ref.max_abs), number(c.noise), number(c.bound),
-                       c.pass));
+  w.append(fmt::format(
+      "{{\"rule\": \"max|flash - ref| <= 2 * max|naive - ref| + noise\", \"flash_error\": {}, "
+      "\"naive_error\": {}, \"noise\": {}, \"bound\": {}, \"pass\": {}}}",
+      number(c.flash_vs_ref.max_abs), number(c.naive_vs_ref.max_abs), number(c.noise), number(c.bound), c.pass));
   w.key("outputs", 4, false);
   w.append("{");
   const bool float32 = c.dtype == DType::float32;

@@ -19,11 +19,11 @@ std::string_view to_string(Align align);
 struct Mask {
   MaskKind kind = MaskKind::none;
   Align align = Align::top_left;
-  std::size_t window = 0;                 // sliding_window: itself and the window - 1 keys before it
-  Tensor<std::uint8_t> keep;              // padding: (B, m), 1 = a real key; one row is shared by all items
-  Tensor<std::uint8_t> allow;             // custom: (B, n, m), 1 = allowed; one matrix is shared by all items
-  std::size_t n = 0;                      // queries
-  std::size_t m = 0;                      // keys
+  std::size_t window = 0;      // sliding_window: itself and the window - 1 keys before it
+  Tensor<std::uint8_t> keep;   // padding: (B, m), 1 = a real key; one row is shared by all items
+  Tensor<std::uint8_t> allow;  // custom: (B, n, m), 1 = allowed; one matrix is shared by all items
+  std::size_t n = 0;           // queries
+  std::size_t m = 0;           // keys
 
   // The alignment offset o: 0 for top_left, m - n for bottom_right (negative when n > m).
   long long offset() const;

@@ -15,33 +15,33 @@ enum class Layout { in_out, out_in };
 
 struct Problem {
   std::string description;
-  bool batched = false;            // X was 3-D; otherwise B == 1 and traces drop the batch axis
-  bool cross = false;              // keys and values come from `context`, not X
-  std::size_t B = 1;               // batch items
-  std::size_t n = 0;               // queries (rows of X)
-  std::size_t m = 0;               // keys (rows of the context, n for self-attention)
-  std::size_t d_model = 0;         // width of X
-  std::size_t d_context = 0;       // width of the context (d_model for self-attention)
-  std::size_t h = 1;               // query heads
-  std::size_t g = 1;               // key/value heads; h % g == 0
-  std::size_t d_k = 0;             // query/key width per head
-  std::size_t d_v = 0;             // value width per head
-  std::size_t d_out = 0;           // width of the output: W_o's, or h·d_v without W_o
+  bool batched = false;       // X was 3-D; otherwise B == 1 and traces drop the batch axis
+  bool cross = false;         // keys and values come from `context`, not X
+  std::size_t B = 1;          // batch items
+  std::size_t n = 0;          // queries (rows of X)
+  std::size_t m = 0;          // keys (rows of the context, n for self-attention)
+  std::size_t d_model = 0;    // width of X
+  std::size_t d_context = 0;  // width of the context (d_model for self-attention)
+  std::size_t h = 1;          // query heads
+  std::size_t g = 1;          // key/value heads; h % g == 0
+  std::size_t d_k = 0;        // query/key width per head
+  std::size_t d_v = 0;        // value width per head
+  std::size_t d_out = 0;      // width of the output: W_o's, or h·d_v without W_o
 
   std::vector<std::vector<std::string>> tokens;          // (B, n) labels of the queries
   std::vector<std::vector<std::string>> context_tokens;  // (B, m) labels of the keys
 
-  Tensor<double> X;   // (B, n, d_model)
-  Tensor<double> C;   // (B, m, d_context); a copy of X for self-attention
+  Tensor<double> X;  // (B, n, d_model)
+  Tensor<double> C;  // (B, m, d_context); a copy of X for self-attention
 
   // Weights in the math convention (in_out), whatever the file's layout.
-  Tensor<double> W_q;  // (d_model, h·d_k)
-  Tensor<double> W_k;  // (d_context, g·d_k)
-  Tensor<double> W_v;  // (d_context, g·d_v)
-  Tensor<double> W_o;  // (h·d_v, d_out), empty when the input has none
+  Tensor<double> W_q;                      // (d_model, h·d_k)
+  Tensor<double> W_k;                      // (d_context, g·d_k)
+  Tensor<double> W_v;                      // (d_context, g·d_v)
+  Tensor<double> W_o;                      // (h·d_v, d_out), empty when the input has none
   std::vector<double> b_q, b_k, b_v, b_o;  // empty when absent
 
-  double scale = 1.0;          // 1/sqrt(d_k) unless the input sets it
+  double scale = 1.0;  // 1/sqrt(d_k) unless the input sets it
   bool scale_given = false;
   Mask mask;
   Layout layout = Layout::in_out;

@@ -20,9 +20,9 @@ struct EmptyRow {
 
 // How far one result is from another.
 struct ErrorStats {
-  double max_abs = 0;          // max |a - b|
-  double max_rel = 0;          // max |a - b| / |b| over the entries where b != 0
-  std::uint64_t max_ulp = 0;   // max distance in units in the last place of the working dtype
+  double max_abs = 0;         // max |a - b|
+  double max_rel = 0;         // max |a - b| / |b| over the entries where b != 0
+  std::uint64_t max_ulp = 0;  // max distance in units in the last place of the working dtype
 };
 
 // What compare's reference computes in: one precision up from the engines' dtype (x86's 80-bit long
@@ -31,14 +31,14 @@ constexpr std::string_view reference_name(DType t) { return t == DType::float32 
 
 // Naive vs flash vs a wider reference on the same problem, and the verdict (attn-trace compare).
 struct CompareRecord {
-  DType dtype = DType::float32;       // the working dtype of naive and flash
-  TileSize tile_size;                 // the flash pass's tiles
+  DType dtype = DType::float32;  // the working dtype of naive and flash
+  TileSize tile_size;            // the flash pass's tiles
   ErrorStats naive_vs_ref, flash_vs_ref, flash_vs_naive;
-  std::size_t naive_peak_bytes = 0;   // scores and weights, as the engines counted them
+  std::size_t naive_peak_bytes = 0;  // scores and weights, as the engines counted them
   std::size_t flash_peak_bytes = 0;
-  double noise = 0;                   // 2 · the spacing of the working dtype at max |ref| + 0.3
-  double bound = 0;                   // 2 · max|naive - ref| + noise
-  bool pass = false;                  // flash_vs_ref.max_abs <= bound
+  double noise = 0;                        // 2 · the spacing of the working dtype at max |ref| + 0.3
+  double bound = 0;                        // 2 · max|naive - ref| + noise
+  bool pass = false;                       // flash_vs_ref.max_abs <= bound
   Tensor<double> naive, flash, reference;  // the three outputs (B, n, d_out); the reference rounded to double
 };
 

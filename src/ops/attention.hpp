@@ -26,9 +26,9 @@ inline void require(bool ok, const char* op, const std::string& what) {
 // Y[b][i][c] = Σ_r X[b][i][r] · W[r][c] + b[c]   -> (B, n, d_out)
 template <class T>
 Tensor<T> project(const Tensor<T>& X, const Tensor<T>& W, std::span<const T> bias) {
-  detail::require(X.rank() == 3 && W.rank() == 2 && X.dim(2) == W.dim(0), "project",
-                  fmt::format("X [{}] · W [{}]: inner sizes differ", fmt::join(X.shape(), ", "),
-                              fmt::join(W.shape(), ", ")));
+  detail::require(
+      X.rank() == 3 && W.rank() == 2 && X.dim(2) == W.dim(0), "project",
+      fmt::format("X [{}] · W [{}]: inner sizes differ", fmt::join(X.shape(), ", "), fmt::join(W.shape(), ", ")));
   detail::require(bias.empty() || bias.size() == W.dim(1), "project",
                   fmt::format("bias of {} for {} outputs", bias.size(), W.dim(1)));
   const std::size_t B = X.dim(0), n = X.dim(1), d_in = X.dim(2), d_out = W.dim(1);
@@ -89,10 +89,10 @@ inline std::size_t kv_head_of(std::size_t hd, std::size_t h, std::size_t g) { re
 // S[b][hd][i][j] = Σ_c Q[b][hd][i][c] · K[b][kv][j][c],  kv = kv_head_of(hd)
 template <class T>
 Tensor<T> scores(const Tensor<T>& Q, const Tensor<T>& K) {
-  detail::require(Q.rank() == 4 && K.rank() == 4 && Q.dim(0) == K.dim(0) && Q.dim(3) == K.dim(3) &&
-                      K.dim(1) > 0 && Q.dim(1) % K.dim(1) == 0,
-                  "scores", fmt::format("Q [{}] and K [{}] do not fit", fmt::join(Q.shape(), ", "),
-                                        fmt::join(K.shape(), ", ")));
+  detail::require(Q.rank() == 4 && K.rank() == 4 && Q.dim(0) == K.dim(0) && Q.dim(3) == K.dim(3) && K.dim(1) > 0 &&
+                      Q.dim(1) % K.dim(1) == 0,
+                  "scores",
+                  fmt::format("Q [{}] and K [{}] do not fit", fmt::join(Q.shape(), ", "), fmt::join(K.shape(), ", ")));
   const std::size_t B = Q.dim(0), h = Q.dim(1), n = Q.dim(2), d_k = Q.dim(3), g = K.dim(1), m = K.dim(2);
   Tensor<T> S({B, h, n, m});
   for (std::size_t b = 0; b < B; ++b)
@@ -167,10 +167,10 @@ Tensor<T> softmax_rows(const Tensor<T>& S) {
 // O[b][hd][i][c] = Σ_j P[b][hd][i][j] · V[b][kv][j][c],  kv = kv_head_of(hd)
 template <class T>
 Tensor<T> weighted_sum(const Tensor<T>& P, const Tensor<T>& V) {
-  detail::require(P.rank() == 4 && V.rank() == 4 && P.dim(0) == V.dim(0) && P.dim(3) == V.dim(2) &&
-                      V.dim(1) > 0 && P.dim(1) % V.dim(1) == 0,
-                  "weighted_sum", fmt::format("P [{}] and V [{}] do not fit", fmt::join(P.shape(), ", "),
-                                              fmt::join(V.shape(), ", ")));
+  detail::require(P.rank() == 4 && V.rank() == 4 && P.dim(0) == V.dim(0) && P.dim(3) == V.dim(2) && V.dim(1) > 0 &&
+                      P.dim(1) % V.dim(1) == 0,
+                  "weighted_sum",
+                  fmt::format("P [{}] and V [{}] do not fit", fmt::join(P.shape(), ", "), fmt::join(V.shape(), ", ")));
   const std::size_t B = P.dim(0), h = P.dim(1), n = P.dim(2), m = P.dim(3), g = V.dim(1), d_v = V.dim(3);
   Tensor<T> O({B, h, n, d_v});
   for (std::size_t b = 0; b < B; ++b)

@@ -19,9 +19,10 @@ void Renderer::compare_section() {
   const CompareRecord& c = *t_.compare;
   line("");
   heading("compare");
-  line("naive and flash in {} (tiles {} × {}) against a reference: naive attention in {} on the same inputs, "
-       "rounded to {}",
-       name_of(c.dtype), c.tile_size.Br, c.tile_size.Bc, reference_name(c.dtype), name_of(c.dtype));
+  line(
+      "naive and flash in {} (tiles {} × {}) against a reference: naive attention in {} on the same inputs, "
+      "rounded to {}",
+      name_of(c.dtype), c.tile_size.Br, c.tile_size.Bc, reference_name(c.dtype), name_of(c.dtype));
 
   // The outputs side by side, then their differences, per batch item.
   const std::size_t B = p_.B, n = p_.n, d = p_.d_out;

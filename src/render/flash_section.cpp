@@ -19,10 +19,12 @@ void Renderer::flash_section() {
   line("");
   heading("flash");
   line("{}", style_.formula("m_new = max(m_prev, rowmax S)   alpha = exp(m_prev − m_new)   P = exp(S − m_new)"));
-  line("{}", style_.formula("l_new = alpha·l_prev + rowsum P   O = alpha·O_prev + P·V   then once: O / l, lse = m + log l"));
-  line("FlashAttention-2's forward pass (arXiv:2307.08691, Algorithm 1): the same attention in tiles of {} query "
-       "row{} by {} key{} (the last ones smaller where the lengths do not divide), never holding all n × m scores",
-       f.tile_size.Br, f.tile_size.Br == 1 ? "" : "s", f.tile_size.Bc, f.tile_size.Bc == 1 ? "" : "s");
+  line("{}",
+       style_.formula("l_new = alpha·l_prev + rowsum P   O = alpha·O_prev + P·V   then once: O / l, lse = m + log l"));
+  line(
+      "FlashAttention-2's forward pass (arXiv:2307.08691, Algorithm 1): the same attention in tiles of {} query "
+      "row{} by {} key{} (the last ones smaller where the lengths do not divide), never holding all n × m scores",
+      f.tile_size.Br, f.tile_size.Br == 1 ? "" : "s", f.tile_size.Bc, f.tile_size.Bc == 1 ? "" : "s");
   line("{}", style_.faint("On a row's first key tile m_prev is -inf and alpha is 0: there is nothing yet to rescale."));
   std::size_t next = 0;
   for (const FlashFinal& done : f.finals) {
@@ -45,8 +47,9 @@ void Renderer::flash_tile(const FlashTile& tile) {
   const auto rows = token_range(p_.tokens[tile.batch], tile.row_begin, tile.row_end);
   const auto cols = token_range(p_.context_tokens[tile.batch], tile.col_begin, tile.col_end);
   line("");
-  line("{}", style_.label(fmt::format("── {} · query tile {} ({}) × key tile {} ({})", tile_place(tile.batch, tile.head),
-                                      tile.i, fmt::join(rows, ", "), tile.j, fmt::join(cols, ", "))));
+  line("{}",
+       style_.label(fmt::format("── {} · query tile {} ({}) × key tile {} ({})", tile_place(tile.batch, tile.head),
+                                tile.i, fmt::join(rows, ", "), tile.j, fmt::join(cols, ", "))));
   if (tile.skipped) {
     line("  {}", style_.faint("skipped: the mask rules out every query-key pair of this tile"));
     return;
@@ -90,9 +93,10 @@ void Renderer::comparison() {
   for (std::size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::fabs(a[k] - b[k]));
   line("");
   heading("naive vs flash");
-  line("max |flash output − naive output| = {:.3g} over {} values ({}); attn-trace compare judges both against a "
-       "wider reference",
-       worst, a.size(), name_of(t_.dtype));
+  line(
+      "max |flash output − naive output| = {:.3g} over {} values ({}); attn-trace compare judges both against a "
+      "wider reference",
+      worst, a.size(), name_of(t_.dtype));
 }
 
 }  // namespace attn::render_detail

@@ -73,7 +73,8 @@ class Renderer {
 
   void heading(std::string_view name);
 
-  std::vector<std::string> token_range(const std::vector<std::string>& tokens, std::size_t first, std::size_t last) const;
+  std::vector<std::string> token_range(const std::vector<std::string>& tokens, std::size_t first,
+                                       std::size_t last) const;
 
   std::vector<std::string> numbered(std::size_t count) const;
 

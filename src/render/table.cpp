@@ -65,7 +65,8 @@ void Renderer::table(std::span<const double> v, std::size_t rows, std::size_t co
     head += "  " + (cs[c] == cols ? std::string("…") : style_.label(pad_left(col_labels[cs[c]], width[c])));
   line("{}", head);
   for (const std::size_t r : rs) {
-    std::string text = "  " + (r == rows ? pad_right("⋮", label_col) : style_.label(pad_right(row_labels[r], label_col)));
+    std::string text =
+        "  " + (r == rows ? pad_right("⋮", label_col) : style_.label(pad_right(row_labels[r], label_col)));
     for (std::size_t c = 0; c < cs.size(); ++c) {
       if (cs[c] == cols || r == rows) {
         text += "  " + pad_left(cs[c] == cols ? "…" : "⋮", cs[c] == cols ? 1 : width[c]);

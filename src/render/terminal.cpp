@@ -49,7 +49,9 @@ std::string Renderer::token_list(const std::vector<std::string>& tokens) const {
 }
 
 void Renderer::header() {
-  line("{}", style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version, t_.engine == Engine::both ? "naive and flash" : name_of(t_.engine), name_of(t_.dtype))));
+  line("{}", style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version,
+                                      t_.engine == Engine::both ? "naive and flash" : name_of(t_.engine),
+                                      name_of(t_.dtype))));
   if (!p_.description.empty()) line("{}", visible(p_.description));
   line("");
   const auto row = [&](std::string_view name, const std::string& value) {
@@ -61,17 +63,17 @@ void Renderer::header() {
   if (p_.cross)
     row("keys", fmt::format("m = {}, from the context (cross-attention): {}{}", p_.m, token_list(p_.context_tokens[0]),
                             first_item));
-  else
-    row("keys", fmt::format("m = {}, the same tokens (self-attention)", p_.m));
-  const std::string heads =
-      p_.g == p_.h ? fmt::format("{} head{}", p_.h, p_.h == 1 ? "" : "s")
-                   : fmt::format("{} query heads sharing {} key/value head{} ({})", p_.h, p_.g, p_.g == 1 ? "" : "s",
-                                 p_.g == 1 ? "multi-query" : "grouped-query");
+  else row("keys", fmt::format("m = {}, the same tokens (self-attention)", p_.m));
+  const std::string heads = p_.g == p_.h
+                                ? fmt::format("{} head{}", p_.h, p_.h == 1 ? "" : "s")
+                                : fmt::format("{} query heads sharing {} key/value head{} ({})", p_.h, p_.g,
+                                              p_.g == 1 ? "" : "s", p_.g == 1 ? "multi-query" : "grouped-query");
   row("sizes", fmt::format("d_model = {}, {}, d_k = {}, d_v = {}, output width {}", p_.d_model, heads, p_.d_k, p_.d_v,
                            p_.d_out));
   row("scale", scale_text());
   row("mask", p_.mask.summary());
-  row("weights", fmt::format("layout {}{}", p_.layout == Layout::in_out ? "in_out (Q = X·W_q)" : "out_in (Q = X·W_qᵀ, as nn.Linear)",
+  row("weights", fmt::format("layout {}{}",
+                             p_.layout == Layout::in_out ? "in_out (Q = X·W_q)" : "out_in (Q = X·W_qᵀ, as nn.Linear)",
                              p_.has_output_projection() ? ", with W_o" : ", no W_o"));
   for (const std::string& note : o_.notes) {
     line("");
@@ -151,7 +153,8 @@ void Renderer::heading(std::string_view name) {
   line("{}", style_.title(text + rule(72 - std::min<std::size_t>(72, display_width(text)))));
 }
 
-std::vector<std::string> Renderer::token_range(const std::vector<std::string>& tokens, std::size_t first, std::size_t last) const {
+std::vector<std::string> Renderer::token_range(const std::vector<std::string>& tokens, std::size_t first,
+                                               std::size_t last) const {
   std::vector<std::string> out;
   for (std::size_t i = first; i < last; ++i) out.push_back(label_text(tokens[i]));
   return out;

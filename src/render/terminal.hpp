@@ -12,13 +12,13 @@
 namespace attn {
 
 struct RenderOptions {
-  int precision = 4;                  // digits after the point
-  bool color = false;                 // ANSI colours
-  std::size_t max_rows = 16;          // longer tables show their first and last rows; 0: all
-  std::size_t max_cols = 10;          // wider tables show their first and last columns; 0: all
-  std::string version;                // for the title line
-  bool compare_only = false;          // `compare`: the header and the comparison, not every step
-  std::vector<std::string> notes;     // one line each, after the header: what the output leaves out and why
+  int precision = 4;               // digits after the point
+  bool color = false;              // ANSI colours
+  std::size_t max_rows = 16;       // longer tables show their first and last rows; 0: all
+  std::size_t max_cols = 10;       // wider tables show their first and last columns; 0: all
+  std::string version;             // for the title line
+  bool compare_only = false;       // `compare`: the header and the comparison, not every step
+  std::vector<std::string> notes;  // one line each, after the header: what the output leaves out and why
 };
 
 // The whole trace as text, ready to print.

@@ -21,8 +21,7 @@ inline std::size_t element_count(const Shape& shape) {
   std::size_t count = 1;
   for (const std::size_t d : shape) {
     if (d != 0 && count > std::numeric_limits<std::size_t>::max() / d) {
-      throw std::length_error(fmt::format("a tensor of shape [{}] has too many elements",
-                                          fmt::join(shape, ", ")));
+      throw std::length_error(fmt::format("a tensor of shape [{}] has too many elements", fmt::join(shape, ", ")));
     }
     count *= d;
   }
@@ -36,8 +35,8 @@ class Tensor {
   explicit Tensor(Shape shape, T fill = T{}) : shape_(std::move(shape)), data_(element_count(shape_), fill) {}
   Tensor(Shape shape, std::vector<T> data) : shape_(std::move(shape)), data_(std::move(data)) {
     if (data_.size() != element_count(shape_)) {
-      throw std::invalid_argument(fmt::format("Tensor: shape [{}] needs {} values, got {}",
-                                              fmt::join(shape_, ", "), element_count(shape_), data_.size()));
+      throw std::invalid_argument(fmt::format("Tensor: shape [{}] needs {} values, got {}", fmt::join(shape_, ", "),
+                                              element_count(shape_), data_.size()));
     }
   }
 
@@ -52,9 +51,13 @@ class Tensor {
 
   // Element access by one index per axis: t(b, i, j).
   template <class... I>
-  T& operator()(I... index) { return data_[offset({static_cast<std::size_t>(index)...})]; }
+  T& operator()(I... index) {
+    return data_[offset({static_cast<std::size_t>(index)...})];
+  }
   template <class... I>
-  const T& operator()(I... index) const { return data_[offset({static_cast<std::size_t>(index)...})]; }
+  const T& operator()(I... index) const {
+    return data_[offset({static_cast<std::size_t>(index)...})];
+  }
 
   // The contiguous sub-tensor at position i of the first axis: a row of a matrix, a head of (h, n, d).
   std::span<T> block(std::size_t i) {
@@ -79,8 +82,8 @@ class Tensor {
     return at;
   }
 
-  Shape shape_;           // one extent per axis, outermost first
-  std::vector<T> data_;   // row-major: the last index varies fastest
+  Shape shape_;          // one extent per axis, outermost first
+  std::vector<T> data_;  // row-major: the last index varies fastest
 };
 
 // The same values in another scalar type (float <-> double).

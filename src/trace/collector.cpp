@@ -57,7 +57,8 @@ void TraceCollector::warn_non_finite() {
       const bool masked_out = rec.step == Step::masked && v[i] == -std::numeric_limits<double>::infinity();
       if (std::isfinite(v[i]) || masked_out) continue;
       Shape index(rec.value.rank());
-      for (std::size_t a = index.size(), rest = i; a-- > 0; rest /= rec.value.dim(a)) index[a] = rest % rec.value.dim(a);
+      for (std::size_t a = index.size(), rest = i; a-- > 0; rest /= rec.value.dim(a))
+        index[a] = rest % rec.value.dim(a);
       trace_.warnings.push_back(fmt::format(
           "{} has a non-finite value ({}) at [{}]: the arithmetic overflowed{}", step_info(rec.step).name, v[i],
           fmt::join(index, ", "), trace_.dtype == DType::float32 ? "; --dtype float64 has a far wider range" : ""));

@@ -62,7 +62,8 @@ void TraceCollector::keep_tile(const TileEvent<T>& e) {
 template <class T>
 void TraceCollector::keep_final(const QueryTileDone<T>& e) {
   if (trace_.head && e.head != *trace_.head) return;
-  trace_.flash->finals.push_back({e.batch, e.head, e.i, e.row_begin, e.row_end, cast<double>(*e.O), cast<double>(*e.lse)});
+  trace_.flash->finals.push_back(
+      {e.batch, e.head, e.i, e.row_begin, e.row_end, cast<double>(*e.O), cast<double>(*e.lse)});
 }
 
 }  // namespace attn

@@ -13,7 +13,7 @@ struct RunRequest {
   Engine engine = Engine::naive;
   DType dtype = DType::float32;
   TileSize tile_size;  // the flash pass's tiles (flash, both and compare)
-  StepFilter filter;  // which steps, head and tiles the trace keeps
+  StepFilter filter;   // which steps, head and tiles the trace keeps
 };
 
 // Runs request.engine in request.dtype on `problem` and records what request.filter keeps. With

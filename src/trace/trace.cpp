@@ -19,12 +19,11 @@ std::string step_formula(Step step, const Problem& p) {
     case Step::q: return fmt::format("Q = X·W_q{}", plus_bias(p.b_q, "b_q"));
     case Step::k: return fmt::format("K = {}·W_k{}", source, plus_bias(p.b_k, "b_k"));
     case Step::v: return fmt::format("V = {}·W_v{}", source, plus_bias(p.b_v, "b_v"));
-    case Step::scaled:
-      return p.scale_given ? fmt::format("S' = S · {}", p.scale) : fmt::format("S' = S / √{}", p.d_k);
+    case Step::scaled: return p.scale_given ? fmt::format("S' = S · {}", p.scale) : fmt::format("S' = S / √{}", p.d_k);
     case Step::masked:
-      return p.mask.kind == MaskKind::none ? "S'' = S' (mask: none)"
-                                           : fmt::format("S'' = S' where allowed, -inf elsewhere (mask: {})",
-                                                         p.mask.summary());
+      return p.mask.kind == MaskKind::none
+                 ? "S'' = S' (mask: none)"
+                 : fmt::format("S'' = S' where allowed, -inf elsewhere (mask: {})", p.mask.summary());
     case Step::output:
       return p.has_output_projection() ? fmt::format("Y = O·W_o{}", plus_bias(p.b_o, "b_o"))
                                        : "Y = O (no W_o: the output is the merged heads)";
@@ -102,7 +101,8 @@ Trace keep_only(Trace trace, const StepFilter& filter) {
     if (!filter.keeps(s.step)) continue;
     const Axis first = step_info(s.step).axes.front();
     if (slice && (first == Axis::head || first == Axis::kv_head))
-      s.value = select_head(s.value, head_axis, first == Axis::kv_head ? kv_head_of(*filter.head, p.h, p.g) : *filter.head);
+      s.value =
+          select_head(s.value, head_axis, first == Axis::kv_head ? kv_head_of(*filter.head, p.h, p.g) : *filter.head);
     kept.push_back(std::move(s));
   }
   trace.steps = std::move(kept);

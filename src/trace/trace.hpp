@@ -19,7 +19,7 @@ struct StepRecord {
   Step step;
   std::string formula;      // with this problem's details: "Q = X·W_q + b_q"
   std::string description;  // one sentence: what it means
-  Tensor<double> value;   // the step's shape; a leading batch axis only for a batched input
+  Tensor<double> value;     // the step's shape; a leading batch axis only for a batched input
 };
 
 // One tile of the flash pass, as docs/trace-format.md's `flash.tiles` lists it (no matrices when skipped).
@@ -40,23 +40,23 @@ struct FlashFinal {
 
 struct FlashRecord {
   TileSize tile_size;
-  std::vector<FlashTile> tiles;     // in the order the engine ran them
-  std::vector<FlashFinal> finals;   // one per query tile, after its last key tile
-  Tensor<double> lse;               // (h, n), with a leading batch axis for a batched input
-  Tensor<double> output;            // the shape of the output step
+  std::vector<FlashTile> tiles;    // in the order the engine ran them
+  std::vector<FlashFinal> finals;  // one per query tile, after its last key tile
+  Tensor<double> lse;              // (h, n), with a leading batch axis for a batched input
+  Tensor<double> output;           // the shape of the output step
 };
 
 struct Trace {
   std::shared_ptr<const Problem> problem;
   DType dtype = DType::float32;
-  std::vector<StepRecord> steps;      // in the order the engine ran them
+  std::vector<StepRecord> steps;  // in the order the engine ran them
   std::vector<EmptyRow> empty_rows;
   std::vector<std::string> warnings;  // for people: one sentence each
   Engine engine = Engine::naive;      // which computation made the steps
   // Set when only one query head was kept: every head axis then has extent 1 and holds this head
   // (a key/value head axis holds the head it reads).
   std::optional<std::size_t> head;
-  std::optional<FlashRecord> flash;   // when the flash pass ran
+  std::optional<FlashRecord> flash;      // when the flash pass ran
   std::optional<CompareRecord> compare;  // when `compare` judged naive vs flash vs a reference
 };
 
@@ -67,10 +67,10 @@ std::string step_description(Step step, const Problem& p);
 
 // Which steps, and which head of them, to keep.
 struct StepFilter {
-  std::vector<Step> only;            // empty: every step, unless `none`
-  bool none = false;                 // keep no step at all (only tiles, say)
-  std::optional<std::size_t> head;   // only this query head (and the key/value head it reads)
-  bool tiles = true;                 // keep the flash pass's tiles
+  std::vector<Step> only;           // empty: every step, unless `none`
+  bool none = false;                // keep no step at all (only tiles, say)
+  std::optional<std::size_t> head;  // only this query head (and the key/value head it reads)
+  bool tiles = true;                // keep the flash pass's tiles
   bool keeps(Step step) const;
 };
 

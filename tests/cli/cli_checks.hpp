@@ -56,8 +56,8 @@ inline void check_usage_error(const RunResult& r, const std::vector<std::string>
 // docs/reliability.md, "Exit codes": an output that could not be written is one line
 // "attn-trace: error: FILE: write failed: REASON" and exit code 3. Nothing else may be printed
 // before it when `quiet_stdout` (the --json file is written before the text).
-inline void check_write_error(const RunResult& r, const std::string& file, const std::vector<std::string>& fragments = {},
-                              bool quiet_stdout = true) {
+inline void check_write_error(const RunResult& r, const std::string& file,
+                              const std::vector<std::string>& fragments = {}, bool quiet_stdout = true) {
   INFO(r.describe());
   CHECK_FALSE(r.timed_out);
   CHECK(r.exit_code == 3);

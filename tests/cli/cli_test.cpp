@@ -219,8 +219,8 @@ TEST_CASE("With --color auto ANSI escapes are emitted when stdout is a terminal"
 
 TEST_CASE("NO_COLOR=1 with --color auto emits no ANSI escapes on a file or on a terminal", "[cli][color]") {
   for (const bool terminal : {false, true}) {
-    const RunResult r = run_binary({"run", cat_sat, "--color", "auto"},
-                                   RunOptions().set_env("NO_COLOR", "1").terminal(terminal));
+    const RunResult r =
+        run_binary({"run", cat_sat, "--color", "auto"}, RunOptions().set_env("NO_COLOR", "1").terminal(terminal));
     check_success(r);
     INFO("stdout is a terminal: " << terminal << "\n" << r.describe());
     CHECK_FALSE(contains(r.out, "\x1b["));

@@ -148,7 +148,8 @@ std::string large_input() {
     for (std::size_t c = 0; c < d; ++c) w += fmt::format("{}{}", c == 0 ? "" : ",", (r * 7 + c * 3) % 11 == 0 ? 1 : 0);
     w += "]";
   }
-  return fmt::format(R"({{"n_heads": 4, "mask": "causal", "X": [{}], "W_q": [{}], "W_k": [{}], "W_v": [{}]}})", x, w, w, w);
+  return fmt::format(R"({{"n_heads": 4, "mask": "causal", "X": [{}], "W_q": [{}], "W_k": [{}], "W_v": [{}]}})", x, w, w,
+                     w);
 }
 
 // No byte that a terminal acts on: C0 controls but the newline, DEL, and the C1 controls (UTF-8
@@ -179,9 +180,18 @@ void check_no_control_bytes(const std::string& text) {
 
 // The controls a hostile token may carry: ESC with a colour, an OSC 52 clipboard write and a title
 // change, BEL, CR, backspace, DEL, C1 CSI (U+009B) and NEL (U+0085), and a right-to-left override.
-const std::vector<std::string> hostile = {
-    "\x1b[31mRED\x1b[0m", "\x1b]52;c;ZWNobyBwd25lZA==\x07", "\x1b]0;owned\x07", "bell\a", "cr\rhide",
-    "back\bspace", "del\x7f", "csi\xc2\x9b" "2J", "nel\xc2\x85", "rtl\xe2\x80\xae" "txt"};
+const std::vector<std::string> hostile = {"\x1b[31mRED\x1b[0m",
+                                          "\x1b]52;c;ZWNobyBwd25lZA==\x07",
+                                          "\x1b]0;owned\x07",
+                                          "bell\a",
+                                          "cr\rhide",
+                                          "back\bspace",
+                                          "del\x7f",
+                                          "csi\xc2\x9b"
+                                          "2J",
+                                          "nel\xc2\x85",
+                                          "rtl\xe2\x80\xae"
+                                          "txt"};
 
 std::string hostile_input() {
   nlohmann::json input = nlohmann::json::parse(read_file(source_path("data/cross_attention.json")));
@@ -258,7 +268,8 @@ TEST_CASE("run --json to a listening Unix socket sends it the trace and leaves t
     const int client = ::accept(server, nullptr, nullptr);
     if (client < 0) return;
     char buffer[1 << 16];
-    for (ssize_t n; (n = ::read(client, buffer, sizeof buffer)) > 0;) received.append(buffer, static_cast<std::size_t>(n));
+    for (ssize_t n; (n = ::read(client, buffer, sizeof buffer)) > 0;)
+      received.append(buffer, static_cast<std::size_t>(n));
     ::close(client);
   });
   const RunResult r = run_binary({"run", cat_sat, "--json", path});
@@ -324,19 +335,18 @@ TEST_CASE("run --json /dev/stdout writes the trace into what stdout is, then the
 
 TEST_CASE("A full standard output gives one write-failed line naming stdout and exit code 3", "[cli][output][stdout]") {
   for (const std::vector<std::string>& args : {std::vector<std::string>{"run", cat_sat},
-                                              {"run", cat_sat, "--json", "-"},
-                                              {"compare", cat_sat},
-                                              {"example"},
-                                              {"--help"}}) {
+                                               {"run", cat_sat, "--json", "-"},
+                                               {"compare", cat_sat},
+                                               {"example"},
+                                               {"--help"}}) {
     const RunResult r = run_binary(args, RunOptions().output_to("/dev/full"));
     check_write_error(r, "stdout", {"No space left on device"});
   }
 }
 
 TEST_CASE("A closed pipe on stdout ends the run quietly with exit code 141, as for any filter", "[cli][output][pipe]") {
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"run", cat_sat},
-                                              {"run", cat_sat, "--json", "-"},
-                                              {"example", "--list"}}) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", cat_sat}, {"run", cat_sat, "--json", "-"}, {"example", "--list"}}) {
     const RunResult r = run_binary(args, RunOptions().broken_pipe());
     INFO(r.describe());
     CHECK(r.exit_code == 141);
@@ -355,7 +365,8 @@ TEST_CASE("SIGTERM, SIGINT or SIGHUP while a large trace is written leave no tem
   fs::create_directory(dir.path() / "out");
 
   // How long an undisturbed run takes, and the trace it writes.
-  const RunResult whole = run_binary({"run", input, "--json", out}, RunOptions().output_to("/dev/null").wait_at_most(60s));
+  const RunResult whole =
+      run_binary({"run", input, "--json", out}, RunOptions().output_to("/dev/null").wait_at_most(60s));
   REQUIRE(whole.exit_code == 0);
   const std::string complete = read_file(out);
   REQUIRE(complete.size() > 10'000'000);
@@ -365,7 +376,7 @@ TEST_CASE("SIGTERM, SIGINT or SIGHUP while a large trace is written leave no tem
     int signal;
     double fraction;  // of an undisturbed run; negative: as soon as the temporary file exists
   };
-  const std::vector<Moment> moments = {{SIGTERM, -1}, {SIGINT, -1}, {SIGHUP, -1}, {SIGTERM, 0.2},
+  const std::vector<Moment> moments = {{SIGTERM, -1},  {SIGINT, -1},   {SIGHUP, -1},   {SIGTERM, 0.2},
                                        {SIGTERM, 0.5}, {SIGTERM, 0.8}, {SIGTERM, 0.95}};
   int caught_writing = 0;
   for (const Moment& m : moments) {
@@ -374,16 +385,18 @@ TEST_CASE("SIGTERM, SIGINT or SIGHUP while a large trace is written leave no tem
     const auto send = [&](int pid, std::chrono::microseconds elapsed) {
       if (sent) return;
       const bool temp_exists = !temp_files_in(dir.path() / "out").empty();
-      if (m.fraction < 0 ? temp_exists : static_cast<double>(elapsed.count()) >= m.fraction * static_cast<double>(took.count())) {
+      if (m.fraction < 0 ? temp_exists
+                         : static_cast<double>(elapsed.count()) >= m.fraction * static_cast<double>(took.count())) {
         writing = temp_exists;
         ::kill(pid, m.signal);
         sent = true;
       }
     };
-    const RunResult r =
-        run_binary({"run", input, "--json", out}, RunOptions().output_to("/dev/null").while_running(send).wait_at_most(60s));
+    const RunResult r = run_binary({"run", input, "--json", out},
+                                   RunOptions().output_to("/dev/null").while_running(send).wait_at_most(60s));
     INFO("signal " << m.signal << " at " << m.fraction << " of " << took.count() << " µs; sent " << sent
-                   << ", temporary file there when sent: " << writing << "\n" << r.describe());
+                   << ", temporary file there when sent: " << writing << "\n"
+                   << r.describe());
     caught_writing += writing ? 1 : 0;
     CHECK((r.exit_code == 128 + m.signal || (r.exit_code == 0 && !sent)));
     CHECK(temp_files_in(dir.path() / "out").empty());
@@ -396,7 +409,8 @@ TEST_CASE("SIGTERM, SIGINT or SIGHUP while a large trace is written leave no tem
 
 // --- reading within --max-memory ----------------------------------------------------------------
 
-TEST_CASE("run - --max-memory 64M < /dev/zero stops at the first byte with exit 2 in little memory", "[cli][input][limit]") {
+TEST_CASE("run - --max-memory 64M < /dev/zero stops at the first byte with exit 2 in little memory",
+          "[cli][input][limit]") {
   const RunResult r = run_binary({"run", "-", "--max-memory", "64M"}, RunOptions().input_from("/dev/zero"));
   check_usage_error(r, {"<stdin>", "line 1, column 1", "0x00"});
   CHECK(r.took < 5s);
@@ -458,8 +472,8 @@ TEST_CASE("An input whose parse would pass --max-memory is refused while it is r
   check_usage_error(r, {"rows.json", "--max-memory 100M", "reading stopped at"});
   CHECK(r.max_rss_kib < baseline_rss_kib() + 100 * 1024);
   // Within a generous limit the same file loads: the next check, --head, is what refuses it.
-  const RunResult fits = run_binary({"run", dir / "rows.json", "--max-memory", "2G", "--head", "1"},
-                                    RunOptions().wait_at_most(60s));
+  const RunResult fits =
+      run_binary({"run", dir / "rows.json", "--max-memory", "2G", "--head", "1"}, RunOptions().wait_at_most(60s));
   check_usage_error(fits, {"--head 1: the input has one head"});
 }
 
@@ -574,7 +588,8 @@ TEST_CASE("Error lines show control characters from the input and the command li
           "[cli][output][controls]") {
   const TempDir dir;
   SECTION("an unknown key") {
-    write_text(dir / "key.json", R"({"X": [[1]], "W_q": [[1]], "W_k": [[1]], "W_v": [[1]], "\u001b[31mevil\u0007": 1})");
+    write_text(dir / "key.json",
+               R"({"X": [[1]], "W_q": [[1]], "W_k": [[1]], "W_v": [[1]], "\u001b[31mevil\u0007": 1})");
     const RunResult r = run_binary({"run", dir / "key.json"});
     check_usage_error(r, {"unknown key", "\\x1b[31mevil\\a"});
     check_no_control_bytes(r.err);

@@ -24,9 +24,7 @@ namespace attn::test {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what) {
-  throw std::runtime_error(what + ": " + std::strerror(errno));
-}
+[[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what + ": " + std::strerror(errno)); }
 
 // An anonymous temp file: unlinked at once, so nothing is left behind even when a test aborts.
 class TempFile {
@@ -174,10 +172,8 @@ RunResult run_binary(const std::vector<std::string>& args, const RunOptions& opt
   }
   if (options.stdout_path)
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, options.stdout_path->c_str(), O_WRONLY, 0);
-  else if (options.stdout_broken_pipe)
-    posix_spawn_file_actions_adddup2(&actions, broken[1], STDOUT_FILENO);
-  else
-    posix_spawn_file_actions_adddup2(&actions, pty ? pty->slave() : out.fd(), STDOUT_FILENO);
+  else if (options.stdout_broken_pipe) posix_spawn_file_actions_adddup2(&actions, broken[1], STDOUT_FILENO);
+  else posix_spawn_file_actions_adddup2(&actions, pty ? pty->slave() : out.fd(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err.fd(), STDERR_FILENO);
 
   std::vector<std::string> argv_strings{options.program};
@@ -213,7 +209,8 @@ RunResult run_binary(const std::vector<std::string>& args, const RunOptions& opt
       break;
     }
     if (options.on_poll)
-      options.on_poll(pid, std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start));
+      options.on_poll(pid,
+                      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start));
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   result.took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
@@ -229,7 +226,8 @@ RunResult run_binary(const std::vector<std::string>& args, const RunOptions& opt
 
 std::string RunResult::describe() const {
   std::string command = "attn-trace";
-  for (const std::string& a : args) command += " " + (a.find(' ') == std::string::npos && !a.empty() ? a : "'" + a + "'");
+  for (const std::string& a : args)
+    command += " " + (a.find(' ') == std::string::npos && !a.empty() ? a : "'" + a + "'");
   std::string text = command + " -> " + (timed_out ? "timed out" : "exit " + std::to_string(exit_code));
   text += "\n--- stderr ---\n" + err;
   // The trace of a passing run is long; its start is enough to see what went wrong.

@@ -21,18 +21,18 @@ struct EnvVar {
 // How to run the program: built by chaining, e.g. RunOptions().input(text).terminal(), so that a test
 // names only what it changes.
 struct RunOptions {
-  std::optional<std::string> stdin_text;  // absent: stdin is /dev/null (or stdin_path)
-  std::optional<std::string> stdin_path;  // stdin opened from this path (a device, a FIFO)
-  std::optional<std::string> stdout_path; // stdout opened (write-only, no truncation) on this path, e.g. /dev/full
-  bool stdout_broken_pipe = false;        // stdout is a pipe whose reader has already gone
+  std::optional<std::string> stdin_text;   // absent: stdin is /dev/null (or stdin_path)
+  std::optional<std::string> stdin_path;   // stdin opened from this path (a device, a FIFO)
+  std::optional<std::string> stdout_path;  // stdout opened (write-only, no truncation) on this path, e.g. /dev/full
+  bool stdout_broken_pipe = false;         // stdout is a pipe whose reader has already gone
   // Called about every 200 µs while the program runs, with its pid and the time since it started:
   // to send it a signal at a chosen moment.
   std::function<void(int pid, std::chrono::microseconds elapsed)> on_poll;
-  std::optional<EnvVar> env;              // set (or replaced) on top of this process's environment
-  std::vector<std::string> unset_env;     // removed from the child's environment (e.g. NO_COLOR)
-  bool stdout_terminal = false;           // stdout is a pseudo-terminal (raw mode), for --color auto
+  std::optional<EnvVar> env;           // set (or replaced) on top of this process's environment
+  std::vector<std::string> unset_env;  // removed from the child's environment (e.g. NO_COLOR)
+  bool stdout_terminal = false;        // stdout is a pseudo-terminal (raw mode), for --color auto
   std::chrono::milliseconds timeout{10'000};
-  std::string program = ATTN_TRACE_BIN;   // another build of the program, e.g. the broken-flash one
+  std::string program = ATTN_TRACE_BIN;  // another build of the program, e.g. the broken-flash one
 
   RunOptions& input(std::string text) {
     stdin_text = std::move(text);
@@ -80,7 +80,7 @@ struct RunResult {
   std::vector<std::string> args;  // as passed, for failure messages
   int exit_code = -1;             // the exit status; 128 + signal when killed by a signal
   bool timed_out = false;
-  long max_rss_kib = 0;           // the program's peak resident memory (getrusage's ru_maxrss)
+  long max_rss_kib = 0;  // the program's peak resident memory (getrusage's ru_maxrss)
   std::chrono::microseconds took{0};
   std::string out;
   std::string err;
@@ -89,8 +89,8 @@ struct RunResult {
   std::string describe() const;
 };
 
-// Runs options.program (ATTN_TRACE_BIN unless set) with `args` (argv[1..]). Throws std::runtime_error only when the test
-// machinery itself fails (no temp file, spawn failed); the binary's own failures are results.
+// Runs options.program (ATTN_TRACE_BIN unless set) with `args` (argv[1..]). Throws std::runtime_error only when the
+// test machinery itself fails (no temp file, spawn failed); the binary's own failures are results.
 RunResult run_binary(const std::vector<std::string>& args, const RunOptions& options = {});
 
 // A fresh folder under the temp directory, removed (made writable first) with everything in it.

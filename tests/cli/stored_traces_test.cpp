@@ -41,8 +41,9 @@ TEST_CASE("Every stored trace of data/ is what run and compare write today, byte
                       dtype = stem.substr(dot2 + 1);
     const std::string input = source_path("data/" + name + ".json");
     const std::vector<std::string> args =
-        engine == "compare" ? std::vector<std::string>{"compare", input, "--dtype", dtype, "--json", "-"}
-                            : std::vector<std::string>{"run", input, "--engine", engine, "--dtype", dtype, "--json", "-"};
+        engine == "compare"
+            ? std::vector<std::string>{"compare", input, "--dtype", dtype, "--json", "-"}
+            : std::vector<std::string>{"run", input, "--engine", engine, "--dtype", dtype, "--json", "-"};
     const RunResult r = run_binary(args);
     INFO(path.filename().string() << "\n" << r.describe().substr(0, 400));
     REQUIRE(r.exit_code == 0);

@@ -25,7 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
@@ -86,9 +85,9 @@ TEST_CASE("For every input in data/, show of the saved trace prints exactly what
     check_round_trip({"run", file}, dir / "trace.json");
     check_round_trip({"run", file, "--dtype", "float64"}, dir / "trace64.json");
     const int heads = heads_of(file);
-    check_round_trip({"run", file, "--steps", "k_heads,scores,masked,weights,head_outputs", "--head",
-                      std::to_string(heads - 1)},
-                     dir / "some.json");
+    check_round_trip(
+        {"run", file, "--steps", "k_heads,scores,masked,weights,head_outputs", "--head", std::to_string(heads - 1)},
+        dir / "some.json");
   }
   CHECK(hidden_names_in(dir.path()).empty());
 }
@@ -145,9 +144,7 @@ TEST_CASE("A run that fails leaves an existing --json file byte for byte unchang
   const std::string known = "{\"these\": \"bytes must survive\"}\n\x01\x02\xff";
   write_text(out, known);
 
-  SECTION("a malformed input") {
-    check_usage_error(run_binary({"run", malformed, "--json", out}), {malformed});
-  }
+  SECTION("a malformed input") { check_usage_error(run_binary({"run", malformed, "--json", out}), {malformed}); }
   SECTION("a malformed input on stdin") {
     check_usage_error(run_binary({"run", "-", "--json", out}, RunOptions().input(read_file(malformed))));
   }
@@ -158,7 +155,8 @@ TEST_CASE("A run that fails leaves an existing --json file byte for byte unchang
   CHECK(names_in(dir.path()) == std::vector<std::string>{"trace.json"});
 }
 
-TEST_CASE("run --json into a folder that does not exist exits 3 (write failed) and creates nothing", "[cli][trace][atomic]") {
+TEST_CASE("run --json into a folder that does not exist exits 3 (write failed) and creates nothing",
+          "[cli][trace][atomic]") {
   const TempDir dir;
   const std::string missing = dir / "no-such-folder";
   const std::string out = missing + "/trace.json";
@@ -167,8 +165,9 @@ TEST_CASE("run --json into a folder that does not exist exits 3 (write failed) a
   CHECK(names_in(dir.path()).empty());
 }
 
-TEST_CASE("run --json onto an existing folder exits 3 (write failed) and leaves the folder as it was and no temporary file",
-          "[cli][trace][atomic]") {
+TEST_CASE(
+    "run --json onto an existing folder exits 3 (write failed) and leaves the folder as it was and no temporary file",
+    "[cli][trace][atomic]") {
   const TempDir dir;
   fs::create_directory(dir.path() / "trace.json");
   check_write_error(run_binary({"run", cat_sat, "--json", dir / "trace.json"}), dir / "trace.json", {"directory"});
@@ -177,7 +176,8 @@ TEST_CASE("run --json onto an existing folder exits 3 (write failed) and leaves 
   CHECK(names_in(dir.path()) == std::vector<std::string>{"trace.json"});
 }
 
-TEST_CASE("run --json into a folder that cannot be written exits 3 (write failed) and leaves nothing behind", "[cli][trace][atomic]") {
+TEST_CASE("run --json into a folder that cannot be written exits 3 (write failed) and leaves nothing behind",
+          "[cli][trace][atomic]") {
   const TempDir dir;
   const fs::path locked = dir.path() / "locked";
   fs::create_directory(locked);

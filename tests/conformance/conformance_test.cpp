@@ -59,7 +59,8 @@ void flatten(const json& j, std::size_t depth, Expected& out, const std::string&
   if (!j.is_array() || j.empty()) throw std::runtime_error(fmt::format("{}: expected a non-empty list", where));
   if (depth == out.shape.size()) out.shape.push_back(j.size());
   else if (out.shape[depth] != j.size())
-    throw std::runtime_error(fmt::format("{}: ragged list at depth {} ({} vs {})", where, depth, j.size(), out.shape[depth]));
+    throw std::runtime_error(
+        fmt::format("{}: ragged list at depth {} ({} vs {})", where, depth, j.size(), out.shape[depth]));
   for (const json& item : j) flatten(item, depth + 1, out, where);
 }
 
@@ -157,8 +158,8 @@ void check_step(const Golden& g, const std::string& run, Step step, const std::s
     if (err <= tol) continue;  // a NaN fails here too
     worst = std::isnan(err) ? err : std::max(worst, err);
     if (++bad <= max_reported)
-      FAIL_CHECK(fmt::format("{}: {}: step {} at {}: got {}, PyTorch {} (error {:.3g} > tolerance {:g})", g.name,
-                             run, step_name, index_of(shape, at), a, e, err, tol));
+      FAIL_CHECK(fmt::format("{}: {}: step {} at {}: got {}, PyTorch {} (error {:.3g} > tolerance {:g})", g.name, run,
+                             step_name, index_of(shape, at), a, e, err, tol));
   }
   if (bad > max_reported)
     FAIL_CHECK(fmt::format("{}: {}: step {}: {} more mismatches (worst error {:.3g})", g.name, run, step_name,
@@ -185,8 +186,8 @@ void check_empty_rows(const Golden& g, const std::string& run, const std::vector
     return fmt::format("[{}]", fmt::join(parts, ", "));
   };
   if (reported != want)
-    FAIL_CHECK(fmt::format("{}: {}: empty rows (batch, query) {}, PyTorch's zero rows {}", g.name, run,
-                           show(reported), show(want)));
+    FAIL_CHECK(fmt::format("{}: {}: empty rows (batch, query) {}, PyTorch's zero rows {}", g.name, run, show(reported),
+                           show(want)));
 }
 
 template <class T>
@@ -228,7 +229,8 @@ void for_every_golden(F check) {
 }  // namespace
 
 TEST_CASE("The golden folder holds at least 25 PyTorch cases, each named after its file", "[conformance]") {
-  INFO("golden folder: " << golden_dir().string() << " (regenerate: /usr/bin/python3 tests/conformance/make_golden.py)");
+  INFO("golden folder: " << golden_dir().string()
+                         << " (regenerate: /usr/bin/python3 tests/conformance/make_golden.py)");
   const auto& cases = goldens();
   CHECK(cases.size() >= min_cases);
   for (const Golden& g : cases) {

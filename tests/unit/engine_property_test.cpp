@@ -113,9 +113,9 @@ Dims random_dims(std::mt19937& rng) {
   d.d_model = pick(rng, 1, 6);
   d.d_context = pick(rng, 1, 6);
   d.h = std::vector<std::size_t>{1, 2, 4}[pick(rng, 0, 2)];
-  const std::vector<std::size_t> divisors = d.h == 4 ? std::vector<std::size_t>{1, 2, 4}
-                                                     : d.h == 2 ? std::vector<std::size_t>{1, 2}
-                                                                : std::vector<std::size_t>{1};
+  const std::vector<std::size_t> divisors = d.h == 4   ? std::vector<std::size_t>{1, 2, 4}
+                                            : d.h == 2 ? std::vector<std::size_t>{1, 2}
+                                                       : std::vector<std::size_t>{1};
   d.g = divisors[pick(rng, 0, divisors.size() - 1)];
   d.d_k = pick(rng, 1, 4);
   d.d_v = pick(rng, 1, 4);
@@ -125,9 +125,8 @@ Dims random_dims(std::mt19937& rng) {
 }
 
 std::string describe(const Problem& p, const MaskSpec& s) {
-  return fmt::format("B={} n={} m={} h={} g={} d_k={} d_v={} W_o={} mask={} align={} window={}", p.B, p.n, p.m,
-                     p.h, p.g, p.d_k, p.d_v, p.has_output_projection(), to_string(s.kind), to_string(s.align),
-                     s.window);
+  return fmt::format("B={} n={} m={} h={} g={} d_k={} d_v={} W_o={} mask={} align={} window={}", p.B, p.n, p.m, p.h,
+                     p.g, p.d_k, p.d_v, p.has_output_projection(), to_string(s.kind), to_string(s.align), s.window);
 }
 
 // Every weight row: exactly 0 where the mask forbids, > 0 where it allows, summing to 1 within `tol`;
@@ -212,8 +211,10 @@ TEST_CASE("A causal mask leaves exactly zero weight above the diagonal", "[engin
       for (std::size_t hd = 0; hd < p.h; ++hd)
         for (std::size_t i = 0; i < p.n; ++i)
           for (std::size_t j = 0; j < p.n; ++j) {
-            if (j > i && A(b, hd, i, j) != 0) FAIL_CHECK(fmt::format("weights[{}, {}, {}, {}] = {}", b, hd, i, j, A(b, hd, i, j)));
-            if (j <= i && !(A(b, hd, i, j) > 0)) FAIL_CHECK(fmt::format("weights[{}, {}, {}, {}] = {}", b, hd, i, j, A(b, hd, i, j)));
+            if (j > i && A(b, hd, i, j) != 0)
+              FAIL_CHECK(fmt::format("weights[{}, {}, {}, {}] = {}", b, hd, i, j, A(b, hd, i, j)));
+            if (j <= i && !(A(b, hd, i, j) > 0))
+              FAIL_CHECK(fmt::format("weights[{}, {}, {}, {}] = {}", b, hd, i, j, A(b, hd, i, j)));
           }
     // the first query sees only itself
     CHECK(A(0, 0, 0, 0) == 1);
@@ -234,21 +235,22 @@ TEST_CASE("Mask::allows matches the causal and sliding-window formulas of docs/i
             mask.window = kind == MaskKind::sliding_window ? w : 0;
             mask.n = n;
             mask.m = m;
-            CHECK(mask.offset() == (align == Align::bottom_right ? static_cast<long long>(m) - static_cast<long long>(n) : 0));
+            CHECK(mask.offset() ==
+                  (align == Align::bottom_right ? static_cast<long long>(m) - static_cast<long long>(n) : 0));
             for (std::size_t i = 0; i < n; ++i) {
               const auto [first, last] = mask.band(i);
               for (std::size_t j = 0; j < m; ++j) {
-                const bool expected = spec_band_allows(kind, align, static_cast<long long>(w), static_cast<long long>(n),
-                                                       static_cast<long long>(m), static_cast<long long>(i),
-                                                       static_cast<long long>(j));
+                const bool expected =
+                    spec_band_allows(kind, align, static_cast<long long>(w), static_cast<long long>(n),
+                                     static_cast<long long>(m), static_cast<long long>(i), static_cast<long long>(j));
                 ++checked;
                 if (mask.allows(0, i, j) != expected)
                   FAIL_CHECK(fmt::format("{} {} n={} m={} w={}: allows({}, {}) = {}, formula says {}", to_string(kind),
                                          to_string(align), n, m, w, i, j, !expected, expected));
                 // band() is the [first, last) range of allowed keys
                 if ((first <= j && j < last) != expected)
-                  FAIL_CHECK(fmt::format("{} {} n={} m={} w={}: band({}) = [{}, {}) disagrees at key {}", to_string(kind),
-                                         to_string(align), n, m, w, i, first, last, j));
+                  FAIL_CHECK(fmt::format("{} {} n={} m={} w={}: band({}) = [{}, {}) disagrees at key {}",
+                                         to_string(kind), to_string(align), n, m, w, i, first, last, j));
               }
             }
           }
@@ -482,8 +484,8 @@ std::string json_matrix(const Tensor<double>& W, bool transposed) {
 
 std::string json_problem(const Problem& p, bool out_in) {
   Tensor<double> X({p.n, p.d_model}, std::vector<double>(p.X.values().begin(), p.X.values().end()));
-  std::string text = fmt::format(R"({{"X": {}, "n_heads": {}, "n_kv_heads": {}, "layout": "{}")",
-                                 json_matrix(X, false), p.h, p.g, out_in ? "out_in" : "in_out");
+  std::string text = fmt::format(R"({{"X": {}, "n_heads": {}, "n_kv_heads": {}, "layout": "{}")", json_matrix(X, false),
+                                 p.h, p.g, out_in ? "out_in" : "in_out");
   text += fmt::format(R"(, "W_q": {}, "W_k": {}, "W_v": {}, "W_o": {})", json_matrix(p.W_q, out_in),
                       json_matrix(p.W_k, out_in), json_matrix(p.W_v, out_in), json_matrix(p.W_o, out_in));
   text += fmt::format(R"(, "b_q": [{}], "b_k": [{}], "b_v": [{}], "b_o": [{}]}})", fmt::join(p.b_q, ", "),
@@ -559,9 +561,9 @@ TEST_CASE("Cross-attention with m != n gives every step its (n, m) shape", "[eng
   const Problem p = random_problem(rng, d);
   const auto run = run_recorded<double>(p);
   const auto shape = [&](Step s) { return run.steps.at(s).shape(); };
-  CHECK(shape(Step::q) == Shape{2, 3, 8});        // (B, n, h·d_k)
-  CHECK(shape(Step::k) == Shape{2, 5, 4});        // (B, m, g·d_k)
-  CHECK(shape(Step::v) == Shape{2, 5, 6});        // (B, m, g·d_v)
+  CHECK(shape(Step::q) == Shape{2, 3, 8});  // (B, n, h·d_k)
+  CHECK(shape(Step::k) == Shape{2, 5, 4});  // (B, m, g·d_k)
+  CHECK(shape(Step::v) == Shape{2, 5, 6});  // (B, m, g·d_v)
   CHECK(shape(Step::q_heads) == Shape{2, 4, 3, 2});
   CHECK(shape(Step::k_heads) == Shape{2, 2, 5, 2});
   CHECK(shape(Step::v_heads) == Shape{2, 2, 5, 3});

@@ -11,8 +11,8 @@ using namespace attn;
 namespace {
 
 std::string with_keep(const std::string& keep) {
-  return R"({"X": [[1], [2]], "W_q": [[1]], "W_k": [[1]], "W_v": [[1]], "mask": {"type": "padding", "keep": )" +
-         keep + "}}";
+  return R"({"X": [[1], [2]], "W_q": [[1]], "W_k": [[1]], "W_v": [[1]], "mask": {"type": "padding", "keep": )" + keep +
+         "}}";
 }
 
 }  // namespace

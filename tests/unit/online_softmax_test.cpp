@@ -241,8 +241,9 @@ TEMPLATE_TEST_CASE("Folding a short row in every possible split into tiles gives
   CHECK(folds == 6 * ((1u << 9) - 1));
 }
 
-TEMPLATE_TEST_CASE("Folding long rows in random splits, with -inf entries and all -inf first tiles, gives the plain softmax",
-                   "[online-softmax][property]", float, double) {
+TEMPLATE_TEST_CASE(
+    "Folding long rows in random splits, with -inf entries and all -inf first tiles, gives the plain softmax",
+    "[online-softmax][property]", float, double) {
   for (unsigned seed = 0; seed < 400; ++seed) {
     std::mt19937 rng(7000 + seed);
     const std::size_t L = attn::test::pick(rng, 10, 200);
@@ -341,8 +342,10 @@ TEMPLATE_TEST_CASE("alpha = exp(m_prev - m_new): a small case worked out by hand
   CHECK(static_cast<double>(lse(0)) == Approx(3 + std::log(l0_hand)).epsilon(tol));
   CHECK(static_cast<double>(lse(1)) == Approx(5 + std::log(l1_hand)).epsilon(tol));
   // and lse is log Σ exp of the whole row, computed directly
-  CHECK(static_cast<double>(lse(0)) == Approx(std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0) + 1)).epsilon(tol));
-  CHECK(static_cast<double>(lse(1)) == Approx(std::log(std::exp(5.0) + std::exp(4.0) + std::exp(1.0) + std::exp(2.0))).epsilon(tol));
+  CHECK(static_cast<double>(lse(0)) ==
+        Approx(std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0) + 1)).epsilon(tol));
+  CHECK(static_cast<double>(lse(1)) ==
+        Approx(std::log(std::exp(5.0) + std::exp(4.0) + std::exp(1.0) + std::exp(2.0))).epsilon(tol));
 }
 
 TEMPLATE_TEST_CASE("A row of only -inf gives zero output and lse = -inf, never NaN", "[online-softmax][mask]", float,

@@ -20,7 +20,9 @@ namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-Tensor<double> tensor(Shape shape, std::vector<double> data) { return Tensor<double>(std::move(shape), std::move(data)); }
+Tensor<double> tensor(Shape shape, std::vector<double> data) {
+  return Tensor<double>(std::move(shape), std::move(data));
+}
 
 }  // namespace
 
@@ -208,8 +210,8 @@ TEST_CASE("softmax_rows turns a row of only -inf into zeros, not NaN", "[softmax
 
 TEMPLATE_TEST_CASE("softmax_rows stays finite for large logits: [1e4, 0] -> [1, 0]", "[softmax]", float, double) {
   // exp(1e4) overflows; exp(1e4 - 1e4) = 1 and exp(0 - 1e4) underflows to 0, so exactly [1, 0].
-  const Tensor<TestType> S({3, 2}, std::vector<TestType>{TestType(1e4), 0, TestType(1e4), TestType(1e4),
-                                                        TestType(-1e4), TestType(-1e4 + 1)});
+  const Tensor<TestType> S({3, 2}, std::vector<TestType>{TestType(1e4), 0, TestType(1e4), TestType(1e4), TestType(-1e4),
+                                                         TestType(-1e4 + 1)});
   const Tensor<TestType> P = softmax_rows(S);
   for (const TestType p : P.values()) CHECK(std::isfinite(p));
   CHECK(P(0, 0) == 1);

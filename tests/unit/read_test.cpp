@@ -79,8 +79,7 @@ TEST_CASE("JsonCost gives the same count however the text is cut into chunks, es
                              4 * JsonCost::per_string + (1 + 5 + 3 + 1) * JsonCost::per_string_byte);
 }
 
-TEST_CASE("read_text refuses a first byte that cannot begin JSON, after white space and a byte order mark",
-          "[read]") {
+TEST_CASE("read_text refuses a first byte that cannot begin JSON, after white space and a byte order mark", "[read]") {
   CHECK(read_error(std::string("\0{}", 3)) == "invalid JSON at line 1, column 1: byte 0x00 cannot begin a JSON value");
   CHECK(read_error(" \n\n  \x01") == "invalid JSON at line 3, column 3: byte 0x01 cannot begin a JSON value");
   CHECK(read_error("\xEF\xBB\xBFxyz") == "invalid JSON at line 1, column 1: byte 0x78 cannot begin a JSON value");
@@ -95,7 +94,8 @@ TEST_CASE("read_text refuses a file over the limit by its size, and a text whose
   std::string numbers = "[";
   for (int i = 0; i < 100; ++i) numbers += "0,";
   numbers += "0]";
-  CHECK_THAT(read_error(numbers, 1000), Catch::StartsWith("loading this input would take more than --max-memory LIMIT"));
+  CHECK_THAT(read_error(numbers, 1000),
+             Catch::StartsWith("loading this input would take more than --max-memory LIMIT"));
   CHECK(read_error(numbers, 10000) == "(no error)");
 }
 
@@ -112,10 +112,12 @@ TEST_CASE("visible writes control characters out and keeps every other character
   CHECK(visible("\a\b\t\n\v\f\r") == "\\a\\b\\t\\n\\v\\f\\r");
   CHECK(visible(std::string("a\0b", 3)) == "a\\x00b");
   CHECK(visible("del\x7f") == "del\\x7f");
-  CHECK(visible("\xc2\x9b" "2J") == "\\u009b2J");   // C1 CSI
-  CHECK(visible("\xc2\x85") == "\\u0085");          // C1 NEL
-  CHECK(visible("\xc2\xa0") == "\xc2\xa0");         // U+00A0, the first character after C1, is kept
-  CHECK(visible("a\xe2\x80\xae" "b") == "a\\u202eb");  // right-to-left override
+  CHECK(visible("\xc2\x9b"
+                "2J") == "\\u009b2J");       // C1 CSI
+  CHECK(visible("\xc2\x85") == "\\u0085");   // C1 NEL
+  CHECK(visible("\xc2\xa0") == "\xc2\xa0");  // U+00A0, the first character after C1, is kept
+  CHECK(visible("a\xe2\x80\xae"
+                "b") == "a\\u202eb");                   // right-to-left override
   CHECK(visible("\xe2\x81\xa6") == "\\u2066");          // left-to-right isolate
   CHECK(visible("\xff\xfe") == "\\xff\\xfe");           // not UTF-8
   CHECK(visible("\xc0\xaf") == "\\xc0\\xaf");           // an overlong '/'

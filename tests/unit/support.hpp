@@ -113,14 +113,14 @@ inline std::size_t pick(std::mt19937& rng, std::size_t lo, std::size_t hi) {  //
 struct Dims {
   std::size_t B = 1;
   std::size_t n = 3;
-  std::size_t m = 0;          // 0: self-attention (m = n, C = X)
+  std::size_t m = 0;  // 0: self-attention (m = n, C = X)
   std::size_t d_model = 4;
   std::size_t d_context = 0;  // 0: d_model
   std::size_t h = 1;
-  std::size_t g = 0;          // 0: h
+  std::size_t g = 0;  // 0: h
   std::size_t d_k = 2;
   std::size_t d_v = 2;
-  std::size_t d_out = 0;      // 0: no output projection
+  std::size_t d_out = 0;  // 0: no output projection
   bool biases = false;
 };
 

@@ -46,9 +46,10 @@ T wild_value(std::mt19937& rng) {
     case 1:
     case 2: return static_cast<T>(sign * std::pow(10.0, exponent(rng)));
     case 3: return static_cast<T>(sign * limits::denorm_min() * static_cast<T>(1 + rng() % 1000));  // subnormal
-    case 4: return static_cast<T>(sign * 0.0);                                                       // ±0
-    case 5: return std::bit_cast<T>(static_cast<std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>(
-                       rng() % 2 == 0 ? std::uint64_t{rng()} : (std::uint64_t{rng()} << 32 | rng())));  // any bits
+    case 4: return static_cast<T>(sign * 0.0);                                                      // ±0
+    case 5:
+      return std::bit_cast<T>(static_cast<std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>(
+          rng() % 2 == 0 ? std::uint64_t{rng()} : (std::uint64_t{rng()} << 32 | rng())));  // any bits
     case 6: {
       const T special[] = {limits::max(), limits::lowest(), limits::min(), limits::epsilon(), T(0.1), T(1) / T(3)};
       return special[rng() % std::size(special)];
@@ -77,7 +78,8 @@ std::string json_matrix(std::mt19937& rng, std::size_t rows, std::size_t cols, b
   for (std::size_t r = 0; r < rows; ++r) {
     std::vector<std::string> row;
     for (std::size_t c = 0; c < cols; ++c)
-      row.push_back(json_number(float32 ? static_cast<double>(finite_wild_value<float>(rng)) : finite_wild_value<double>(rng)));
+      row.push_back(
+          json_number(float32 ? static_cast<double>(finite_wild_value<float>(rng)) : finite_wild_value<double>(rng)));
     out.push_back(fmt::format("[{}]", fmt::join(row, ", ")));
   }
   return fmt::format("[{}]", fmt::join(out, ", "));
@@ -100,11 +102,15 @@ std::string random_input(std::mt19937& rng, bool float32) {
     const std::string m = json_matrix(rng, 1, width, float32);
     return m.substr(1, m.size() - 2);
   };
-  std::string text = fmt::format(R"({{"X": {}, "n_heads": {}, "n_kv_heads": {},
-  "W_q": {}, "W_k": {}, "W_v": {})", X, h, g, json_matrix(rng, d_model, h * d_k, float32),
-                                 json_matrix(rng, d_model, g * d_k, float32), json_matrix(rng, d_model, g * d_v, float32));
-  if (rng() % 2 == 0) text += fmt::format(R"(, "W_o": {}, "b_o": {})", json_matrix(rng, h * d_v, d_out, float32), bias(d_out));
-  if (rng() % 2 == 0) text += fmt::format(R"(, "b_q": {}, "b_k": {}, "b_v": {})", bias(h * d_k), bias(g * d_k), bias(g * d_v));
+  std::string text =
+      fmt::format(R"({{"X": {}, "n_heads": {}, "n_kv_heads": {},
+  "W_q": {}, "W_k": {}, "W_v": {})",
+                  X, h, g, json_matrix(rng, d_model, h * d_k, float32), json_matrix(rng, d_model, g * d_k, float32),
+                  json_matrix(rng, d_model, g * d_v, float32));
+  if (rng() % 2 == 0)
+    text += fmt::format(R"(, "W_o": {}, "b_o": {})", json_matrix(rng, h * d_v, d_out, float32), bias(d_out));
+  if (rng() % 2 == 0)
+    text += fmt::format(R"(, "b_q": {}, "b_k": {}, "b_v": {})", bias(h * d_k), bias(g * d_k), bias(g * d_v));
   if (rng() % 2 == 0) text += R"(, "mask": "causal")";
   if (rng() % 3 == 0) text += fmt::format(R"(, "scale": {})", json_number(finite_wild_value<float>(rng)));
   return text + "}";
@@ -143,7 +149,8 @@ std::size_t check_bits(const std::string& what, std::span<const double> written,
   for (std::size_t i = 0; i < written.size(); ++i) {
     if (same_bits(written[i], read[i])) continue;
     ++mismatches;
-    if (++reported <= 3) FAIL_CHECK(fmt::format("{} [{}]: wrote {}, read back {}", what, i, bits(written[i]), bits(read[i])));
+    if (++reported <= 3)
+      FAIL_CHECK(fmt::format("{} [{}]: wrote {}, read back {}", what, i, bits(written[i]), bits(read[i])));
   }
   return mismatches;
 }
@@ -227,8 +234,9 @@ TEMPLATE_TEST_CASE("A float32 or float64 trace of a random input reads back bit 
   }
 }
 
-TEMPLATE_TEST_CASE("Every kind of value, from 1e-30 to 1e30, subnormal, zero, the limits and any bit pattern, reads back bit for bit",
-                   "[trace][json][property]", float, double) {
+TEMPLATE_TEST_CASE(
+    "Every kind of value, from 1e-30 to 1e30, subnormal, zero, the limits and any bit pattern, reads back bit for bit",
+    "[trace][json][property]", float, double) {
   std::size_t negative_zeros = 0;
   for (unsigned seed = 100; seed < 140; ++seed) {
     std::mt19937 rng(seed);
@@ -301,7 +309,8 @@ TEMPLATE_TEST_CASE("A causal mask writes -inf in the masked step as the string \
   CHECK(text.find("null", text.find("\"steps\"")) == std::string::npos);  // no value became null
 
   const Trace back = trace_from_json(text, "trace.json");
-  const auto masked = std::find_if(back.steps.begin(), back.steps.end(), [](const StepRecord& s) { return s.step == Step::masked; });
+  const auto masked =
+      std::find_if(back.steps.begin(), back.steps.end(), [](const StepRecord& s) { return s.step == Step::masked; });
   REQUIRE(masked != back.steps.end());
   // (1, 3, 3): query i sees keys 0..i, so 3 of the 9 scores are hidden
   const auto values = masked->value.values();

@@ -36,9 +36,15 @@ const StepRecord& record_of(const Trace& trace, Step step) {
 std::vector<double> hand_weights() {
   const double r = std::sqrt(2.0);
   const double Z = std::exp(2 * r) + 1 + std::exp(r);
-  return {1 / Z, std::exp(2 * r) / Z, std::exp(r) / Z,  //
-          std::exp(2 * r) / Z, 1 / Z, std::exp(r) / Z,  //
-          1.0 / 3, 1.0 / 3, 1.0 / 3};
+  return {1 / Z,
+          std::exp(2 * r) / Z,
+          std::exp(r) / Z,  //
+          std::exp(2 * r) / Z,
+          1 / Z,
+          std::exp(r) / Z,  //
+          1.0 / 3,
+          1.0 / 3,
+          1.0 / 3};
 }
 
 }  // namespace
@@ -128,9 +134,9 @@ TEST_CASE("A recording observer sees the worked example's 13 steps in trace orde
   const auto p = the_cat_sat();
   attn::test::StepRecorder recorder;
   (void)run_naive<float>(*p, recorder);
-  CHECK(recorder.order() == std::vector<Step>{Step::q, Step::k, Step::v, Step::q_heads, Step::k_heads,
-                                              Step::v_heads, Step::scores, Step::scaled, Step::masked,
-                                              Step::weights, Step::head_outputs, Step::concat, Step::output});
+  CHECK(recorder.order() == std::vector<Step>{Step::q, Step::k, Step::v, Step::q_heads, Step::k_heads, Step::v_heads,
+                                              Step::scores, Step::scaled, Step::masked, Step::weights,
+                                              Step::head_outputs, Step::concat, Step::output});
   // The engine keeps the batch axis; the collector drops it for a 2-D input.
   CHECK(recorder.at(Step::weights).shape() == Shape{1, 1, 3, 3});
   check_close("weights", recorder.at(Step::weights), {1, 1, 3, 3}, hand_weights(), 1e-6);
