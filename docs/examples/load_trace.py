@@ -3,7 +3,13 @@
 
     python3 docs/examples/load_trace.py                    runs attn-trace on data/the_cat_sat.json
     python3 docs/examples/load_trace.py cat.json           reads a trace you saved with --json cat.json
-    python3 docs/examples/load_trace.py --attn-trace build/release/attn-trace
+    python3 docs/examples/load_trace.py --attn-trace build/release/attn-trace --input data/gqa.json
+
+It redoes the computation in PyTorch from the trace's own input and compares every number the trace
+holds: every step that is there, the flash pass (tiles, lse, output) and the outputs of `compare`.
+It reads every trace attn-trace writes: one sequence or a batch, every head or one (--head), every
+mask, self- or cross-attention, either layout, with or without biases and W_o, any engine. It refuses
+only a document that is not an attn-trace trace, or one of a newer format version than it knows.
 
 Needs numpy and torch. Exits 1 if the trace and PyTorch disagree.
 """
@@ -19,9 +25,17 @@ import numpy as np
 import torch
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+FORMAT, VERSION = "attn-trace.trace", 1  # the format this script knows (docs/trace-format.md)
 
 # JSON has no infinities or NaN: the trace writes them as these strings.
 SPECIAL = {"-inf": -np.inf, "inf": np.inf, "nan": np.nan}
+
+# float32 arithmetic, summed in another order: agree to a few units in the last place
+TOLERANCE = {"float32": dict(rtol=1e-5, atol=1e-6), "float64": dict(rtol=1e-12, atol=1e-14)}
+TORCH_DTYPE = {"float32": torch.float32, "float64": torch.float64}
+
+# The axes of the flash pass's `lse` and `output`, named as the steps name theirs.
+FLASH_DIMS = {"lse": ["batch", "head", "query"], "output": ["batch", "query", "d_out"]}
 
 
 def flatten(nested):
@@ -36,6 +50,11 @@ def as_array(step):
     return np.array(flatten(step["data"]), dtype=step["dtype"]).reshape(step["shape"])
 
 
+def as_numbers(nested, dtype):
+    """Any other nested list of the trace (a tile's S, lse, an output) as a numpy array."""
+    return np.array(flatten(nested), dtype=dtype).reshape(np.shape(nested))
+
+
 def load_trace(args):
     if args.trace:
         with open(args.trace, encoding="utf-8") as f:
@@ -46,95 +65,253 @@ def load_trace(args):
     return json.loads(done.stdout)
 
 
-def pytorch_attention(inp, config):
-    """The whole computation from the trace's "input", in PyTorch: every step, by name."""
-    dtype = {"float32": torch.float32, "float64": torch.float64}[config["dtype"]]
+def refuse_unknown(trace):
+    """Stop on a document this script cannot read: fields may be added within a version, never
+    renamed, so a newer version may mean something else by the same names."""
+    if not isinstance(trace, dict) or trace.get("format") != FORMAT:
+        sys.exit(f"not an attn-trace trace: its format is not {FORMAT!r}")
+    if trace.get("version", 0) > VERSION:
+        sys.exit(f"a trace of format version {trace['version']}: this script knows version {VERSION} only")
 
-    def tensor(key):
-        return torch.tensor(inp[key], dtype=dtype)
+
+# ---- the computation in PyTorch ------------------------------------------------------------------
+
+def allowed_keys(mask, batch, n, m):
+    """Which keys each query may see, (batch, n, m), by the rules of docs/input-format.md ("Masks").
+    `mask` is the trace's config.mask: the input's mask with its alignment offset worked out."""
+    i = torch.arange(n).reshape(n, 1)  # the query, down the rows
+    j = torch.arange(m).reshape(1, m)  # the key, along the columns
+    kind = mask["type"]
+    if kind == "none":
+        allowed = torch.ones(n, m, dtype=torch.bool)
+    elif kind in ("causal", "sliding_window"):
+        # The diagonal: top_left matches query i with key i, bottom_right the last query with the
+        # last key, so query i is matched with key i + offset. The trace says which offset it used.
+        offset = {"top_left": 0, "bottom_right": m - n}[mask["align"]]
+        if mask["offset"] != offset:
+            raise AssertionError(f"config.mask: offset {mask['offset']}, but align {mask['align']} "
+                                 f"with n = {n} queries and m = {m} keys means offset {offset}")
+        allowed = j <= i + offset                      # causal: nothing after the diagonal
+        if kind == "sliding_window":                   # and only the `window` keys ending there
+            allowed = allowed & (j > i + offset - mask["window"])
+    elif kind == "padding":
+        keep = torch.tensor(mask["keep"]) == 1         # (m) for all items, or (batch, m)
+        allowed = keep.unsqueeze(-2).expand(*keep.shape[:-1], n, m)  # a hidden key is hidden from every query
+    elif kind == "custom":
+        allowed = torch.tensor(mask["allow"], dtype=torch.bool)      # (n, m) for all items, or (batch, n, m)
+    else:
+        sys.exit(f"unknown mask type {kind!r}: docs/input-format.md has none, causal, sliding_window, padding, custom")
+    return allowed.expand(batch, n, m)
+
+
+def softmax_rows(masked):
+    """Softmax along each row, with attn-trace's rule for a row the mask leaves with no key at all.
+    PyTorch's softmax of a row of -inf divides 0 by 0 and gives NaN; attn-trace gives that row
+    all-zero weights, and so an all-zero head output (docs/input-format.md, "A query with nothing to see")."""
+    nothing_to_see = (masked == -torch.inf).all(dim=-1, keepdim=True)
+    return torch.nn.functional.softmax(masked, dim=-1).masked_fill(nothing_to_see, 0.0)
+
+
+def pytorch_attention(inp, config, dtype, inputs_in=None):
+    """The whole computation from the trace's "input", in PyTorch: every step, by name.
+
+    Always for every batch item and every head: a single sequence is a batch of one, so `q` is
+    (batch, n, h·d_k), `q_heads` (batch, h, n, d_k) and so on. `as_in_trace` then cuts each tensor to
+    the axes the trace kept. `inputs_in` rounds the input's numbers and the scale to that dtype first:
+    the reference of `compare` works one precision up on the numbers the working dtype holds."""
+    def tensor(value):
+        if inputs_in is not None:
+            return torch.tensor(value, dtype=inputs_in).to(dtype)
+        return torch.tensor(value, dtype=dtype)
 
     def weight(key):  # (in, out), whatever the layout of the file
-        return tensor(key) if inp["layout"] == "in_out" else tensor(key).T
+        return tensor(inp[key]) if inp["layout"] == "in_out" else tensor(inp[key]).T
 
     def bias(key, width):
-        return tensor(key) if key in inp else torch.zeros(width, dtype=dtype)
+        return tensor(inp[key]) if key in inp else torch.zeros(width, dtype=dtype)
 
     h, g, d_k, d_v = config["n_heads"], config["n_kv_heads"], config["d_k"], config["d_v"]
-    X = tensor("X")                                                       # (n, d_model)
-    C = torch.tensor(inp["context"]["X"], dtype=dtype) if "context" in inp else X  # (m, d_context)
-    n, m = X.shape[0], C.shape[0]
+    X = tensor(inp["X"])                                                  # (n, d_model), or (batch, n, d_model)
+    C = tensor(inp["context"]["X"]) if "context" in inp else X            # the keys' sequence: (m, d_context)
+    if config["batch"] is None:
+        X, C = X.unsqueeze(0), C.unsqueeze(0)                             # a batch of one
+    B, n, m = X.shape[0], X.shape[1], C.shape[1]
 
     s = {}
-    s["q"] = X @ weight("W_q") + bias("b_q", h * d_k)                    # (n, h·d_k)
-    s["k"] = C @ weight("W_k") + bias("b_k", g * d_k)                    # (m, g·d_k)
-    s["v"] = C @ weight("W_v") + bias("b_v", g * d_v)                    # (m, g·d_v)
-    s["q_heads"] = s["q"].reshape(n, h, d_k).transpose(0, 1)              # (h, n, d_k)
-    s["k_heads"] = s["k"].reshape(m, g, d_k).transpose(0, 1)              # (g, m, d_k)
-    s["v_heads"] = s["v"].reshape(m, g, d_v).transpose(0, 1)              # (g, m, d_v)
+    s["q"] = X @ weight("W_q") + bias("b_q", h * d_k)                    # (B, n, h·d_k)
+    s["k"] = C @ weight("W_k") + bias("b_k", g * d_k)                    # (B, m, g·d_k)
+    s["v"] = C @ weight("W_v") + bias("b_v", g * d_v)                    # (B, m, g·d_v)
+    s["q_heads"] = s["q"].reshape(B, n, h, d_k).transpose(1, 2)           # (B, h, n, d_k)
+    s["k_heads"] = s["k"].reshape(B, m, g, d_k).transpose(1, 2)           # (B, g, m, d_k)
+    s["v_heads"] = s["v"].reshape(B, m, g, d_v).transpose(1, 2)           # (B, g, m, d_v)
     # grouped-query attention: query head i reads key/value head i // (h // g)
-    K = s["k_heads"].repeat_interleave(h // g, dim=0)                     # (h, m, d_k)
-    V = s["v_heads"].repeat_interleave(h // g, dim=0)                     # (h, m, d_v)
-    s["scores"] = s["q_heads"] @ K.transpose(1, 2)                        # (h, n, m)
-    s["scaled"] = s["scores"] * torch.tensor(config["scale"], dtype=dtype)
-    allowed = causal_or_all(config["mask"], n, m)                         # (n, m)
-    s["masked"] = s["scaled"].masked_fill(~allowed, float("-inf"))
-    s["weights"] = torch.nn.functional.softmax(s["masked"], dim=-1)      # (h, n, m)
-    s["head_outputs"] = s["weights"] @ V                                  # (h, n, d_v)
-    s["concat"] = s["head_outputs"].transpose(0, 1).reshape(n, h * d_v)   # (n, h·d_v)
+    K = s["k_heads"].repeat_interleave(h // g, dim=1)                     # (B, h, m, d_k)
+    V = s["v_heads"].repeat_interleave(h // g, dim=1)                     # (B, h, m, d_v)
+    s["scores"] = s["q_heads"] @ K.transpose(2, 3)                        # (B, h, n, m)
+    s["scaled"] = s["scores"] * tensor(config["scale"])
+    s["allowed"] = allowed_keys(config["mask"], B, n, m)                  # (B, n, m), the same for every head
+    s["masked"] = s["scaled"].masked_fill(~s["allowed"].unsqueeze(1), -torch.inf)
+    s["weights"] = softmax_rows(s["masked"])                              # (B, h, n, m)
+    s["head_outputs"] = s["weights"] @ V                                  # (B, h, n, d_v)
+    s["concat"] = s["head_outputs"].transpose(1, 2).reshape(B, n, h * d_v)  # (B, n, h·d_v)
     s["output"] = s["concat"] @ weight("W_o") + bias("b_o", weight("W_o").shape[1]) if "W_o" in inp else s["concat"]
+    # What the flash pass keeps of each row: log Σ exp(masked), -inf for a row with no key.
+    s["lse"] = torch.logsumexp(s["masked"], dim=-1)                       # (B, h, n)
     return s
 
 
-def causal_or_all(mask, n, m):
-    """Which keys each query may see: every key, or a causal band shifted by the mask's offset."""
-    if mask["type"] == "none":
-        return torch.ones(n, m, dtype=torch.bool)
-    if mask["type"] == "causal":  # key j is visible to query i when j <= i + offset
-        return torch.ones(n, m, dtype=torch.bool).tril(diagonal=mask["offset"])
-    sys.exit(f"this example handles masks none and causal, not {mask['type']}")
+def as_in_trace(ours, dims, config):
+    """One of PyTorch's tensors cut to the axes the trace kept, named by `dims`: no batch axis for a
+    single sequence; with --head H, only head H on a head axis and, on a kv_head axis, the key/value
+    head that H reads."""
+    if config["batch"] is None:
+        ours = ours[0]
+        dims = [d for d in dims if d != "batch"]
+    head = config["head"]
+    if head is not None:
+        kv_head = head // (config["n_heads"] // config["n_kv_heads"])
+        for axis, name in enumerate(dims):
+            if name == "head":
+                ours = ours.narrow(axis, head, 1)
+            if name == "kv_head":
+                ours = ours.narrow(axis, kv_head, 1)
+    return ours.numpy()
 
 
-def main():
+# ---- the checks ----------------------------------------------------------------------------------
+
+def check_softmax(steps, tol):
+    """The softmax alone: PyTorch's softmax of the trace's own masked scores gives its weights."""
+    masked = torch.from_numpy(steps["masked"])
+    np.testing.assert_allclose(softmax_rows(masked).numpy(), steps["weights"], **tol,
+                               err_msg="weights: softmax of the trace's masked scores")
+    print("softmax(masked) in PyTorch matches the trace's weights")
+
+
+def check_steps(trace, steps, ours, tol):
+    """Every step the trace holds, by name, against PyTorch's from the trace's input."""
+    for step in trace["steps"]:
+        name = step["name"]
+        np.testing.assert_allclose(as_in_trace(ours[name], step["dims"], trace["config"]), steps[name], **tol,
+                                   err_msg=f"step {name}")
+
+
+def check_empty_rows(trace, ours):
+    """The rows the trace lists as having nothing to attend are those PyTorch's mask leaves empty."""
+    empty = (~ours["allowed"]).all(dim=-1).nonzero().tolist()            # [[batch, query], ...]
+    listed = [[row["batch"], row["query"]] for row in trace["empty_rows"]]
+    assert sorted(listed) == sorted(empty), f"empty_rows: the trace lists {listed}, the mask leaves {empty} empty"
+    for b, i in empty:
+        item = f" of batch item {b}" if trace["config"]["batch"] is not None else ""
+        print(f"query {i}{item} has no key to attend: its weights and head output are zero, its lse -inf")
+
+
+def check_flash(flash, ours, config, tol):
+    """The flash pass: its lse and output, and every tile against the block of PyTorch's scores it covers."""
+    dtype = config["dtype"]
+    checked = ["lse", "output"]
+    if flash["lse"] == [] and flash["tiles"] == []:
+        # attn-trace 0.1.0 keeps lse only with the tiles: `--steps` without tiles saves "lse": []
+        print("flash.lse: empty in this trace (saved with --steps that leaves out tiles), not checked")
+        checked = ["output"]
+    for key in checked:
+        np.testing.assert_allclose(as_in_trace(ours[key], FLASH_DIMS[key], config), as_numbers(flash[key], dtype),
+                                   **tol, err_msg=f"flash.{key}")
+    masked, allowed = ours["masked"].numpy(), ours["allowed"].numpy()
+    for tile in flash["tiles"]:
+        b, head, (r0, r1), (c0, c1) = tile["batch"], tile["head"], tile["rows"], tile["cols"]
+        where = f"flash tile batch {b}, head {head}, i {tile['i']}, j {tile['j']}"
+        if tile["skipped"]:  # skipped only when the mask allows no query-key pair in it
+            assert not allowed[b, r0:r1, c0:c1].any(), f"{where}: skipped, but the mask allows some of it"
+        else:                # S: the scaled scores of these rows and columns, -inf where the mask forbids
+            np.testing.assert_allclose(as_numbers(tile["S"], dtype), masked[b, head, r0:r1, c0:c1], **tol,
+                                       err_msg=f"{where}: S")
+    for final in flash["finals"]:  # each query tile's rows of head_outputs and lse
+        b, head, (r0, r1) = final["batch"], final["head"], final["rows"]
+        for key, step in (("O", "head_outputs"), ("lse", "lse")):
+            np.testing.assert_allclose(as_numbers(final[key], dtype), ours[step][b, head, r0:r1].numpy(), **tol,
+                                       err_msg=f"flash final batch {b}, head {head}, i {final['i']}: {key}")
+    print(f"flash: {' and '.join(checked)}, {len(flash['tiles'])} tiles and {len(flash['finals'])} finals match PyTorch")
+
+
+def check_compare(compare, ours, reference, config, tol):
+    """`compare`'s three outputs: naive and flash as PyTorch's in the trace's dtype, the reference as
+    PyTorch's in float64 (for a float64 run attn-trace's reference is 80-bit, rounded to float64 in the
+    trace, so float64 arithmetic agrees with it to float64's tolerance)."""
+    for key in ("naive", "flash"):
+        np.testing.assert_allclose(as_in_trace(ours["output"], FLASH_DIMS["output"], config),
+                                   as_numbers(compare["outputs"][key], config["dtype"]), **tol,
+                                   err_msg=f"compare.outputs.{key}")
+    np.testing.assert_allclose(as_in_trace(reference["output"], FLASH_DIMS["output"], config),
+                               as_numbers(compare["outputs"]["reference"], "float64"), **TOLERANCE["float64"],
+                               err_msg="compare.outputs.reference")
+    print("compare: the naive, flash and reference outputs match PyTorch")
+
+
+
+# ---- what a person sees --------------------------------------------------------------------------
+
+def labels(tokens, batch):
+    """One list of labels per batch item: a batch gives one list per item or shares one list."""
+    return tokens if tokens and isinstance(tokens[0], list) else [tokens] * batch
+
+
+def print_weights(trace, steps, ours):
+    """The attention weights of the first head the trace holds, one row per query, one column per key,
+    for each batch item. A flash trace has no weights step: PyTorch's weights are shown instead."""
+    config, inp = trace["config"], trace["input"]
+    dims = ["batch", "head", "query", "key"]
+    weights, whose = (steps["weights"], "") if "weights" in steps else (as_in_trace(ours["weights"], dims, config), ", PyTorch's")
+    if config["batch"] is None:
+        weights = weights[np.newaxis]
+    batch = weights.shape[0]
+    queries = labels(inp["tokens"], batch)
+    keys = labels(inp["context"].get("tokens", []), batch) if "context" in inp else queries
+    head = config["head"] or 0
+    for b in range(batch):
+        item = f"batch {b}, " if config["batch"] is not None else ""
+        print(f"\nweights, {item}head {head}{whose} (row: query, column: key)")
+        if keys[b]:
+            print("      " + "".join(f"{k:>8}" for k in keys[b]))
+        for token, row in zip(queries[b], weights[b, 0]):
+            print(f"{token:<6}" + "".join(f"{w:8.4f}" for w in row))
+    print()
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace", nargs="?", help="a trace written by attn-trace run ... --json TRACE")
     parser.add_argument("--attn-trace", default=shutil.which("attn-trace") or str(REPO / "build/release/attn-trace"),
                         help="the attn-trace binary to run when no trace is given")
     parser.add_argument("--input", default=str(REPO / "data/the_cat_sat.json"), help="the input to run it on")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     trace = load_trace(args)
+    refuse_unknown(trace)
     steps = {step["name"]: as_array(step) for step in trace["steps"]}
-    config, tokens = trace["config"], trace["input"]["tokens"]
-    if config["batch"] is not None or config["head"] is not None:
-        sys.exit("this example reads a single (unbatched) input traced with every head")
-    print(f"{trace['generator']}, {config['dtype']}: {', '.join(steps)}")
+    config = trace["config"]
+    print(f"{trace['generator']}, {config['dtype']}, engine {config['engine']}: {', '.join(steps)}")
+    tol = TOLERANCE[config["dtype"]]
 
-    # The attention weights of head 0, one row per query, one column per key.
-    weights = steps["weights"][0]
-    keys = trace["input"].get("context", {}).get("tokens", tokens)
-    print("\nweights, head 0 (row: query, column: key)")
-    print("      " + "".join(f"{k:>8}" for k in keys))
-    for token, row in zip(tokens, weights):
-        print(f"{token:<6}" + "".join(f"{w:8.4f}" for w in row))
-
-    # float32 arithmetic, summed in another order: agree to a few units in the last place
-    tol = dict(rtol=1e-5, atol=1e-6) if config["dtype"] == "float32" else dict(rtol=1e-12, atol=1e-14)
-
-    # 1. The softmax alone: PyTorch's softmax of the trace's masked (scaled) scores.
-    masked = torch.from_numpy(steps["masked"])
-    np.testing.assert_allclose(torch.nn.functional.softmax(masked, dim=-1).numpy(), steps["weights"], **tol,
-                               err_msg="weights: softmax of the trace's masked scores")
-    print("\nsoftmax(masked) in PyTorch matches the trace's weights")
-
-    # 2. Everything, from the trace's own input: Q = X·W_q ... Y = O·W_o.
-    ours = pytorch_attention(trace["input"], config)
-    for name, value in steps.items():
-        np.testing.assert_allclose(ours[name].numpy(), value, **tol, err_msg=f"step {name}")
-    print(f"PyTorch from the trace's input matches all {len(steps)} steps ({config['dtype']}, rtol {tol['rtol']})")
+    try:
+        # Everything, from the trace's own input: Q = X·W_q ... Y = O·W_o, and the flash pass's lse.
+        ours = pytorch_attention(trace["input"], config, TORCH_DTYPE[config["dtype"]])
+        print_weights(trace, steps, ours)
+        if "masked" in steps and "weights" in steps:  # a flash trace has neither
+            check_softmax(steps, tol)
+        check_steps(trace, steps, ours, tol)
+        print(f"PyTorch from the trace's input matches all {len(steps)} steps ({config['dtype']}, rtol {tol['rtol']})")
+        check_empty_rows(trace, ours)
+        if "flash" in trace:
+            check_flash(trace["flash"], ours, config, tol)
+        if "compare" in trace:
+            reference = pytorch_attention(trace["input"], config, torch.float64, inputs_in=TORCH_DTYPE[config["dtype"]])
+            check_compare(trace["compare"], ours, reference, config, tol)
+    except AssertionError as e:
+        print(f"MISMATCH {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except AssertionError as e:
-        sys.exit(f"MISMATCH {e}")
+    sys.exit(main())
