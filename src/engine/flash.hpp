@@ -108,7 +108,7 @@ AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tile
         }
       }
     }
-  if (watching) observer.on_lse(lse);
+  observer.on_lse(lse);  // the result of the pass, like its output: reported whether or not tiles are watched
   report(observer, Step::head_outputs, O_h);
 
   // pass 3: merge the heads and project out

@@ -1,10 +1,12 @@
 // Every option means something (docs/cli.md): an option that cannot apply is refused with exit 2 and
 // a line saying what to use instead, and the filtering options work on every command that takes them.
 
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli_checks.hpp"
 #include "run_binary.hpp"
@@ -106,4 +108,21 @@ TEST_CASE("show refuses --steps tiles on a trace without a flash pass, and a hea
   check_usage_error(run_binary({"show", dir / "head1.json", "--head", "0"}), {"--head 0", "holds head 1 only"});
   check_success(run_binary({"show", dir / "head1.json", "--head", "1"}));
   check_usage_error(run_binary({"show", dir / "naive.json", "--head", "2"}), {"--head 2", "2 heads"});
+}
+
+TEST_CASE("A flash trace saved without its tiles still holds every row's lse, and show reads it", "[cli][options][show]") {
+  const TempDir dir;
+  check_success(run_binary({"run", source_path("data/gqa.json"), "--engine", "flash", "--steps", "q,output", "--json",
+                            dir / "lean.json"}));
+  const nlohmann::json trace = nlohmann::json::parse(read_file(dir / "lean.json"));
+  CHECK(trace.at("flash").at("tiles").empty());
+  // gqa.json: 4 heads × 4 queries
+  REQUIRE(trace.at("flash").at("lse").size() == 4);
+  CHECK(trace.at("flash").at("lse").at(0).size() == 4);
+  check_success(run_binary({"show", dir / "lean.json"}));
+  // A trace written before lse was always kept holds []: it still reads.
+  nlohmann::json old = trace;
+  old["flash"]["lse"] = nlohmann::json::array();
+  std::ofstream(dir / "old.json") << old.dump();
+  check_success(run_binary({"show", dir / "old.json"}));
 }
