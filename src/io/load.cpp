@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/json_pointer.hpp"
+#include "io/json_reader.hpp"
 #include "io/load_json.hpp"
 
 namespace attn {
@@ -26,101 +27,10 @@ constexpr std::array top_keys = {"X",     "tokens", "W_q",    "W_k",     "W_v", 
                                  "b_q",   "b_k",    "b_v",    "b_o",     "n_heads",    "n_kv_heads",
                                  "scale", "mask",   "layout", "context", "description"};
 
-std::string type_name(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return j.get<bool>() ? "true" : "false";
-    case json::value_t::string: return fmt::format("the string \"{}\"", j.get_ref<const std::string&>());
-    case json::value_t::array: return j.empty() ? "an empty list" : fmt::format("a list of {}", j.size());
-    case json::value_t::object: return "an object";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-    case json::value_t::number_float: return fmt::format("the number {}", j.dump());
-    default: return "something else";
-  }
-}
-
-std::string plural(std::size_t count, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", count, count == 1 ? one : many);
-}
-
-// Reads one document, keeping the file name for every error it raises.
-class Reader {
+// The input format (docs/input-format.md), read with the pieces of JsonReader.
+class Reader : public JsonReader {
  public:
-  // `root` is the pointer of the input object within its document ("" for an input file).
-  Reader(std::string file, std::string root) : file_(std::move(file)), root_(std::move(root)) {}
-
-  [[noreturn]] void fail(const std::string& pointer, const std::string& message) const {
-    throw InputError(file_, root_ + pointer, message);
-  }
-
-  void require_keys(const json& object, const std::string& pointer, std::span<const char* const> allowed) const {
-    for (const auto& item : object.items()) {
-      const std::string& key = item.key();
-      if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) != allowed.end())
-        continue;
-      const std::string near = nearest_word(key, allowed);
-      fail(pointer_key(pointer, key), near.empty()
-                                          ? fmt::format("unknown key \"{}\"", key)
-                                          : fmt::format("unknown key \"{}\" (did you mean \"{}\"?)", key, near));
-    }
-  }
-
-  double number(const json& j, const std::string& pointer) const {
-    if (!j.is_number()) fail(pointer, fmt::format("expected a number, found {}", type_name(j)));
-    const double x = j.get<double>();
-    if (!std::isfinite(x)) fail(pointer, fmt::format("expected a finite number, found {}", j.dump()));
-    return x;
-  }
-
-  // A whole number in [min, max]: 2 and 2.0 are; 1.5, true and "2" are not.
-  std::size_t integer(const json& j, const std::string& pointer, std::size_t min, std::size_t max) const {
-    if (!j.is_number()) fail(pointer, fmt::format("expected a whole number, found {}", type_name(j)));
-    const double x = j.get<double>();
-    if (!std::isfinite(x) || std::floor(x) != x)
-      fail(pointer, fmt::format("expected a whole number, found {}", j.dump()));
-    if (x < static_cast<double>(min) || x > static_cast<double>(max))
-      fail(pointer, fmt::format("expected a whole number from {} to {}, found {}", min, max, j.dump()));
-    return static_cast<std::size_t>(x);
-  }
-
-  const std::string& string(const json& j, const std::string& pointer) const {
-    if (!j.is_string()) fail(pointer, fmt::format("expected a string, found {}", type_name(j)));
-    return j.get_ref<const std::string&>();
-  }
-
-  void require_list(const json& j, const std::string& pointer, std::string_view of) const {
-    if (!j.is_array()) fail(pointer, fmt::format("expected a list of {}, found {}", of, type_name(j)));
-    if (j.empty()) fail(pointer, fmt::format("expected a list of {}, found an empty list", of));
-  }
-
-  std::vector<double> vector(const json& j, const std::string& pointer) const {
-    require_list(j, pointer, "numbers");
-    std::vector<double> out;
-    out.reserve(j.size());
-    for (std::size_t i = 0; i < j.size(); ++i) out.push_back(number(j[i], pointer_index(pointer, i)));
-    return out;
-  }
-
-  // A rows × cols matrix, every row as long as the first.
-  Tensor<double> matrix(const json& j, const std::string& pointer) const {
-    require_list(j, pointer, "rows");
-    std::vector<double> data;
-    std::size_t cols = 0;
-    for (std::size_t r = 0; r < j.size(); ++r) {
-      const std::string row_ptr = pointer_index(pointer, r);
-      if (!j[r].is_array()) fail(row_ptr, fmt::format("expected a row (a list of numbers), found {}", type_name(j[r])));
-      if (r == 0) {
-        cols = j[r].size();
-        if (cols == 0) fail(row_ptr, "expected a row of numbers, found an empty list");
-        data.reserve(j.size() * cols);
-      } else if (j[r].size() != cols) {
-        fail(row_ptr, fmt::format("expected {} (as row 0), found {}", plural(cols, "number", "numbers"), j[r].size()));
-      }
-      for (std::size_t c = 0; c < cols; ++c) data.push_back(number(j[r][c], pointer_index(row_ptr, c)));
-    }
-    return Tensor<double>({j.size(), cols}, std::move(data));
-  }
+  using JsonReader::JsonReader;
 
   // A sequence: n × d (batched == false) or B × n × d, every item of one shape.
   Tensor<double> sequence(const json& j, const std::string& pointer, bool batched) const {
@@ -456,10 +366,6 @@ class Reader {
     p.mask = mask(root.contains("mask") ? &root.at("mask") : nullptr, p);
     return p;
   }
-
- private:
-  std::string file_;
-  std::string root_;
 };
 
 }  // namespace

@@ -110,10 +110,11 @@ TEST_CASE("show refuses --steps tiles on a trace without a flash pass, and a hea
   check_usage_error(run_binary({"show", dir / "naive.json", "--head", "2"}), {"--head 2", "2 heads"});
 }
 
-TEST_CASE("A flash trace saved without its tiles still holds every row's lse, and show reads it", "[cli][options][show]") {
+TEST_CASE("A flash trace saved without its tiles still holds every row's lse, and show reads it",
+          "[cli][options][show]") {
   const TempDir dir;
-  check_success(run_binary({"run", source_path("data/gqa.json"), "--engine", "flash", "--steps", "q,output", "--json",
-                            dir / "lean.json"}));
+  check_success(run_binary(
+      {"run", source_path("data/gqa.json"), "--engine", "flash", "--steps", "q,output", "--json", dir / "lean.json"}));
   const nlohmann::json trace = nlohmann::json::parse(read_file(dir / "lean.json"));
   CHECK(trace.at("flash").at("tiles").empty());
   // gqa.json: 4 heads × 4 queries
