@@ -26,6 +26,8 @@ RunResult run_broken_flash(const std::vector<std::string>& args) {
 }
 
 const std::string cat_sat = source_path("data/the_cat_sat.json");
+// A cross-attention input with outputs up to about 105 (tests/data/compare/README.md).
+const std::string compare_case = source_path("tests/data/compare/float64_tiles_3x2.json");
 
 // The text of `text` from the line that starts with `from` up to (not including) the next line that
 // starts with `to` (or to the end when `to` is empty), without trailing blank lines. Empty when
@@ -71,18 +73,40 @@ TEST_CASE("compare exits 0 and prints verdict: PASS for every input in data/", "
 
 TEST_CASE("compare on a build whose flash leaves out the rescale exits 1 and prints verdict: FAIL",
           "[cli][flash][compare]") {
-  const RunResult broken = run_broken_flash({"compare", cat_sat});
-  INFO(broken.describe());
-  CHECK_FALSE(broken.timed_out);
-  CHECK(broken.exit_code == 1);
-  CHECK(contains(broken.out, "verdict: FAIL"));
-  CHECK_FALSE(contains(broken.out, "verdict: PASS"));
-  CHECK(broken.err.empty());  // a failed verdict is a result, not an error
+  // in both dtypes, and on the input whose larger outputs give the largest noise floor of the tests
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"compare", cat_sat}, {"compare", cat_sat, "--dtype", "float64"},
+        {"compare", compare_case, "--dtype", "float64", "--block-q", "3", "--block-k", "2"},
+        {"compare", compare_case, "--block-q", "1", "--block-k", "1"}}) {
+    const RunResult broken = run_broken_flash(args);
+    INFO(broken.describe());
+    CHECK_FALSE(broken.timed_out);
+    CHECK(broken.exit_code == 1);
+    CHECK(contains(broken.out, "verdict: FAIL"));
+    CHECK_FALSE(contains(broken.out, "verdict: PASS"));
+    CHECK(broken.err.empty());  // a failed verdict is a result, not an error
+  }
   // the same build with the same input agrees with the real one everywhere but flash: its naive run
   const RunResult naive_broken = run_broken_flash({"run", cat_sat});
   const RunResult naive = run_binary({"run", cat_sat});
   CHECK(naive_broken.exit_code == 0);
   CHECK(naive_broken.out == naive.out);
+}
+
+TEST_CASE("compare passes, exit 0, on the input the earlier noise term failed, at six tilings in both dtypes",
+          "[cli][flash][compare]") {
+  // the failing run was --dtype float64 --block-q 3 --block-k 2 (exit 1, max|flash - ref| 5.27e-14)
+  for (const std::string dtype : {"float64", "float32"})
+    for (const std::vector<std::string>& blocks :
+         {std::vector<std::string>{"--block-q", "3", "--block-k", "2"}, {}, {"--block-q", "1", "--block-k", "1"},
+          {"--block-q", "2", "--block-k", "3"}, {"--block-q", "5", "--block-k", "7"}, {"--block-q", "4", "--block-k", "5"}}) {
+      std::vector<std::string> args{"compare", compare_case, "--dtype", dtype};
+      args.insert(args.end(), blocks.begin(), blocks.end());
+      const RunResult r = run_binary(args);
+      INFO(r.describe());
+      check_success(r);
+      CHECK(contains(r.out, "verdict: PASS"));
+    }
 }
 
 TEST_CASE("compare --json - prints JSON with a compare object whose tolerance passes", "[cli][flash][compare][json]") {

@@ -1,8 +1,8 @@
 // The noise floor of compare's verdict (engine/compare.hpp, docs/flash.md "The noise floor of the
 // verdict"): each term on a case small enough to work out by hand, the worked example's whole noise
-// by hand, and the weights' term against the exact change of a softmax whose score is moved far.
-// Expected numbers are worked out by hand in the comments, or computed in this file from the
-// softmax's definition.
+// by hand, the weights' term against the exact change of a softmax whose score is moved far, and the
+// input that the earlier noise term failed at every tiling in both dtypes. Expected numbers are worked
+// out by hand in the comments, or computed in this file from the softmax's definition.
 
 #include <cmath>
 #include <vector>
@@ -125,4 +125,21 @@ TEMPLATE_TEST_CASE("The noise floor of the worked example is 2·(12 + 3·T_r)·u
     CHECK(r.noise == Approx(noise * u).epsilon(1e-9));
     CHECK(r.pass);
   }
+}
+
+TEMPLATE_TEST_CASE("The cross-attention input that the earlier noise term failed passes at every tiling",
+                   "[compare][noise][flash]", float, double) {
+  // tests/data/compare/float64_tiles_3x2.json: the earlier term (twice the spacing at max|ref| + 0.3)
+  // failed a correct flash there at --dtype float64 --block-q 3 --block-k 2 by 5.27e-14 > 4.86e-14.
+  using T = TestType;
+  const Problem p = load_problem_file(ATTN_SOURCE_DIR "/tests/data/compare/float64_tiles_3x2.json");
+  NullObserver none;
+  for (std::size_t Br = 1; Br <= p.n + 1; ++Br)
+    for (std::size_t Bc = 1; Bc <= p.m + 1; ++Bc) {
+      const CompareRecord r = compare_engines<T>(p, {Br, Bc}, none, none);
+      INFO(fmt::format("tiles {} × {}: max|flash - ref| = {:.3g}, max|naive - ref| = {:.3g}, noise {:.3g}", Br, Bc,
+                       r.flash_vs_ref.max_abs, r.naive_vs_ref.max_abs, r.noise));
+      CHECK(r.pass);
+      CHECK(r.flash_vs_ref.max_abs <= r.noise);  // the noise floor alone bounds a correct flash
+    }
 }
