@@ -256,6 +256,13 @@ TEST_CASE("Whole numbers may be written 2.0", "[loader]") {
 
 // ---------------------------------------------------------------------------------------- invalid input
 
+TEST_CASE("A W_q whose rows do not match X's width is refused at /W_q", "[loader]") {
+  // X is 3 × 2 (d_model 2); an in_out W_q must have 2 rows, this one has 3
+  CHECK(error_pointer(doc({{"W_q", "[[1, 0], [0, 1], [1, 1]]"}})) == "/W_q");
+  CHECK_THAT(error_message(doc({{"W_q", "[[1, 0], [0, 1], [1, 1]]"}})), Catch::Contains("expected 2 rows") && Catch::Contains("found 3"));
+  CHECK(error_pointer(doc({{"W_q", "[[1, 0]]"}})) == "/W_q");  // too few rows as well
+}
+
 TEST_CASE("A W_k whose rows do not match X's width is refused at /W_k", "[loader]") {
   CHECK(error_pointer(doc({{"W_k", "[[1, 0], [0, 1], [1, 1]]"}})) == "/W_k");
 }
