@@ -184,6 +184,22 @@ TEST_CASE("Layout out_in transposes every weight into in × out", "[loader]") {
   CHECK(p.d_v == 2);
 }
 
+TEST_CASE("Layout out_in transposes a W_o of 2 × 3, where a reshape would give other numbers", "[loader]") {
+  // out_in W_v stored 3 × 2 (three value features of d_model 2), so h·d_v = 3; W_o stored d_out × (h·d_v) = 2 × 3.
+  // In in_out, W_o is its transpose, 3 × 2:  [[1, 4], [2, 5], [3, 6]]
+  // (the same six numbers reshaped to 3 × 2 would be [[1, 2], [3, 4], [5, 6]])
+  const Problem p = load_problem(doc({{"layout", "\"out_in\""},
+                                      {"W_v", "[[1, 0], [0, 1], [1, 1]]"},
+                                      {"W_o", "[[1, 2, 3], [4, 5, 6]]"},
+                                      {"b_o", "[7, 8]"}}),
+                                 "test.json");
+  check_close("W_o", p.W_o, {3, 2}, {1, 4, 2, 5, 3, 6}, 0);
+  check_close("W_v", p.W_v, {2, 3}, {1, 0, 1, 0, 1, 1}, 0);
+  CHECK(p.d_v == 3);
+  CHECK(p.d_out == 2);
+  CHECK(p.b_o == std::vector<double>{7, 8});  // one per row of the stored W_o
+}
+
 TEST_CASE("A context makes it cross-attention: m and the keys' width come from context X", "[loader]") {
   const Problem p = load_problem(doc({{"context", R"({"X": [[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]], "tokens": ["w", "x", "y", "z"]})"},
                                       {"W_k", "[[1, 0], [0, 1], [1, 1]]"},
