@@ -53,7 +53,7 @@ std::string preamble(const std::string& text) { return text.substr(0, text.find(
 
 // --- compare -------------------------------------------------------------------------------------
 
-TEST_CASE("compare exits 0 and prints verdict: PASS for every input in data/", "[cli][flash][compare]") {
+TEST_CASE("compare exits 0 and prints verdict PASS for every input in data/", "[cli][flash][compare]") {
   const std::vector<std::string> files = data_files();
   REQUIRE(files.size() >= 9);
   for (const std::string& file : files) {
@@ -71,8 +71,7 @@ TEST_CASE("compare exits 0 and prints verdict: PASS for every input in data/", "
   }
 }
 
-TEST_CASE("compare on a build whose flash leaves out the rescale exits 1 and prints verdict: FAIL",
-          "[cli][flash][compare]") {
+TEST_CASE("compare exits 1 with verdict FAIL on a build whose flash leaves out the rescale", "[cli][flash][compare]") {
   // in both dtypes, and on the input whose larger outputs give the largest noise floor of the tests
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"compare", cat_sat}, {"compare", cat_sat, "--dtype", "float64"},
@@ -194,7 +193,7 @@ TEST_CASE("run --engine both prints every naive step, then the flash section, fo
   }
 }
 
-TEST_CASE("A tile size of 0 is a usage error: exit 2 and one line naming the option", "[cli][flash][errors]") {
+TEST_CASE("A tile size of 0 is a usage error, exit 2 with one line naming the option", "[cli][flash][errors]") {
   check_usage_error(run_binary({"run", cat_sat, "--engine", "flash", "--block-q", "0"}), {"--block-q"});
   check_usage_error(run_binary({"run", cat_sat, "--engine", "flash", "--block-k", "0"}), {"--block-k"});
   check_usage_error(run_binary({"run", cat_sat, "--engine", "both", "--block-q", "0"}), {"--block-q"});

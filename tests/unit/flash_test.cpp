@@ -623,7 +623,7 @@ TEMPLATE_TEST_CASE("Tiles of one row and one column (Br = Bc = 1) match naive", 
 
 // ------------------------------------------------------------------------------- worked example
 
-TEMPLATE_TEST_CASE("The worked example in flash with default blocks: 2 × 1 tiles whose m, l and alpha are worked out by hand",
+TEMPLATE_TEST_CASE("The worked example in flash with its default 2 × 1 tiles, whose m, l and alpha are worked out by hand",
                    "[flash]", float, double) {
   using T = TestType;
   const double tol = sizeof(T) == 4 ? 1e-6 : 1e-14;
