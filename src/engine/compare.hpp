@@ -1,11 +1,15 @@
 #pragma once
 // Naive vs flash vs a float64 reference: the errors, the memory, and the tolerance rule of cli.md.
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
+#include <limits>
+#include <span>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "engine/common.hpp"
 #include "engine/flash.hpp"
@@ -63,6 +67,207 @@ ErrorStats error_stats(std::span<const double> a, std::span<const B> b) {
   return s;
 }
 
+// ------------------------------------------------------------------ the noise floor of the verdict
+//
+// How far rounding in T can move a correct flash output from the exact one, output by output
+// (docs/flash.md, "The noise floor of the verdict"). Every operation of T is exact times (1 + δ),
+// |δ| <= u (2^-24 in float32, 2^-53 in float64), and a product, quotient or exp that lands among the
+// subnormals is off by at most η more (the smallest subnormal); exp is within 1 ULP, 2u. A sum of n
+// terms in any order is then off by at most n·u·Σ|terms|, so every step is off by u times the
+// magnitudes it sums, plus what its inputs were off by:
+//   1. Q, K, V = X·W + b    ΔY = (d_in + 1)·u·(|X|·|W| + |b|) + d_in·η
+//   2. s_j = scale·q·k_j    Δs_j = |scale|·Σ_e ((d_k + 1)·u·|q_e|·|k_je| + Δq_e·|k_je| + |q_e|·Δk_je + Δq_e·Δk_je)
+//                                  + (d_k·|scale| + 1)·η
+//   3. one query row of one head: weights a_j (N of them nonzero, in T_r of flash's key tiles), o = Σ_j a_j·v_j.
+//      A weight reaches O and l as exp(s_j - m) times the rescales exp(m_prev - m_new) of the later
+//      tiles: the arguments telescope to M - s_j = log(a_max / a_j), each subtraction off by u times
+//      its size, and at most T_r exps each off by 2u; so O and l share a factor e^±D_j on term j,
+//      D_j = Δs_j + u·(log(a_max / a_j) + 2·T_r), and o moves by Σ_j a_j·(w_j - 1)·(v_j - o) / Σ_j a_j·w_j:
+//      Δo_c = Σ_j a_j·ΔV_jc                                       the values' own error
+//           + Σ_j a_j·(e^D_j - 1)·|v_jc - o_c| / Σ_j a_j·e^-D_j    the weights', for any size of D
+//           + (N + T_r)·u·Σ_j a_j·|v_jc|                           O: p·v, the additions, the rescales
+//           + (N + 2·T_r + 1)·u·|o_c|                              l: additions, rescales; then O / l
+//           + (N + 1)·(T_r + 1)·η·(1 + max_j |v_jc| + |o_c|)        what underflow can lose
+//   4. y = concat·W_o + b_o  Δy = Δconcat·|W_o| + (h·d_v + 1)·u·(|concat|·|W_o| + |b_o|) + h·d_v·η
+//      (no W_o: Δy = Δconcat)
+// noise = 2 · max Δy. The bound is first order: γ_n = n·u / (1 - n·u) <= 2·n·u while n·u <= 1/2, and
+// the reference's own rounding (the same bound with 2^-53 or 2^-64) fits in the other half. The
+// magnitudes are the reference's, on the same T-rounded inputs. Nothing here assumes that flash
+// shares a step with naive, so the verdict stays sound when either engine changes its order of sums.
+
+struct Rounding {
+  double u;    // unit roundoff: the largest relative error of one operation
+  double eta;  // the smallest subnormal: the most that underflow adds to one operation
+};
+
+template <class T>
+constexpr Rounding rounding_of() {
+  return {std::numeric_limits<T>::epsilon() / 2, static_cast<double>(std::numeric_limits<T>::denorm_min())};
+}
+
+// |A|, value by value.
+inline Tensor<double> magnitude(Tensor<double> A) {
+  for (double& x : A.values()) x = std::fabs(x);
+  return A;
+}
+
+// ΔY = (d_in + 1)·u·(|X|·|W| + |b|) + d_in·η     X (B, n, d_in), W (d_in, d_out), b (d_out) or empty
+// how far rounding can move Y = X·W + b, whatever the order of its sum      -> (B, n, d_out)
+inline Tensor<double> projection_error(const Tensor<double>& X, const Tensor<double>& W, std::span<const double> b,
+                                       Rounding r) {
+  std::vector<double> b_abs(b.begin(), b.end());
+  for (double& x : b_abs) x = std::fabs(x);
+  Tensor<double> dY = project(magnitude(X), magnitude(W), std::span<const double>(b_abs));
+  const double d_in = static_cast<double>(W.dim(0));
+  for (double& x : dY.values()) x = (d_in + 1) * r.u * x + d_in * r.eta;
+  return dY;
+}
+
+// Δs_j = |scale|·Σ_e ((d_k + 1)·u·|q_e|·|k_je| + Δq_e·|k_je| + |q_e|·Δk_je + Δq_e·Δk_je) + (d_k·|scale| + 1)·η
+// q, dq (d_k): one query row and its error; K, dK (m, d_k): the keys of its head, as magnitudes.
+inline std::vector<double> score_error(std::span<const double> q, std::span<const double> dq, const double* K,
+                                       const double* dK, std::size_t m, double scale, Rounding r) {
+  const std::size_t d_k = q.size();
+  const double a = std::fabs(scale), dots = static_cast<double>(d_k) + 1;
+  std::vector<double> ds(m);
+  for (std::size_t j = 0; j < m; ++j) {
+    const double* k = K + j * d_k;
+    const double* dk = dK + j * d_k;
+    double sum = 0;
+    for (std::size_t e = 0; e < d_k; ++e) sum += dots * r.u * q[e] * k[e] + dq[e] * k[e] + q[e] * dk[e] + dq[e] * dk[e];
+    ds[j] = a * sum + (static_cast<double>(d_k) * a + 1) * r.eta;
+  }
+  return ds;
+}
+
+// One query row of one head: its output o and the bound Δo (step 3 above), both (d_v).
+struct RowError {
+  std::vector<double> o, d_o;
+};
+
+// a (m): the weights; log_ratio (m): log(a_max / a_j) where a_j != 0; N: the nonzero weights; tiles: the
+// key tiles holding them (T_r); ds (m): Δs; V, dV (m, d_v): the values of the head and their errors.
+inline RowError attention_row_error(std::span<const double> a, std::span<const double> log_ratio, std::size_t N,
+                                    std::size_t tiles, std::span<const double> ds, const double* V, const double* dV,
+                                    std::size_t d_v, Rounding r) {
+  const std::size_t m = a.size();
+  const double n_o = static_cast<double>(N + tiles), n_l = static_cast<double>(N + 2 * tiles + 1);
+  const double underflow = static_cast<double>(N + 1) * static_cast<double>(tiles + 1);
+  RowError out{std::vector<double>(d_v, 0.0), std::vector<double>(d_v, 0.0)};
+  if (N == 0) return out;  // nothing to attend: both engines give exactly 0
+  // D_j = Δs_j + u·(log(a_max / a_j) + 2·T_r); the weights' spread is Σ_j a_j·e^-D_j
+  std::vector<double> D(m, 0.0);
+  double spread = 0;
+  for (std::size_t j = 0; j < m; ++j) {
+    if (a[j] == 0) continue;
+    D[j] = ds[j] + r.u * (log_ratio[j] + 2 * static_cast<double>(tiles));
+    spread += a[j] * std::exp(-D[j]);
+  }
+  for (std::size_t c = 0; c < d_v; ++c) {
+    // o_c = Σ_j a_j·v_jc
+    double o = 0, v_max = 0;
+    for (std::size_t j = 0; j < m; ++j) {
+      if (a[j] == 0) continue;
+      o += a[j] * V[j * d_v + c];
+      v_max = std::max(v_max, std::fabs(V[j * d_v + c]));
+    }
+    double values = 0, weights = 0, products = 0;
+    for (std::size_t j = 0; j < m; ++j) {
+      if (a[j] == 0) continue;
+      const double v = V[j * d_v + c], gap = std::fabs(v - o);
+      values += a[j] * dV[j * d_v + c];
+      if (gap != 0) weights += a[j] * std::expm1(D[j]) * gap;  // gap 0: no error, whatever D (even inf)
+      products += a[j] * std::fabs(v);
+    }
+    out.o[c] = o;
+    out.d_o[c] = values + (weights == 0 ? 0 : weights / spread) + n_o * r.u * products + n_l * r.u * std::fabs(o) +
+                 underflow * r.eta * (1 + v_max + std::fabs(o));
+  }
+  return out;
+}
+
+// Watches the reference run for the magnitudes the bound sums (Q, K and V per head, the weights) and
+// works out o and Δo of every query row as the weights go by, so that no (B, h, n, m) buffer is kept.
+template <class T>
+class NoiseFloor final : public Observer {
+ public:
+  // p: the T-rounded inputs that the reference runs on; Bc: flash's key tile.
+  NoiseFloor(const Problem& p, std::size_t Bc) : p_(p), Bc_(Bc) {
+    dQ_ = split_heads(projection_error(p.X, p.W_q, p.b_q, r_), p.h);  // (B, h, n, d_k)
+    dK_ = split_heads(projection_error(p.C, p.W_k, p.b_k, r_), p.g);  // (B, g, m, d_k)
+    dV_ = split_heads(projection_error(p.C, p.W_v, p.b_v, r_), p.g);  // (B, g, m, d_v)
+    O_ = Tensor<double>({p.B, p.h, p.n, p.d_v});
+    dO_ = Tensor<double>({p.B, p.h, p.n, p.d_v});
+  }
+
+  bool wants(Step step) const override {
+    return step == Step::q_heads || step == Step::k_heads || step == Step::v_heads || step == Step::weights;
+  }
+  void on(Step step, const Tensor<float>& value) override { take(step, value); }
+  void on(Step step, const Tensor<double>& value) override { take(step, value); }
+  void on(Step step, const Tensor<long double>& value) override { take(step, value); }
+
+  // Δy (B, n, d_out), step 4: the bound of every output, once the reference has run.
+  Tensor<double> output_error() const {
+    const Tensor<double> concat = merge_heads(O_), d_concat = merge_heads(dO_);  // (B, n, h·d_v)
+    if (!p_.has_output_projection()) return d_concat;
+    const Tensor<double> W_o = magnitude(p_.W_o);
+    Tensor<double> dY = project(d_concat, W_o, std::span<const double>());
+    const Tensor<double> rounding = projection_error(concat, p_.W_o, p_.b_o, r_);
+    for (std::size_t k = 0; k < dY.size(); ++k) dY.values()[k] += rounding.values()[k];
+    return dY;
+  }
+
+ private:
+  template <class U>
+  void take(Step step, const Tensor<U>& value) {
+    if (step == Step::q_heads) Q_ = magnitude(cast<double>(value));
+    if (step == Step::k_heads) K_ = magnitude(cast<double>(value));
+    if (step == Step::v_heads) V_ = cast<double>(value);
+    if (step == Step::weights) rows(value);
+  }
+
+  // A (B, h, n, m): o and Δo of every row, from its weights.
+  template <class U>
+  void rows(const Tensor<U>& A) {
+    const std::size_t m = p_.m, d_k = p_.d_k, d_v = p_.d_v;
+    if (m == 0) return;  // no keys: every output is 0 (or b_o) in both engines
+    std::vector<double> a(m), log_ratio(m);
+    for (std::size_t b = 0; b < p_.B; ++b)
+      for (std::size_t hd = 0; hd < p_.h; ++hd) {
+        const std::size_t kv = kv_head_of(hd, p_.h, p_.g);
+        for (std::size_t i = 0; i < p_.n; ++i) {
+          const U* row = &A(b, hd, i, 0);
+          const U a_max = *std::max_element(row, row + m);
+          std::size_t N = 0, tiles = 0, last_tile = 0;
+          for (std::size_t j = 0; j < m; ++j) {
+            a[j] = static_cast<double>(row[j]);
+            log_ratio[j] = row[j] == 0 ? 0.0 : static_cast<double>(std::log(a_max) - std::log(row[j]));
+            if (row[j] == 0) continue;
+            ++N;
+            if (tiles == 0 || j / Bc_ != last_tile) ++tiles;
+            last_tile = j / Bc_;
+          }
+          const std::vector<double> ds =
+              score_error(std::span<const double>(&Q_(b, hd, i, 0), d_k), std::span<const double>(&dQ_(b, hd, i, 0), d_k),
+                          &K_(b, kv, 0, 0), &dK_(b, kv, 0, 0), m, p_.scale, r_);
+          const RowError e = attention_row_error(a, log_ratio, N, tiles, ds, &V_(b, kv, 0, 0), &dV_(b, kv, 0, 0), d_v, r_);
+          for (std::size_t c = 0; c < d_v; ++c) {
+            O_(b, hd, i, c) = e.o[c];
+            dO_(b, hd, i, c) = e.d_o[c];
+          }
+        }
+      }
+  }
+
+  const Problem& p_;
+  std::size_t Bc_;
+  Rounding r_ = rounding_of<T>();
+  Tensor<double> Q_, K_, V_;      // |Q| (B, h, n, d_k), |K| (B, g, m, d_k), V (B, g, m, d_v) of the reference
+  Tensor<double> dQ_, dK_, dV_;   // their bounds ΔQ, ΔK, ΔV
+  Tensor<double> O_, dO_;         // o and Δo (B, h, n, d_v)
+};
+
 // The arithmetic of the reference: wider than the engines', or the reference would be naive itself.
 // For float64 that is x86's 80-bit long double (64-bit significand).
 template <class T>
@@ -75,8 +280,9 @@ template <class T>
 CompareRecord judge_flash(const Problem& p, TileSize tiles, const AttentionResult<T>& naive,
                           const AttentionResult<T>& flash) {
   using R = Reference<T>;
-  NullObserver none;
-  const AttentionResult<R> ref = run_naive<R>(rounded_inputs<T>(p), none);
+  const Problem rounded = rounded_inputs<T>(p);
+  NoiseFloor<T> noise_floor(rounded, tiles.Bc);
+  const AttentionResult<R> ref = run_naive<R>(rounded, noise_floor);
 
   CompareRecord c;
   c.dtype = sizeof(T) == 4 ? DType::float32 : DType::float64;
@@ -89,16 +295,13 @@ CompareRecord judge_flash(const Problem& p, TileSize tiles, const AttentionResul
   c.flash_vs_naive = error_stats<T, double>(c.flash.values(), c.naive.values());
   c.naive_peak_bytes = naive.peak_score_bytes;
   c.flash_peak_bytes = flash.peak_score_bytes;
-  // Rounding noise at the outputs' magnitude. cli.md (after FlashAttention's tests) measures it as
-  // max|(ref + 0.3 - 0.3) - ref|, which over a large output reaches one unit in the last place of
-  // |ref| + 0.3 but on a handful of values can be 0 by luck, failing a correct flash by one ULP.
-  // So the noise here is that measure at its worst: the spacing of T at |ref| + 0.3.
-  double noise = 0;
-  for (const R r : ref.output.values()) {
-    const T y = static_cast<T>(std::fabs(r) + static_cast<R>(0.3));
-    noise = std::max(noise, static_cast<double>(std::nextafter(y, std::numeric_limits<T>::infinity()) - y));
-  }
-  c.noise = 2 * noise;
+  // The noise floor: twice the largest bound Δy on how far rounding in T can move a correct output
+  // (the derivation above).
+  const Tensor<double> dy = noise_floor.output_error();  // (B, n, d_out)
+  double largest = 0;
+  for (const double d : dy.values())  // NaN: a bound overflowed (inf · 0), so there is none
+    largest = std::max(largest, std::isnan(d) ? std::numeric_limits<double>::infinity() : d);
+  c.noise = 2 * largest;
   c.bound = 2 * c.naive_vs_ref.max_abs + c.noise;
   c.pass = c.flash_vs_ref.max_abs <= c.bound;  // false when either is NaN
   return c;

@@ -21,6 +21,8 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string cat_sat = source_path("data/the_cat_sat.json");
+// A cross-attention input with outputs up to about 105 (tests/data/compare/README.md).
+const std::string compare_case = source_path("tests/data/compare/float64_tiles_3x2.json");
 
 // The text of `text` from the line that starts with `from` up to (not including) the next line that
 // starts with `to` (or to the end when `to` is empty), without trailing blank lines. Empty when
@@ -46,7 +48,7 @@ std::string preamble(const std::string& text) { return text.substr(0, text.find(
 
 // --- compare -------------------------------------------------------------------------------------
 
-TEST_CASE("compare exits 0 and prints verdict: PASS for every input in data/", "[cli][flash][compare]") {
+TEST_CASE("compare exits 0 and prints verdict PASS for every input in data/", "[cli][flash][compare]") {
   const std::vector<std::string> files = data_files();
   REQUIRE(files.size() >= 9);
   for (const std::string& file : files) {
@@ -62,6 +64,22 @@ TEST_CASE("compare exits 0 and prints verdict: PASS for every input in data/", "
       CHECK(contains(r.out, "━━ compare "));
     }
   }
+}
+
+TEST_CASE("compare passes, exit 0, on the input the earlier noise term failed, at six tilings in both dtypes",
+          "[cli][flash][compare]") {
+  // the failing run was --dtype float64 --block-q 3 --block-k 2 (exit 1, max|flash - ref| 5.27e-14)
+  for (const std::string dtype : {"float64", "float32"})
+    for (const std::vector<std::string>& blocks :
+         {std::vector<std::string>{"--block-q", "3", "--block-k", "2"}, {}, {"--block-q", "1", "--block-k", "1"},
+          {"--block-q", "2", "--block-k", "3"}, {"--block-q", "5", "--block-k", "7"}, {"--block-q", "4", "--block-k", "5"}}) {
+      std::vector<std::string> args{"compare", compare_case, "--dtype", dtype};
+      args.insert(args.end(), blocks.begin(), blocks.end());
+      const RunResult r = run_binary(args);
+      INFO(r.describe());
+      check_success(r);
+      CHECK(contains(r.out, "verdict: PASS"));
+    }
 }
 
 TEST_CASE("compare --json - prints JSON with a compare object whose tolerance passes", "[cli][flash][compare][json]") {
@@ -140,7 +158,7 @@ TEST_CASE("run --engine both prints every naive step, then the flash section, fo
   }
 }
 
-TEST_CASE("A tile size of 0 is a usage error: exit 2 and one line naming the option", "[cli][flash][errors]") {
+TEST_CASE("A tile size of 0 is a usage error, exit 2 with one line naming the option", "[cli][flash][errors]") {
   check_usage_error(run_binary({"run", cat_sat, "--engine", "flash", "--block-q", "0"}), {"--block-q"});
   check_usage_error(run_binary({"run", cat_sat, "--engine", "flash", "--block-k", "0"}), {"--block-k"});
   check_usage_error(run_binary({"run", cat_sat, "--engine", "both", "--block-q", "0"}), {"--block-q"});

@@ -32,7 +32,7 @@ struct RunOptions {
   std::vector<std::string> unset_env;  // removed from the child's environment (e.g. NO_COLOR)
   bool stdout_terminal = false;        // stdout is a pseudo-terminal (raw mode), for --color auto
   std::chrono::milliseconds timeout{10'000};
-  std::string program = ATTN_TRACE_BIN;  // another build of the program, e.g. the broken-flash one
+  std::string program = ATTN_TRACE_BIN;  // the program to run (another build of it, say)
 
   RunOptions& input(std::string text) {
     stdin_text = std::move(text);

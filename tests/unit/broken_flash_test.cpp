@@ -109,3 +109,19 @@ TEST_CASE("A verdict of FAIL is printed as such and saved with tolerance.pass fa
   const nlohmann::json saved = nlohmann::json::parse(trace_to_json(trace, "test"));
   CHECK(saved.at("compare").at("tolerance").at("pass") == false);
 }
+
+TEST_CASE("A flash without the rescale fails the verdict on the input with the largest noise floor of the tests",
+          "[compare][broken]") {
+  // tests/data/compare/float64_tiles_3x2.json: outputs up to about 105, where the noise floor is largest.
+  const auto p = std::make_shared<const Problem>(
+      load_problem_file(std::string(ATTN_SOURCE_DIR) + "/tests/data/compare/float64_tiles_3x2.json"));
+  NullObserver none;
+  for (const TileSize tiles : {TileSize{3, 2}, TileSize{1, 1}}) {
+    INFO("tiles " << tiles.Br << " x " << tiles.Bc);
+    CHECK_FALSE(judge_flash<double>(*p, tiles, run_naive<double>(*p, none), flash_without_rescale<double>(*p, tiles)).pass);
+    CHECK_FALSE(judge_flash<float>(*p, tiles, run_naive<float>(*p, none), flash_without_rescale<float>(*p, tiles)).pass);
+    // and the right flash passes
+    CHECK(compare_engines<double>(*p, tiles, none, none).pass);
+    CHECK(compare_engines<float>(*p, tiles, none, none).pass);
+  }
+}

@@ -346,7 +346,7 @@ TEMPLATE_TEST_CASE("A custom mask with an all-false row gives that row zero weig
   }
 }
 
-TEST_CASE("A padding mask that drops every key empties every row: zero weights, output b_o, all listed",
+TEST_CASE("A padding mask that drops every key empties every row, with zero weights, output b_o, all listed",
           "[engine][mask]") {
   std::mt19937 rng(22);
   Dims d;
@@ -573,7 +573,7 @@ TEST_CASE("Cross-attention with m != n gives every step its (n, m) shape", "[eng
   CHECK(shape(Step::output) == Shape{2, 3, 7});
 }
 
-TEST_CASE("A 2-D cross-attention trace drops the batch axis: scores are (h, n, m)", "[engine][loader]") {
+TEST_CASE("A 2-D cross-attention trace drops the batch axis, so scores are (h, n, m)", "[engine][loader]") {
   const std::string text = R"({"X": [[1, 0], [0, 1]], "context": {"X": [[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]]},
     "W_q": [[1, 0], [0, 1]], "W_k": [[1, 0], [0, 1], [1, 1]], "W_v": [[1, 0], [0, 1], [1, 1]],
     "mask": {"type": "sliding_window", "window": 2, "align": "bottom_right"}})";

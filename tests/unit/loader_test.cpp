@@ -61,7 +61,7 @@ std::string error_message(const std::string& text) {
 
 // ------------------------------------------------------------------------------------------ valid input
 
-TEST_CASE("The loader fills in the defaults: tokens t0.., one head, n_kv_heads = n_heads, scale 1/sqrt(d_k)",
+TEST_CASE("The loader fills in the defaults of tokens t0.., one head, n_kv_heads = n_heads, scale 1/sqrt(d_k)",
           "[loader]") {
   const Problem p = load_problem(doc(), "test.json");
   CHECK_FALSE(p.batched);
@@ -100,7 +100,7 @@ TEST_CASE("n_kv_heads defaults to n_heads and d_k is W_q's width over n_heads", 
   CHECK(p.scale == 0.5);
 }
 
-TEST_CASE("GQA: n_kv_heads sets the key/value heads and d_v may differ from d_k", "[loader]") {
+TEST_CASE("With GQA, n_kv_heads sets the key/value heads and d_v may differ from d_k", "[loader]") {
   // h = 4, g = 2; W_q 2 × 4: d_k = 1; W_k 2 × (g·d_k) = 2 × 2; W_v 2 × 6: d_v = 3; W_o (h·d_v) × 1 = 12 × 1
   const std::string W_o = "[[1], [1], [1], [1], [1], [1], [1], [1], [1], [1], [1], [1]]";
   const Problem p = load_problem(doc({{"W_q", "[[1, 0, 0, 0], [0, 1, 0, 0]]"},
@@ -136,7 +136,7 @@ TEST_CASE("A given scale, description, tokens and biases are kept as written", "
   CHECK(p.b_v == std::vector<double>{5, 6});
 }
 
-TEST_CASE("A 3-D X is a batch: B items of n rows, with per-item, shared or default tokens", "[loader]") {
+TEST_CASE("A 3-D X is a batch of B items of n rows, with per-item, shared or default tokens", "[loader]") {
   const std::string X = "[[[1, 0], [0, 1]], [[2, 0], [0, 2]], [[3, 0], [0, 3]]]";
   SECTION("default tokens") {
     const Problem p = load_problem(doc({{"X", X}}), "test.json");
@@ -184,7 +184,23 @@ TEST_CASE("Layout out_in transposes every weight into in × out", "[loader]") {
   CHECK(p.d_v == 2);
 }
 
-TEST_CASE("A context makes it cross-attention: m and the keys' width come from context X", "[loader]") {
+TEST_CASE("Layout out_in transposes a W_o of 2 × 3, where a reshape would give other numbers", "[loader]") {
+  // out_in W_v stored 3 × 2 (three value features of d_model 2), so h·d_v = 3; W_o stored d_out × (h·d_v) = 2 × 3.
+  // In in_out, W_o is its transpose, 3 × 2:  [[1, 4], [2, 5], [3, 6]]
+  // (the same six numbers reshaped to 3 × 2 would be [[1, 2], [3, 4], [5, 6]])
+  const Problem p = load_problem(doc({{"layout", "\"out_in\""},
+                                      {"W_v", "[[1, 0], [0, 1], [1, 1]]"},
+                                      {"W_o", "[[1, 2, 3], [4, 5, 6]]"},
+                                      {"b_o", "[7, 8]"}}),
+                                 "test.json");
+  check_close("W_o", p.W_o, {3, 2}, {1, 4, 2, 5, 3, 6}, 0);
+  check_close("W_v", p.W_v, {2, 3}, {1, 0, 1, 0, 1, 1}, 0);
+  CHECK(p.d_v == 3);
+  CHECK(p.d_out == 2);
+  CHECK(p.b_o == std::vector<double>{7, 8});  // one per row of the stored W_o
+}
+
+TEST_CASE("A context makes it cross-attention, with m and the keys' width from context X", "[loader]") {
   const Problem p = load_problem(doc({{"context", R"({"X": [[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]], "tokens": ["w", "x", "y", "z"]})"},
                                       {"W_k", "[[1, 0], [0, 1], [1, 1]]"},
                                       {"W_v", "[[1, 0], [0, 1], [1, 1]]"}}),
@@ -255,6 +271,13 @@ TEST_CASE("Whole numbers may be written 2.0", "[loader]") {
 }
 
 // ---------------------------------------------------------------------------------------- invalid input
+
+TEST_CASE("A W_q whose rows do not match X's width is refused at /W_q", "[loader]") {
+  // X is 3 × 2 (d_model 2); an in_out W_q must have 2 rows, this one has 3
+  CHECK(error_pointer(doc({{"W_q", "[[1, 0], [0, 1], [1, 1]]"}})) == "/W_q");
+  CHECK_THAT(error_message(doc({{"W_q", "[[1, 0], [0, 1], [1, 1]]"}})), Catch::Contains("expected 2 rows") && Catch::Contains("found 3"));
+  CHECK(error_pointer(doc({{"W_q", "[[1, 0]]"}})) == "/W_q");  // too few rows as well
+}
 
 TEST_CASE("A W_k whose rows do not match X's width is refused at /W_k", "[loader]") {
   CHECK(error_pointer(doc({{"W_k", "[[1, 0], [0, 1], [1, 1]]"}})) == "/W_k");

@@ -153,7 +153,7 @@ TEST_CASE("apply_mask asks about each batch item separately", "[ops][mask]") {
 
 // ------------------------------------------------------------------------------------------ softmax_rows
 
-TEST_CASE("softmax_rows gives known values: logs of 1, 2, 3 become 1/6, 2/6, 3/6", "[softmax]") {
+TEST_CASE("softmax_rows turns logs of 1, 2, 3 into 1/6, 2/6, 3/6", "[softmax]") {
   // exp(log k) = k, so the weights are [1, 2, 3] / 6
   const auto S = tensor({1, 3}, {0, std::log(2.0), std::log(3.0)});
   check_close("P", softmax_rows(S), {1, 3}, {1.0 / 6, 2.0 / 6, 3.0 / 6}, 1e-15);
@@ -208,7 +208,7 @@ TEST_CASE("softmax_rows turns a row of only -inf into zeros, not NaN", "[softmax
   CHECK(P(1, 2) == Approx(std::exp(3.0) / Z).epsilon(1e-14));
 }
 
-TEMPLATE_TEST_CASE("softmax_rows stays finite for large logits: [1e4, 0] -> [1, 0]", "[softmax]", float, double) {
+TEMPLATE_TEST_CASE("softmax_rows stays finite for large logits, [1e4, 0] -> [1, 0]", "[softmax]", float, double) {
   // exp(1e4) overflows; exp(1e4 - 1e4) = 1 and exp(0 - 1e4) underflows to 0, so exactly [1, 0].
   const Tensor<TestType> S({3, 2}, std::vector<TestType>{TestType(1e4), 0, TestType(1e4), TestType(1e4), TestType(-1e4),
                                                          TestType(-1e4 + 1)});
