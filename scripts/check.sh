@@ -2,8 +2,9 @@
 # Quick start, second command: set up (the test packages too), build, and run every test. .ci/run
 # runs this.
 #   1. the release build and its whole suite, the installation test among it
-#   2. the same suite built with AddressSanitizer and UndefinedBehaviorSanitizer (the dev preset)
-#   3. a bounded libFuzzer run (FUZZ_SECONDS, default 120)
+#   2. the house style: clang-format and clang-tidy (scripts/lint.sh)
+#   3. the same suite built with AddressSanitizer and UndefinedBehaviorSanitizer (the dev preset)
+#   4. a bounded libFuzzer run (FUZZ_SECONDS, default 120)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --tests
@@ -14,6 +15,9 @@ phase "release build and tests"
 cmake --preset release >/dev/null
 cmake --build --preset release
 ctest --preset release
+
+phase "style: clang-format and clang-tidy"
+bash scripts/lint.sh build/release
 
 phase "sanitizer build (ASan + UBSan) and tests"
 cmake --preset dev >/dev/null

@@ -38,7 +38,8 @@ std::int64_t ulp_index(T x) {
   using Bits = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
   const Bits bits = std::bit_cast<Bits>(x);
   // Negative values count down from -0 (which lands on 0, like +0).
-  return bits < 0 ? -static_cast<std::int64_t>(bits & std::numeric_limits<Bits>::max()) : static_cast<std::int64_t>(bits);
+  return bits < 0 ? -static_cast<std::int64_t>(bits & std::numeric_limits<Bits>::max())
+                  : static_cast<std::int64_t>(bits);
 }
 
 // Errors of `a` against `b` (same size), computed in B's precision; the ULPs measured in T after
@@ -57,7 +58,8 @@ ErrorStats error_stats(std::span<const double> a, std::span<const B> b) {
       continue;
     }
     if (!std::isnan(s.max_abs)) s.max_abs = std::max(s.max_abs, static_cast<double>(diff));
-    if (b[k] != 0 && !std::isnan(s.max_rel)) s.max_rel = std::max(s.max_rel, static_cast<double>(diff / std::fabs(b[k])));
+    if (b[k] != 0 && !std::isnan(s.max_rel))
+      s.max_rel = std::max(s.max_rel, static_cast<double>(diff / std::fabs(b[k])));
     // Unsigned arithmetic: the distance between two indices of T always fits in 64 bits.
     const auto ua = static_cast<std::uint64_t>(ulp_index(static_cast<T>(a[k])));
     const auto ub = static_cast<std::uint64_t>(ulp_index(static_cast<T>(b[k])));
@@ -209,7 +211,8 @@ class NoiseFloor final : public Observer {
 
   // Δy (B, n, d_out), step 4: the bound of every output, once the reference has run.
   Tensor<double> output_error() const {
-    const Tensor<double> concat = merge_heads(O_), d_concat = merge_heads(dO_);  // (B, n, h·d_v)
+    const Tensor<double> concat = merge_heads(O_);  // (B, n, h·d_v)
+    Tensor<double> d_concat = merge_heads(dO_);     // (B, n, h·d_v)
     if (!p_.has_output_projection()) return d_concat;
     const Tensor<double> W_o = magnitude(p_.W_o);
     Tensor<double> dY = project(d_concat, W_o, std::span<const double>());
@@ -248,10 +251,11 @@ class NoiseFloor final : public Observer {
             if (tiles == 0 || j / Bc_ != last_tile) ++tiles;
             last_tile = j / Bc_;
           }
-          const std::vector<double> ds =
-              score_error(std::span<const double>(&Q_(b, hd, i, 0), d_k), std::span<const double>(&dQ_(b, hd, i, 0), d_k),
-                          &K_(b, kv, 0, 0), &dK_(b, kv, 0, 0), m, p_.scale, r_);
-          const RowError e = attention_row_error(a, log_ratio, N, tiles, ds, &V_(b, kv, 0, 0), &dV_(b, kv, 0, 0), d_v, r_);
+          const std::vector<double> ds = score_error(std::span<const double>(&Q_(b, hd, i, 0), d_k),
+                                                     std::span<const double>(&dQ_(b, hd, i, 0), d_k), &K_(b, kv, 0, 0),
+                                                     &dK_(b, kv, 0, 0), m, p_.scale, r_);
+          const RowError e =
+              attention_row_error(a, log_ratio, N, tiles, ds, &V_(b, kv, 0, 0), &dV_(b, kv, 0, 0), d_v, r_);
           for (std::size_t c = 0; c < d_v; ++c) {
             O_(b, hd, i, c) = e.o[c];
             dO_(b, hd, i, c) = e.d_o[c];
@@ -263,9 +267,9 @@ class NoiseFloor final : public Observer {
   const Problem& p_;
   std::size_t Bc_;
   Rounding r_ = rounding_of<T>();
-  Tensor<double> Q_, K_, V_;      // |Q| (B, h, n, d_k), |K| (B, g, m, d_k), V (B, g, m, d_v) of the reference
-  Tensor<double> dQ_, dK_, dV_;   // their bounds ΔQ, ΔK, ΔV
-  Tensor<double> O_, dO_;         // o and Δo (B, h, n, d_v)
+  Tensor<double> Q_, K_, V_;     // |Q| (B, h, n, d_k), |K| (B, g, m, d_k), V (B, g, m, d_v) of the reference
+  Tensor<double> dQ_, dK_, dV_;  // their bounds ΔQ, ΔK, ΔV
+  Tensor<double> O_, dO_;        // o and Δo (B, h, n, d_v)
 };
 
 // The arithmetic of the reference: wider than the engines', or the reference would be naive itself.

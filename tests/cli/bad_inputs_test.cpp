@@ -87,7 +87,8 @@ TEST_CASE("A malformed input creates no --json file and leaves an existing one a
     for (const char* command : {"run", "compare"}) {
       INFO("command: " << command);
       // The fragments are run's messages (compare's memory refusal has no hint about flash).
-      const std::vector<std::string> fragments = std::string(command) == "run" ? std::vector{e.fragment} : std::vector<std::string>{};
+      const std::vector<std::string> fragments =
+          std::string(command) == "run" ? std::vector{e.fragment} : std::vector<std::string>{};
       check_error(run_binary({command, path, "--json", kept}), "attn-trace: error: " + path + ": ", fragments);
       CHECK(read_file(kept) == before);
       check_error(run_binary({command, path, "--json", fresh}), "attn-trace: error: " + path + ": ", fragments);
@@ -103,5 +104,6 @@ TEST_CASE("A malformed input on stdin is refused the same way", "[cli][bad-input
   // One file is enough: the loader is the same. docs/cli.md does not say how stdin is named, so only
   // the pointer and the mistake are checked.
   const std::string text = read_file(bad_dir + "/W_k_wrong_rows.json");
-  check_usage_error(run_binary({"run", "-"}, RunOptions().input(text)), {"/W_k: expected 4 rows (d_model of X), found 3"});
+  check_usage_error(run_binary({"run", "-"}, RunOptions().input(text)),
+                    {"/W_k: expected 4 rows (d_model of X), found 3"});
 }

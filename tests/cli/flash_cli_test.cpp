@@ -52,8 +52,10 @@ TEST_CASE("compare exits 0 and prints verdict PASS for every input in data/", "[
   const std::vector<std::string> files = data_files();
   REQUIRE(files.size() >= 9);
   for (const std::string& file : files) {
-    for (const std::vector<std::string>& extra :
-         {std::vector<std::string>{}, {"--dtype", "float64"}, {"--block-q", "1", "--block-k", "1"}, {"--block-q", "3", "--block-k", "2"}}) {
+    for (const std::vector<std::string>& extra : {std::vector<std::string>{},
+                                                  {"--dtype", "float64"},
+                                                  {"--block-q", "1", "--block-k", "1"},
+                                                  {"--block-q", "3", "--block-k", "2"}}) {
       std::vector<std::string> args{"compare", file};
       args.insert(args.end(), extra.begin(), extra.end());
       const RunResult r = run_binary(args);
@@ -70,9 +72,12 @@ TEST_CASE("compare passes, exit 0, on the input the earlier noise term failed, a
           "[cli][flash][compare]") {
   // the failing run was --dtype float64 --block-q 3 --block-k 2 (exit 1, max|flash - ref| 5.27e-14)
   for (const std::string dtype : {"float64", "float32"})
-    for (const std::vector<std::string>& blocks :
-         {std::vector<std::string>{"--block-q", "3", "--block-k", "2"}, {}, {"--block-q", "1", "--block-k", "1"},
-          {"--block-q", "2", "--block-k", "3"}, {"--block-q", "5", "--block-k", "7"}, {"--block-q", "4", "--block-k", "5"}}) {
+    for (const std::vector<std::string>& blocks : {std::vector<std::string>{"--block-q", "3", "--block-k", "2"},
+                                                   {},
+                                                   {"--block-q", "1", "--block-k", "1"},
+                                                   {"--block-q", "2", "--block-k", "3"},
+                                                   {"--block-q", "5", "--block-k", "7"},
+                                                   {"--block-q", "4", "--block-k", "5"}}) {
       std::vector<std::string> args{"compare", compare_case, "--dtype", dtype};
       args.insert(args.end(), blocks.begin(), blocks.end());
       const RunResult r = run_binary(args);
@@ -102,7 +107,8 @@ TEST_CASE("compare --json - prints JSON with a compare object whose tolerance pa
     CHECK(c.at("tolerance").at("bound").get<double>() == Approx(2 * naive_error + noise).epsilon(1e-12));
     CHECK(flash_error <= 2 * naive_error + noise);
     CHECK(flash_error == c.at("flash_vs_reference").at("max_abs").get<double>());
-    CHECK(c.at("memory").at("flash_peak_bytes").get<long long>() <= c.at("memory").at("naive_peak_bytes").get<long long>());
+    CHECK(c.at("memory").at("flash_peak_bytes").get<long long>() <=
+          c.at("memory").at("naive_peak_bytes").get<long long>());
     CHECK(trace.contains("flash"));
     CHECK(trace.at("config").at("engine") == "both");
   }
@@ -144,8 +150,8 @@ TEST_CASE("run --engine both prints every naive step, then the flash section, fo
     INFO(both.describe());
     check_success(both);
     const std::vector<std::string> headings = step_headings(both.out);
-    for (const std::string step : {"q", "k", "v", "q_heads", "k_heads", "v_heads", "scores", "scaled", "masked", "weights",
-                                   "head_outputs", "concat", "output", "flash"}) {
+    for (const std::string step : {"q", "k", "v", "q_heads", "k_heads", "v_heads", "scores", "scaled", "masked",
+                                   "weights", "head_outputs", "concat", "output", "flash"}) {
       INFO("step " << step);
       CHECK(std::count(headings.begin(), headings.end(), step) == 1);
     }
@@ -186,9 +192,10 @@ TEST_CASE("For every input, run --engine flash or both --json then show prints e
           "[cli][flash][trace][show]") {
   const TempDir dir;
   for (const std::string& file : data_files()) {
-    for (const std::vector<std::string>& extra :
-         {std::vector<std::string>{"--engine", "flash"}, {"--engine", "flash", "--dtype", "float64"},
-          {"--engine", "both"}, {"--engine", "flash", "--block-q", "3", "--block-k", "2"}}) {
+    for (const std::vector<std::string>& extra : {std::vector<std::string>{"--engine", "flash"},
+                                                  {"--engine", "flash", "--dtype", "float64"},
+                                                  {"--engine", "both"},
+                                                  {"--engine", "flash", "--block-q", "3", "--block-k", "2"}}) {
       std::vector<std::string> args{"run", file};
       args.insert(args.end(), extra.begin(), extra.end());
       const RunResult plain = run_binary(args);

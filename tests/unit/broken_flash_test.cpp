@@ -118,8 +118,10 @@ TEST_CASE("A flash without the rescale fails the verdict on the input with the l
   NullObserver none;
   for (const TileSize tiles : {TileSize{3, 2}, TileSize{1, 1}}) {
     INFO("tiles " << tiles.Br << " x " << tiles.Bc);
-    CHECK_FALSE(judge_flash<double>(*p, tiles, run_naive<double>(*p, none), flash_without_rescale<double>(*p, tiles)).pass);
-    CHECK_FALSE(judge_flash<float>(*p, tiles, run_naive<float>(*p, none), flash_without_rescale<float>(*p, tiles)).pass);
+    CHECK_FALSE(
+        judge_flash<double>(*p, tiles, run_naive<double>(*p, none), flash_without_rescale<double>(*p, tiles)).pass);
+    CHECK_FALSE(
+        judge_flash<float>(*p, tiles, run_naive<float>(*p, none), flash_without_rescale<float>(*p, tiles)).pass);
     // and the right flash passes
     CHECK(compare_engines<double>(*p, tiles, none, none).pass);
     CHECK(compare_engines<float>(*p, tiles, none, none).pass);

@@ -68,7 +68,8 @@ struct MaskSpec {
     return false;
   }
   // Does the mask leave rows [r0, r1) nothing among keys [c0, c1)?
-  bool rules_out(const Problem& p, std::size_t b, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) const {
+  bool rules_out(const Problem& p, std::size_t b, std::size_t r0, std::size_t r1, std::size_t c0,
+                 std::size_t c1) const {
     for (std::size_t i = r0; i < r1; ++i)
       for (std::size_t j = c0; j < c1; ++j)
         if (allows(p, b, i, j)) return false;
@@ -171,12 +172,13 @@ class FlashRecorder final : public Observer {
     const bool all = e.S && e.m_prev && e.m_new && e.alpha && e.P && e.l_prev && e.l_new && e.O;
     const bool none = !e.S && !e.m_prev && !e.m_new && !e.alpha && !e.P && !e.l_prev && !e.l_new && !e.O;
     tiles.push_back({e.batch, e.head, e.i, e.j, e.row_begin, e.row_end, e.col_begin, e.col_end, e.skipped, all, none,
-                     copy(e.S), copy(e.m_prev), copy(e.m_new), copy(e.alpha), copy(e.P), copy(e.l_prev),
-                     copy(e.l_new), copy(e.O)});
+                     copy(e.S), copy(e.m_prev), copy(e.m_new), copy(e.alpha), copy(e.P), copy(e.l_prev), copy(e.l_new),
+                     copy(e.O)});
   }
   template <class T>
   void keep(const QueryTileDone<T>& e) {
-    if (tiles_) finals.push_back({e.batch, e.head, e.i, e.row_begin, e.row_end, cast<double>(*e.O), cast<double>(*e.lse)});
+    if (tiles_)
+      finals.push_back({e.batch, e.head, e.i, e.row_begin, e.row_end, cast<double>(*e.O), cast<double>(*e.lse)});
   }
 
   StepRecorder recorder_;
@@ -212,11 +214,12 @@ struct Config {
 
 std::string describe(const Config& c) {
   const Problem& p = c.p;
-  return fmt::format("B={} n={} m={} ({}) d_model={} d_k={} d_v={} h={} g={} W_o={} biases={} mask={} align={} "
-                     "window={} Br={} Bc={} gain={}",
-                     p.B, p.n, p.m, p.cross ? "cross" : "self", p.d_model, p.d_k, p.d_v, p.h, p.g,
-                     p.has_output_projection(), !p.b_q.empty(), to_string(c.spec.kind), to_string(c.spec.align),
-                     c.spec.window, c.blocks.Br, c.blocks.Bc, c.weight_gain);
+  return fmt::format(
+      "B={} n={} m={} ({}) d_model={} d_k={} d_v={} h={} g={} W_o={} biases={} mask={} align={} "
+      "window={} Br={} Bc={} gain={}",
+      p.B, p.n, p.m, p.cross ? "cross" : "self", p.d_model, p.d_k, p.d_v, p.h, p.g, p.has_output_projection(),
+      !p.b_q.empty(), to_string(c.spec.kind), to_string(c.spec.align), c.spec.window, c.blocks.Br, c.blocks.Bc,
+      c.weight_gain);
 }
 
 // Sizes up to `max_len` queries and keys, up to 16 wide heads, h in {1, 2, 3, 4, 6} sharing g | h
@@ -292,18 +295,21 @@ bool check_config(const Config& c, double& max_logit, Margins& margins) {
     FAIL_CHECK(fmt::format("{}: {}\n  config: {}", dtype, what, describe(c)));
   };
   if (!record.pass)
-    fail(fmt::format("flash fails the tolerance rule: max|flash - ref| = {:.3g} > 2·{:.3g} + {:.3g} = {:.3g} "
-                     "(max|flash - naive| = {:.3g})",
-                     record.flash_vs_ref.max_abs, record.naive_vs_ref.max_abs, record.noise, record.bound,
-                     record.flash_vs_naive.max_abs));
+    fail(
+        fmt::format("flash fails the tolerance rule: max|flash - ref| = {:.3g} > 2·{:.3g} + {:.3g} = {:.3g} "
+                    "(max|flash - naive| = {:.3g})",
+                    record.flash_vs_ref.max_abs, record.naive_vs_ref.max_abs, record.noise, record.bound,
+                    record.flash_vs_naive.max_abs));
   // the record states the rule it applied: bound = 2·naive + noise, pass = flash <= bound
-  if (record.bound != 2 * record.naive_vs_ref.max_abs + record.noise || record.pass != (record.flash_vs_ref.max_abs <= record.bound))
-    fail(fmt::format("the record does not follow its rule: flash {:.17g}, naive {:.17g}, noise {:.17g}, bound {:.17g}, pass {}",
-                     record.flash_vs_ref.max_abs, record.naive_vs_ref.max_abs, record.noise, record.bound, record.pass));
+  if (record.bound != 2 * record.naive_vs_ref.max_abs + record.noise ||
+      record.pass != (record.flash_vs_ref.max_abs <= record.bound))
+    fail(fmt::format(
+        "the record does not follow its rule: flash {:.17g}, naive {:.17g}, noise {:.17g}, bound {:.17g}, pass {}",
+        record.flash_vs_ref.max_abs, record.naive_vs_ref.max_abs, record.noise, record.bound, record.pass));
   // the noise floor alone is derived to bound a correct flash, whatever naive's own error
   if (!(record.flash_vs_ref.max_abs <= record.noise))
-    fail(fmt::format("flash is farther from the reference than the noise floor: {:.3g} > {:.3g}", record.flash_vs_ref.max_abs,
-                     record.noise));
+    fail(fmt::format("flash is farther from the reference than the noise floor: {:.3g} > {:.3g}",
+                     record.flash_vs_ref.max_abs, record.noise));
   if (any_nan(record.naive) || any_nan(record.flash)) fail("NaN in an output");
   if (record.bound > 0) margins.of_bound = std::max(margins.of_bound, record.flash_vs_ref.max_abs / record.bound);
   if (record.noise > 0) margins.of_noise = std::max(margins.of_noise, record.flash_vs_ref.max_abs / record.noise);
@@ -311,8 +317,10 @@ bool check_config(const Config& c, double& max_logit, Margins& margins) {
 
   const Tensor<double>& naive_O = naive_steps.at(Step::head_outputs);
   const Tensor<double>& flash_O = flash_steps.at(Step::head_outputs);
-  if (const std::size_t bad = nonzero_in_rows(naive_O, empty)) fail(fmt::format("naive: {} nonzero values in rows with nothing to attend", bad));
-  if (const std::size_t bad = nonzero_in_rows(flash_O, empty)) fail(fmt::format("flash: {} nonzero values in rows with nothing to attend", bad));
+  if (const std::size_t bad = nonzero_in_rows(naive_O, empty))
+    fail(fmt::format("naive: {} nonzero values in rows with nothing to attend", bad));
+  if (const std::size_t bad = nonzero_in_rows(flash_O, empty))
+    fail(fmt::format("flash: {} nonzero values in rows with nothing to attend", bad));
   if (any_nan(flash_O)) fail("NaN in flash's head outputs");
   // lse: -inf exactly for the empty rows, finite for every other
   const Tensor<double>& lse = flash_steps.lse();
@@ -323,7 +331,8 @@ bool check_config(const Config& c, double& max_logit, Margins& margins) {
         const bool is_empty = !c.spec.row_has_key(c.p, b, i);
         const double x = lse(b, hd, i);
         if ((is_empty ? x != -inf : !std::isfinite(x)) && bad_lse++ == 0)  // the first one says enough
-          fail(fmt::format("lse[{}, {}, {}] = {} for a row {}", b, hd, i, x, is_empty ? "with nothing to attend" : "with keys"));
+          fail(fmt::format("lse[{}, {}, {}] = {} for a row {}", b, hd, i, x,
+                           is_empty ? "with nothing to attend" : "with keys"));
       }
   // memory: flash holds one S tile and one P tile; naive two full (B, h, n, m) buffers
   const std::size_t flash_limit = 2 * c.blocks.Br * c.blocks.Bc * sizeof(T);
@@ -373,8 +382,10 @@ Tensor<double> lse_of(const Tensor<double>& masked) {
 // noise floor derived in compare.hpp in place of cli.md's |(ref + 0.3) - 0.3 - ref|, which can be
 // exactly 0 and so failed correct runs on a harmless change of summation order.
 
-TEST_CASE("Flash equals naive by the tolerance rule of cli.md over 2,000 seeded random configurations, in float32 and float64",
-          "[flash][compare][property]") {
+TEST_CASE(
+    "Flash equals naive by the tolerance rule of cli.md over 2,000 seeded random configurations, in float32 and "
+    "float64",
+    "[flash][compare][property]") {
   const auto start = std::chrono::steady_clock::now();
   std::mt19937 rng(20230717);
   constexpr std::size_t configs = 2000;
@@ -403,13 +414,14 @@ TEST_CASE("Flash equals naive by the tolerance rule of cli.md over 2,000 seeded 
     long_rows += c.p.n >= 50 && c.p.m >= 50;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  INFO(fmt::format("flash sweep: {} configs × 2 dtypes in {:.1f} s; largest |logit| {:.3g}; masks none {} causal {} "
-                   "sliding_window {} padding {} custom {}; top_left {} bottom_right {}; cross {}; GQA {} MQA {}; "
-                   "batched {}; tiles dividing neither length {}; with empty rows {}; 1×1 tiles {}; n, m >= 50 {}; "
-                   "largest |flash - ref| / bound: float32 {:.3g}, float64 {:.3g}; / noise: float32 {:.3g}, float64 {:.3g}",
-                   configs, seconds, max_logit, by_kind[0], by_kind[1], by_kind[2], by_kind[3], by_kind[4], by_align[0],
-                   by_align[1], cross, gqa, mqa, batched, ragged_tiles, with_empty_rows, one_by_one, long_rows,
-                   margins[0].of_bound, margins[1].of_bound, margins[0].of_noise, margins[1].of_noise));
+  INFO(fmt::format(
+      "flash sweep: {} configs × 2 dtypes in {:.1f} s; largest |logit| {:.3g}; masks none {} causal {} "
+      "sliding_window {} padding {} custom {}; top_left {} bottom_right {}; cross {}; GQA {} MQA {}; "
+      "batched {}; tiles dividing neither length {}; with empty rows {}; 1×1 tiles {}; n, m >= 50 {}; "
+      "largest |flash - ref| / bound: float32 {:.3g}, float64 {:.3g}; / noise: float32 {:.3g}, float64 {:.3g}",
+      configs, seconds, max_logit, by_kind[0], by_kind[1], by_kind[2], by_kind[3], by_kind[4], by_align[0], by_align[1],
+      cross, gqa, mqa, batched, ragged_tiles, with_empty_rows, one_by_one, long_rows, margins[0].of_bound,
+      margins[1].of_bound, margins[0].of_noise, margins[1].of_noise));
   CHECK(failed == 0);
   // and the bound is not vacuous: somewhere flash comes within a factor 100 of it (0.078 and 0.072 measured)
   CHECK(margins[0].of_bound > 0.01);
@@ -562,10 +574,11 @@ TEST_CASE("Flash skips exactly the tiles that the mask rules out, and lists ever
             const bool skip_ok = t.skipped == ruled_out && (t.skipped ? t.has_no_matrices : t.has_matrices);
             if (!where_ok || !skip_ok) {
               ++mismatches;
-              FAIL_CHECK(fmt::format("tile #{}: expected b {} h {} i {} j {} rows [{}, {}) cols [{}, {}) skipped {}; "
-                                     "got b {} h {} i {} j {} rows [{}, {}) cols [{}, {}) skipped {}",
-                                     at, b, hd, i, j, r0, r1, c0, c1, ruled_out, t.batch, t.head, t.i, t.j, t.row_begin,
-                                     t.row_end, t.col_begin, t.col_end, t.skipped));
+              FAIL_CHECK(
+                  fmt::format("tile #{}: expected b {} h {} i {} j {} rows [{}, {}) cols [{}, {}) skipped {}; "
+                              "got b {} h {} i {} j {} rows [{}, {}) cols [{}, {}) skipped {}",
+                              at, b, hd, i, j, r0, r1, c0, c1, ruled_out, t.batch, t.head, t.i, t.j, t.row_begin,
+                              t.row_end, t.col_begin, t.col_end, t.skipped));
               continue;
             }
             if (t.skipped) {
@@ -616,15 +629,17 @@ TEMPLATE_TEST_CASE("Tiles of one row and one column (Br = Bc = 1) match naive", 
     const CompareRecord record = compare_engines<T>(c.p, c.blocks, none, none);
     CHECK(record.pass);
     // one score and one weight at a time; nothing at all when the mask rules out every tile
-    const bool any_run = std::any_of(flash_steps.tiles.begin(), flash_steps.tiles.end(), [](const auto& t) { return !t.skipped; });
+    const bool any_run =
+        std::any_of(flash_steps.tiles.begin(), flash_steps.tiles.end(), [](const auto& t) { return !t.skipped; });
     CHECK(record.flash_peak_bytes == (any_run ? 2 * sizeof(T) : 0));
   }
 }
 
 // ------------------------------------------------------------------------------- worked example
 
-TEMPLATE_TEST_CASE("The worked example in flash with its default 2 × 1 tiles, whose m, l and alpha are worked out by hand",
-                   "[flash]", float, double) {
+TEMPLATE_TEST_CASE(
+    "The worked example in flash with its default 2 × 1 tiles, whose m, l and alpha are worked out by hand", "[flash]",
+    float, double) {
   using T = TestType;
   const double tol = sizeof(T) == 4 ? 1e-6 : 1e-14;
   const auto p = the_cat_sat();

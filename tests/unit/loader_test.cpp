@@ -201,10 +201,11 @@ TEST_CASE("Layout out_in transposes a W_o of 2 × 3, where a reshape would give 
 }
 
 TEST_CASE("A context makes it cross-attention, with m and the keys' width from context X", "[loader]") {
-  const Problem p = load_problem(doc({{"context", R"({"X": [[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]], "tokens": ["w", "x", "y", "z"]})"},
-                                      {"W_k", "[[1, 0], [0, 1], [1, 1]]"},
-                                      {"W_v", "[[1, 0], [0, 1], [1, 1]]"}}),
-                                 "test.json");
+  const Problem p = load_problem(
+      doc({{"context", R"({"X": [[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]], "tokens": ["w", "x", "y", "z"]})"},
+           {"W_k", "[[1, 0], [0, 1], [1, 1]]"},
+           {"W_v", "[[1, 0], [0, 1], [1, 1]]"}}),
+      "test.json");
   CHECK(p.cross);
   CHECK(p.n == 3);
   CHECK(p.m == 4);
@@ -254,7 +255,8 @@ TEST_CASE("Masks load into their resolved form", "[loader][mask]") {
   }
   SECTION("custom") {
     const Problem p = load_problem(
-        doc({{"mask", R"({"type": "custom", "allow": [[true, false, false], [false, false, false], [true, true, true]]})"}}),
+        doc({{"mask",
+              R"({"type": "custom", "allow": [[true, false, false], [false, false, false], [true, true, true]]})"}}),
         "t.json");
     CHECK(p.mask.kind == MaskKind::custom);
     CHECK(p.mask.allows(0, 0, 0));
@@ -275,7 +277,8 @@ TEST_CASE("Whole numbers may be written 2.0", "[loader]") {
 TEST_CASE("A W_q whose rows do not match X's width is refused at /W_q", "[loader]") {
   // X is 3 × 2 (d_model 2); an in_out W_q must have 2 rows, this one has 3
   CHECK(error_pointer(doc({{"W_q", "[[1, 0], [0, 1], [1, 1]]"}})) == "/W_q");
-  CHECK_THAT(error_message(doc({{"W_q", "[[1, 0], [0, 1], [1, 1]]"}})), Catch::Contains("expected 2 rows") && Catch::Contains("found 3"));
+  CHECK_THAT(error_message(doc({{"W_q", "[[1, 0], [0, 1], [1, 1]]"}})),
+             Catch::Contains("expected 2 rows") && Catch::Contains("found 3"));
   CHECK(error_pointer(doc({{"W_q", "[[1, 0]]"}})) == "/W_q");  // too few rows as well
 }
 
@@ -297,8 +300,7 @@ TEST_CASE("A value that is not a number is refused at its own pointer", "[loader
   CHECK(error_pointer(doc({{"b_q", "[1, true]"}})) == "/b_q/1");
 }
 
-TEST_CASE("A number too large to be finite is refused with an InputError, not a JSON library exception",
-          "[loader]") {
+TEST_CASE("A number too large to be finite is refused with an InputError, not a JSON library exception", "[loader]") {
   // 1e999 is valid JSON grammar but not a finite double ("Every number must be finite"). The refusal
   // must be the one error type main turns into a one-line input error; its pointer is the number's
   // ("/X/1/1") or, if the parser cannot tell, the whole document ("").
@@ -352,9 +354,11 @@ TEST_CASE("Bad tokens, layout and mask values are refused at their pointers", "[
   CHECK(error_pointer(doc({{"mask", R"({"type": "causal", "window": 2})"}})) == "/mask/window");
   CHECK(error_pointer(doc({{"mask", R"({"type": "padding", "keep": [1, 0]})"}})) == "/mask/keep");
   CHECK(error_pointer(doc({{"mask", R"({"type": "padding", "keep": [1, 2, 0]})"}})) == "/mask/keep/1");
-  CHECK(error_pointer(doc({{"mask", R"({"type": "custom", "allow": [[true, true, true], [1, true, true], [true, true, true]]})"}})) ==
+  CHECK(error_pointer(doc(
+            {{"mask", R"({"type": "custom", "allow": [[true, true, true], [1, true, true], [true, true, true]]})"}})) ==
         "/mask/allow/1/0");
-  CHECK(error_pointer(doc({{"mask", R"({"type": "custom", "allow": [[true, true, true], [true, true], [true, true, true]]})"}})) ==
+  CHECK(error_pointer(doc(
+            {{"mask", R"({"type": "custom", "allow": [[true, true, true], [true, true], [true, true, true]]})"}})) ==
         "/mask/allow/1");
 }
 

@@ -80,7 +80,8 @@ TEST_CASE("A row's bound grows with the key tiles its weights fall in, by hand",
   const RowError with_dV = attention_row_error(a, log_ratio, 2, 1, ds, V.data(), dV_some.data(), 1, float32);
   CHECK(with_dV.d_o[0] == Approx(21 * u).epsilon(1e-6));
   // a row with nothing to attend is exactly 0 in both engines: no bound to add
-  const RowError empty = attention_row_error(std::vector<double>{0, 0}, log_ratio, 0, 0, ds, V.data(), dV.data(), 1, float32);
+  const RowError empty =
+      attention_row_error(std::vector<double>{0, 0}, log_ratio, 0, 0, ds, V.data(), dV.data(), 1, float32);
   CHECK(empty.d_o == std::vector<double>{0});
 }
 

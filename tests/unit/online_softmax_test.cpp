@@ -279,7 +279,8 @@ TEST_CASE("Rows whose first tiles are all -inf start their state at the first fi
   CHECK(f.lse(1) == 3.0);
 }
 
-TEMPLATE_TEST_CASE("alpha = exp(m_prev - m_new) on a small case worked out by hand", "[online-softmax]", float, double) {
+TEMPLATE_TEST_CASE("alpha = exp(m_prev - m_new) on a small case worked out by hand", "[online-softmax]", float,
+                   double) {
   using T = TestType;
   const double tol = sizeof(T) == 4 ? 1e-6 : 1e-15;
   // Two rows, two tiles of two keys, values V = [[1, 0], [0, 1]] then [[2, 2], [-1, 3]].

@@ -349,7 +349,8 @@ TEMPLATE_TEST_CASE("inf, -inf and nan in any step read back as inf, -inf and nan
 
 // ---- the shortest form -------------------------------------------------------------------------
 
-TEST_CASE("float32 values are written in their shortest form, 0.1f as 0.1 and not 0.10000000149011612", "[trace][json]") {
+TEST_CASE("float32 values are written in their shortest form, 0.1f as 0.1 and not 0.10000000149011612",
+          "[trace][json]") {
   CHECK(format_trace_number(static_cast<double>(0.1f), true) == "0.1");
   CHECK(format_trace_number(static_cast<double>(1.0f / 3.0f), true) == "0.33333334");
   CHECK(format_trace_number(static_cast<double>(0.76791793f), true) == "0.76791793");
