@@ -73,7 +73,11 @@ inline MemoryEstimate estimate_memory(const Problem& p, const RunShape& shape) {
       checked_add(shared_values(p), product(2, shape.tile_size.Br, checked_add(shape.tile_size.Bc, p.d_v + 3)));
   if (shape.naive) e.engine = std::max(e.engine, checked_mul(naive, shape.scalar));
   if (shape.flash) e.engine = std::max(e.engine, checked_mul(flash, shape.scalar));
-  if (shape.reference_scalar) e.engine = std::max(e.engine, checked_mul(naive, shape.reference_scalar));
+  // compare's reference: naive one precision up, while the noise floor keeps Q, K, V, the head outputs
+  // and a bound for each, in double: about twice the shared values again.
+  if (shape.reference_scalar)
+    e.engine =
+        std::max(e.engine, checked_add(checked_mul(naive, shape.reference_scalar), product(2, shared_values(p), 8)));
 
   // A trace keeps doubles: the shared steps at most once each, the score steps, and the tiles.
   std::size_t kept = 0;

@@ -51,3 +51,16 @@ TEST_CASE("The flash estimate does not grow with n·m unless its tiles are trace
   // Tr = 2, Tc = 3 tiles, each 2·Br·Bc + Br·(d_v + 5) = 4 + 14 = 18 values.
   CHECK(estimate_memory(p, shape).trace == 1 * 1 * 2 * 3 * 18 * 8);
 }
+
+TEST_CASE("compare's estimate counts the wider reference and the noise floor's copies in double", "[estimate]") {
+  const Problem p = load_problem_file(ATTN_SOURCE_DIR "/data/the_cat_sat.json");
+  RunShape shape;
+  shape.naive = true;
+  shape.flash = true;
+  shape.scalar = 4;
+  shape.reference_scalar = 8;
+  // By hand for the worked example (n = m = 3, d_model = 4, one head, d_k = d_v = 2): the shared
+  // values are 124 (as in the tests above) and one score buffer 9; the reference's naive run holds
+  // (124 + 2 · 9) · 8 bytes, and the noise floor 2 · 124 more doubles.
+  CHECK(estimate_memory(p, shape).engine == (124 + 2 * 9) * 8 + 2 * 124 * 8);
+}
