@@ -16,93 +16,21 @@
 #include "engine/naive.hpp"
 #include "io/load.hpp"
 #include "model/mask.hpp"
+#include "mask_spec.hpp"
 #include "support.hpp"
 #include "trace/collector.hpp"
 
 using namespace attn;
 using attn::test::check_close;
 using attn::test::Dims;
+using attn::test::MaskSpec;
 using attn::test::pick;
+using attn::test::random_mask;
 using attn::test::random_problem;
 using attn::test::run_recorded;
+using attn::test::spec_band_allows;
 
 namespace {
-
-// docs/input-format.md, "Masks", written out independently of Mask::allows:
-//   causal: j <= i + o;  sliding_window: i + o - w < j <= i + o;  o = 0 (top_left) or m - n (bottom_right)
-bool spec_band_allows(MaskKind kind, Align align, long long w, long long n, long long m, long long i, long long j) {
-  const long long o = align == Align::bottom_right ? m - n : 0;
-  switch (kind) {
-    case MaskKind::causal: return j <= i + o;
-    case MaskKind::sliding_window: return i + o - w < j && j <= i + o;
-    default: return true;
-  }
-}
-
-// A random mask and, kept apart from it, the decisions it was made from, so the test can say which
-// keys are allowed without asking the Mask.
-struct MaskSpec {
-  MaskKind kind = MaskKind::none;
-  Align align = Align::top_left;
-  std::size_t window = 0;
-  std::vector<std::vector<int>> keep;                // [b][j]
-  std::vector<std::vector<std::vector<int>>> allow;  // [b][i][j]
-
-  bool allows(const Problem& p, std::size_t b, std::size_t i, std::size_t j) const {
-    switch (kind) {
-      case MaskKind::none: return true;
-      case MaskKind::causal:
-      case MaskKind::sliding_window:
-        return spec_band_allows(kind, align, static_cast<long long>(window), static_cast<long long>(p.n),
-                                static_cast<long long>(p.m), static_cast<long long>(i), static_cast<long long>(j));
-      case MaskKind::padding: return keep[b][j] == 1;
-      case MaskKind::custom: return allow[b][i][j] == 1;
-    }
-    return true;
-  }
-  bool row_has_key(const Problem& p, std::size_t b, std::size_t i) const {
-    for (std::size_t j = 0; j < p.m; ++j)
-      if (allows(p, b, i, j)) return true;
-    return false;
-  }
-};
-
-// Draws a mask of any kind for `p` and installs it in p.mask.
-MaskSpec random_mask(std::mt19937& rng, Problem& p, double keep_probability = 0.7) {
-  std::bernoulli_distribution coin(keep_probability);
-  MaskSpec spec;
-  spec.kind = static_cast<MaskKind>(pick(rng, 0, 4));
-  spec.align = pick(rng, 0, 1) == 0 ? Align::top_left : Align::bottom_right;
-  spec.window = pick(rng, 1, p.m + 1);
-  // padding and custom: one row / matrix per batch item, drawn independently
-  spec.keep.assign(p.B, std::vector<int>(p.m));
-  spec.allow.assign(p.B, std::vector<std::vector<int>>(p.n, std::vector<int>(p.m)));
-  for (auto& item : spec.keep)
-    for (int& k : item) k = coin(rng) ? 1 : 0;
-  for (auto& item : spec.allow)
-    for (auto& row : item)
-      for (int& a : row) a = coin(rng) ? 1 : 0;
-
-  Mask& mask = p.mask;
-  mask = Mask{};
-  mask.n = p.n;
-  mask.m = p.m;
-  mask.kind = spec.kind;
-  if (spec.kind == MaskKind::causal || spec.kind == MaskKind::sliding_window) mask.align = spec.align;
-  if (spec.kind == MaskKind::sliding_window) mask.window = spec.window;
-  if (spec.kind == MaskKind::padding) {
-    mask.keep = Tensor<std::uint8_t>({p.B, p.m});
-    for (std::size_t b = 0; b < p.B; ++b)
-      for (std::size_t j = 0; j < p.m; ++j) mask.keep(b, j) = static_cast<std::uint8_t>(spec.keep[b][j]);
-  }
-  if (spec.kind == MaskKind::custom) {
-    mask.allow = Tensor<std::uint8_t>({p.B, p.n, p.m});
-    for (std::size_t b = 0; b < p.B; ++b)
-      for (std::size_t i = 0; i < p.n; ++i)
-        for (std::size_t j = 0; j < p.m; ++j) mask.allow(b, i, j) = static_cast<std::uint8_t>(spec.allow[b][i][j]);
-  }
-  return spec;
-}
 
 // Random sizes: batch, self or cross, heads with g | h, head widths, with or without W_o and biases.
 Dims random_dims(std::mt19937& rng) {

@@ -25,105 +25,23 @@
 #include "engine/naive.hpp"
 #include "io/load.hpp"
 #include "model/mask.hpp"
+#include "mask_spec.hpp"
 #include "support.hpp"
 
 using namespace attn;
 using attn::test::check_close;
 using attn::test::Dims;
+using attn::test::install_mask;
+using attn::test::MaskSpec;
 using attn::test::pick;
+using attn::test::random_mask;
 using attn::test::random_problem;
+using attn::test::spec_band_allows;
 using attn::test::StepRecorder;
 
 namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
-
-// ------------------------------------------------------------------------------------------ masks
-
-// input-format.md, "Masks", written out independently of Mask::allows:
-//   causal: j <= i + o;  sliding_window: i + o - w < j <= i + o;  o = 0 (top_left) or m - n (bottom_right)
-// padding: key j of item b is real (keep[b][j]); custom: allow[b][i][j].
-struct MaskSpec {
-  MaskKind kind = MaskKind::none;
-  Align align = Align::top_left;
-  long long window = 0;
-  std::vector<std::vector<int>> keep;                // [b][j]
-  std::vector<std::vector<std::vector<int>>> allow;  // [b][i][j]
-
-  bool allows(const Problem& p, std::size_t b, std::size_t i, std::size_t j) const {
-    const long long o = align == Align::bottom_right ? static_cast<long long>(p.m) - static_cast<long long>(p.n) : 0;
-    const long long ii = static_cast<long long>(i), jj = static_cast<long long>(j);
-    switch (kind) {
-      case MaskKind::none: return true;
-      case MaskKind::causal: return jj <= ii + o;
-      case MaskKind::sliding_window: return ii + o - window < jj && jj <= ii + o;
-      case MaskKind::padding: return keep[b][j] == 1;
-      case MaskKind::custom: return allow[b][i][j] == 1;
-    }
-    return true;
-  }
-  bool row_has_key(const Problem& p, std::size_t b, std::size_t i) const {
-    for (std::size_t j = 0; j < p.m; ++j)
-      if (allows(p, b, i, j)) return true;
-    return false;
-  }
-  // Does the mask leave rows [r0, r1) nothing among keys [c0, c1)?
-  bool rules_out(const Problem& p, std::size_t b, std::size_t r0, std::size_t r1, std::size_t c0,
-                 std::size_t c1) const {
-    for (std::size_t i = r0; i < r1; ++i)
-      for (std::size_t j = c0; j < c1; ++j)
-        if (allows(p, b, i, j)) return false;
-    return true;
-  }
-};
-
-// Installs a mask of `kind` in p.mask, drawn at random, and returns the decisions it was made from.
-// Padding and custom flags are drawn per item or shared by the batch (a first axis of 1), with a keep
-// probability from sparse to dense; sometimes a whole custom row or a whole padding item is emptied.
-MaskSpec install_mask(std::mt19937& rng, Problem& p, MaskKind kind, Align align) {
-  MaskSpec spec;
-  spec.kind = kind;
-  spec.align = align;
-  spec.window = static_cast<long long>(pick(rng, 1, p.m + 1));
-  const double keep_probability = std::vector<double>{0.1, 0.5, 0.9}[pick(rng, 0, 2)];
-  std::bernoulli_distribution coin(keep_probability);
-  const bool shared = pick(rng, 0, 2) == 0;
-  const std::size_t items = shared ? 1 : p.B;
-
-  Mask& mask = p.mask;
-  mask = Mask{};
-  mask.n = p.n;
-  mask.m = p.m;
-  mask.kind = kind;
-  if (kind == MaskKind::causal || kind == MaskKind::sliding_window) mask.align = align;
-  if (kind == MaskKind::sliding_window) mask.window = static_cast<std::size_t>(spec.window);
-  if (kind == MaskKind::padding) {
-    mask.keep = Tensor<std::uint8_t>({items, p.m});
-    const std::size_t empty_item = pick(rng, 0, 4) == 0 ? pick(rng, 0, items - 1) : items;  // maybe none
-    for (std::size_t b = 0; b < items; ++b)
-      for (std::size_t j = 0; j < p.m; ++j) mask.keep(b, j) = b != empty_item && coin(rng) ? 1 : 0;
-    spec.keep.assign(p.B, std::vector<int>(p.m));
-    for (std::size_t b = 0; b < p.B; ++b)
-      for (std::size_t j = 0; j < p.m; ++j) spec.keep[b][j] = mask.keep(shared ? 0 : b, j);
-  }
-  if (kind == MaskKind::custom) {
-    mask.allow = Tensor<std::uint8_t>({items, p.n, p.m});
-    const std::size_t empty_row = pick(rng, 0, 2) == 0 ? pick(rng, 0, p.n - 1) : p.n;  // maybe none
-    for (std::size_t b = 0; b < items; ++b)
-      for (std::size_t i = 0; i < p.n; ++i)
-        for (std::size_t j = 0; j < p.m; ++j) mask.allow(b, i, j) = i != empty_row && coin(rng) ? 1 : 0;
-    spec.allow.assign(p.B, std::vector<std::vector<int>>(p.n, std::vector<int>(p.m)));
-    for (std::size_t b = 0; b < p.B; ++b)
-      for (std::size_t i = 0; i < p.n; ++i)
-        for (std::size_t j = 0; j < p.m; ++j) spec.allow[b][i][j] = mask.allow(shared ? 0 : b, i, j);
-  }
-  return spec;
-}
-
-MaskSpec random_mask(std::mt19937& rng, Problem& p) {
-  return install_mask(rng, p, static_cast<MaskKind>(pick(rng, 0, 4)),
-                      pick(rng, 0, 1) == 0 ? Align::top_left : Align::bottom_right);
-}
 
 // ------------------------------------------------------------------------------------- observers
 
