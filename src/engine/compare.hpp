@@ -1,5 +1,5 @@
 #pragma once
-// Naive vs flash vs a float64 reference: the errors, the memory, and the tolerance rule of cli.md.
+// Naive vs flash vs a wider reference: the errors, the memory, and the verdict of docs/cli.md.
 
 #include <algorithm>
 #include <bit>

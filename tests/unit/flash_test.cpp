@@ -1,5 +1,5 @@
 // Flash attention (engine/flash.hpp) against naive attention: a seeded sweep over sizes, heads, masks
-// and tile sizes judged by the tolerance rule of cli.md; rows and tiles that the mask empties; the
+// and tile sizes judged by the tolerance rule of docs/cli.md; rows and tiles that the mask empties; the
 // worked example's tiles checked by hand; the memory each engine holds; and lse against the naive
 // trace's `masked` step. Which keys a mask allows is worked out here from the formulas of
 // input-format.md, independently of Mask::allows; expected numbers come from hand calculation or
@@ -295,14 +295,14 @@ Tensor<double> lse_of(const Tensor<double>& masked) {
 
 // ---------------------------------------------------------------------------------------- the sweep
 
-// record.pass is compare_engines' verdict: the rule of cli.md with a float64 reference for float32 and a
-// long double one for float64 (cli.md's words would make the reference naive itself there), and with the
-// noise floor derived in compare.hpp in place of cli.md's |(ref + 0.3) - 0.3 - ref|, which can be
-// exactly 0 and so failed correct runs on a harmless change of summation order.
+// record.pass is compare_engines' verdict, the rule of docs/cli.md: a float64 reference for float32 and a
+// long double one for float64 (a float64 reference would be naive itself there), and the noise floor
+// derived in compare.hpp in place of the earlier |(ref + 0.3) - 0.3 - ref|, which can be exactly 0 and
+// so failed correct runs on a harmless change of summation order.
 
 TEST_CASE(
-    "Flash equals naive by the tolerance rule of cli.md over 2,000 seeded random configurations, in float32 and "
-    "float64",
+    "Flash equals naive by the tolerance rule of docs/cli.md over 2,000 seeded random configurations, in float32 "
+    "and float64",
     "[flash][compare][property]") {
   const auto start = std::chrono::steady_clock::now();
   std::mt19937 rng(20230717);
