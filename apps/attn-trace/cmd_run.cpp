@@ -19,8 +19,8 @@ namespace {
 // The score steps that the flash engine never forms as whole matrices, among those asked for.
 std::vector<std::string> steps_flash_never_forms(const StepFilter& filter) {
   std::vector<std::string> names;
-  for (const Step s : {Step::scores, Step::scaled, Step::masked, Step::weights})
-    if (std::find(filter.only.begin(), filter.only.end(), s) != filter.only.end())
+  for (const Step s : all_steps())
+    if (is_score_step(s) && std::find(filter.only.begin(), filter.only.end(), s) != filter.only.end())
       names.emplace_back(step_info(s).name);
   return names;
 }

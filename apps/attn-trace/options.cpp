@@ -89,13 +89,14 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem, boo
   // the score steps, whose flash counterparts live in the tiles.
   filter.tiles = options.steps.empty();
   for (const std::string& name : options.steps) {
-    if (name == "tiles" || name == "scores" || name == "scaled" || name == "masked" || name == "weights")
+    if (name == "tiles") {
+      if (!has_tiles)
+        throw UsageError(
+            "--steps tiles: only the flash pass has tiles; add --engine flash or --engine both, or use "
+            "attn-trace compare");
       filter.tiles = true;
-    if (name == "tiles" && !has_tiles)
-      throw UsageError(
-          "--steps tiles: only the flash pass has tiles; add --engine flash or --engine both, or use "
-          "attn-trace compare");
-    if (name == "tiles") continue;
+      continue;
+    }
     const std::optional<Step> step = step_from_name(name);
     if (!step) {
       std::vector<std::string_view> names;
@@ -105,6 +106,7 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem, boo
                                    near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
                                    fmt::join(names, ",")));
     }
+    if (is_score_step(*step)) filter.tiles = true;
     filter.only.push_back(*step);
   }
   filter.none = !options.steps.empty() && filter.only.empty();  // --steps tiles: the tiles alone
@@ -149,7 +151,7 @@ RunShape run_shape(const TraceOptions& o, const RunRequest& r, const StepFilter&
   shape.tile_size = r.tile_size;
   for (const Step s : all_steps()) {
     if (!filter.keeps(s)) continue;
-    const bool score = s == Step::scores || s == Step::scaled || s == Step::masked || s == Step::weights;
+    const bool score = is_score_step(s);
     if (score && naive) ++shape.score_steps_traced;
     if (!score) shape.shared_traced = true;
   }

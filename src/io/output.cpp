@@ -195,20 +195,17 @@ mode_t current_umask() {
 OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
   const Destination d = destination(path_);
   if (d.kind == Destination::descriptor) {
-    mode_ = Mode::descriptor;
     fd_ = d.fd;
     own_fd_ = false;
     if (fd_ == STDOUT_FILENO && std::fflush(stdout) != 0) fail_errno("stdout", "", errno);
     return;
   }
   if (d.kind == Destination::in_place) {
-    mode_ = Mode::in_place;
     fd_ = open_in_place(path_, d);
     return;
   }
 
   // The temporary file lives beside the target so that rename() is atomic (same file system).
-  mode_ = Mode::replace;
   target_ = d.path;
   std::string temp = parent_of(target_) + "/." + name_of(target_) + ".tmp-XXXXXX";
   if (temp.size() >= max_temp_path) fail(path_, "the path is too long");
@@ -252,13 +249,14 @@ void OutputFile::commit() {
   const int fd = fd_;
   fd_ = -1;
   if (!own_fd_) return;
-  if (mode_ == Mode::replace && ::fsync(fd) != 0 && errno != EINVAL) {
+  const bool replacing = !target_.empty();
+  if (replacing && ::fsync(fd) != 0 && errno != EINVAL) {
     const int error = errno;
     ::close(fd);
     fail_errno(path_, "flushing to disk", error);
   }
   if (::close(fd) != 0) fail_errno(path_, "", errno);
-  if (mode_ != Mode::replace) return;
+  if (!replacing) return;
   const SignalsHeld held;
   if (::rename(temp_.c_str(), target_.c_str()) != 0) fail_errno(path_, "renaming into place", errno);
   temp_.clear();

@@ -31,13 +31,10 @@ class OutputFile {
   void commit();
 
  private:
-  enum class Mode { replace, in_place, descriptor };
-
   std::string path_;  // as the user wrote it, for messages
-  Mode mode_ = Mode::replace;
   int fd_ = -1;
   bool own_fd_ = true;  // false for our own stdout or stderr
-  std::string target_;  // replace: the regular file that the temporary file is renamed to
+  std::string target_;  // the regular file a temporary file is renamed to; "" when written in place
   std::string temp_;    // replace: the temporary file, "" once renamed
   int slot_ = -1;       // replace: where the signal handler finds temp_
 };

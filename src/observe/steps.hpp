@@ -29,6 +29,12 @@ const StepInfo& step_info(Step step);
 const std::array<Step, step_count>& all_steps();
 std::optional<Step> step_from_name(std::string_view name);
 
+// The n × m steps (scores, scaled, masked, weights): the matrices the flash pass never forms whole;
+// its tiles hold them piece by piece.
+constexpr bool is_score_step(Step step) {
+  return step == Step::scores || step == Step::scaled || step == Step::masked || step == Step::weights;
+}
+
 // The dimension names of docs/trace-format.md's `dims`: "query", "key", "head", "kv_head", then the
 // feature axis by its role ("d_k", "d_v", "feature").
 std::vector<std::string> dim_names(Step step, bool batched);
