@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <memory>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "io/output.hpp"
 #include "io/read.hpp"
 #include "io/trace_json.hpp"
+#include "trace/record.hpp"
 
 namespace attn::cli {
 
@@ -195,6 +197,24 @@ RunRequest run_request(const TraceOptions& options, const Problem& problem, Step
   if (options.block_k) request.tile_size.Bc = *options.block_k;
   request.filter = std::move(filter);
   return request;
+}
+
+Trace input_or_trace(const TraceOptions& o) {
+  const std::string text = read_text(o.file, memory_limit(o));
+  if (looks_like_trace(text)) {
+    Trace trace = trace_from_json(text, display_name(o.file));
+    if (o.head && trace.head && *o.head != *trace.head)
+      throw UsageError(fmt::format("--head {}: this trace holds head {} only (it was saved with --head {})", *o.head,
+                                   *trace.head, *trace.head));
+    if (!o.steps.empty() || o.head)
+      trace = keep_only(std::move(trace), trace_filter(o, *trace.problem, trace.flash.has_value()));
+    return trace;
+  }
+  auto problem = std::make_shared<const Problem>(load_problem(text, display_name(o.file)));
+  const RunRequest request = run_request(o, *problem, trace_filter(o, *problem, o.engine != Engine::naive));
+  if (o.dtype == DType::float32) check_float32_range(*problem, display_name(o.file));
+  check_memory(o, request, *problem, o.engine != Engine::flash, o.engine != Engine::naive);
+  return record_run(problem, request);
 }
 
 namespace {

@@ -62,6 +62,11 @@ RunRequest run_request(const TraceOptions& options, const Problem& problem, Step
 void check_memory(const TraceOptions& options, const RunRequest& request, const Problem& problem, bool naive,
                   bool flash, bool reference = false);
 
+// FILE as a trace, for the commands that draw pictures (plot, report): a saved trace (run --json) read
+// back and cut down to --steps/--head, or an input run by --engine, checked like `run` checks it.
+// Recognises a trace by its first key, "format" (looks_like_trace).
+Trace input_or_trace(const TraceOptions& options);
+
 // How the terminal trace should look.
 RenderOptions render_options(const TraceOptions& options);
 

@@ -18,6 +18,10 @@ std::string trace_to_json(const Trace& trace, const std::string& generator);
 // version. `file` names the text in errors.
 Trace trace_from_json(std::string_view text, const std::string& file);
 
+// Whether `text` is a trace rather than an input: its first key is "format", as every trace's is (an
+// input has no such key). Looks at the first bytes only; trace_from_json then checks the rest.
+bool looks_like_trace(std::string_view text);
+
 // One number as the trace writes it (exposed for tests).
 std::string format_trace_number(double x, bool float32);
 

@@ -373,4 +373,17 @@ Trace trace_from_json(std::string_view text, const std::string& file) {
   return TraceReader(file).read(parse_json(text, file, false));
 }
 
+bool looks_like_trace(std::string_view text) {
+  std::size_t k = 0;
+  const auto skip_space = [&] {
+    while (k < text.size() && (text[k] == ' ' || text[k] == '\t' || text[k] == '\n' || text[k] == '\r')) ++k;
+  };
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") k = 3;  // a byte order mark
+  skip_space();
+  if (k >= text.size() || text[k] != '{') return false;
+  ++k;
+  skip_space();
+  return text.substr(k, 8) == "\"format\"";
+}
+
 }  // namespace attn
