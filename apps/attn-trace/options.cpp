@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <memory>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "io/output.hpp"
 #include "io/read.hpp"
 #include "io/trace_json.hpp"
+#include "render/text.hpp"
 #include "trace/record.hpp"
 
 namespace attn::cli {
@@ -77,6 +79,16 @@ void add_display_options(CLI::App& command, TraceOptions& o) {
       ->default_str("16");
   command.add_option("--max-cols", o.max_cols, "show at most this many columns of a table (first and last); 0: all")
       ->default_str("10");
+  command
+      .add_option_function<std::string>(
+          "--view",
+          [&o](const std::string& view) {
+            o.view = view == "numbers" ? View::numbers : view == "heatmap" ? View::heatmap : View::automatic;
+          },
+          "how a matrix is shown: numbers, heatmap (coloured cells, a character ramp without colour), or auto "
+          "(numbers when they fit, a heatmap when they do not)")
+      ->check(CLI::IsMember({"numbers", "heatmap", "auto"}))
+      ->default_str("auto");
 }
 
 StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles) {
@@ -226,7 +238,32 @@ bool use_color(ColorMode mode) {
   return isatty(STDOUT_FILENO) != 0;
 }
 
+// COLUMNS when it is a positive number, else the terminal's width, else 100.
+std::size_t terminal_width() {
+  if (const char* columns = std::getenv("COLUMNS"); columns != nullptr && columns[0] != '\0') {
+    char* end = nullptr;
+    const unsigned long value = std::strtoul(columns, &end, 10);
+    if (*end == '\0' && value > 0 && value < 100000) return value;
+  }
+  winsize size{};
+  if (isatty(STDOUT_FILENO) != 0 && ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  return 100;
+}
+
+bool truecolor_terminal() {
+  const char* colorterm = std::getenv("COLORTERM");
+  if (colorterm == nullptr) return false;
+  const std::string_view c = colorterm;
+  return c == "truecolor" || c == "24bit";
+}
+
 }  // namespace
+
+bool utf8_terminal() {
+  for (const char* name : {"LC_ALL", "LC_CTYPE", "LANG"})
+    if (const char* value = std::getenv(name); value != nullptr && value[0] != '\0') return utf8_locale(value);
+  return false;
+}
 
 RenderOptions render_options(const TraceOptions& options) {
   RenderOptions r;
@@ -234,6 +271,10 @@ RenderOptions render_options(const TraceOptions& options) {
   r.color = use_color(options.color);
   r.max_rows = options.max_rows;
   r.max_cols = options.max_cols;
+  r.view = options.view;
+  r.width = terminal_width();
+  r.unicode = utf8_terminal();
+  r.truecolor = truecolor_terminal();
   r.version = attn::version;
   return r;
 }

@@ -32,6 +32,7 @@ struct TraceOptions {
   ColorMode color = ColorMode::automatic;
   std::size_t max_rows = 16;
   std::size_t max_cols = 10;
+  View view = View::automatic;
   std::string json_out;           // --json: "" none, "-" stdout instead of the text
   std::string max_memory = "4G";  // refuse input or runs estimated to need more
 };
@@ -41,7 +42,7 @@ void add_run_options(CLI::App& command, TraceOptions& options, bool with_engine)
 // --steps and --head (run, compare, show).
 void add_filter_options(CLI::App& command, TraceOptions& options);
 void add_memory_option(CLI::App& command, TraceOptions& options);
-// --precision, --color, --max-rows, --max-cols.
+// --precision, --color, --max-rows, --max-cols, --view.
 void add_display_options(CLI::App& command, TraceOptions& options);
 
 // --max-memory as a limit, or a UsageError when it is not a size.
@@ -67,8 +68,13 @@ void check_memory(const TraceOptions& options, const RunRequest& request, const 
 // Recognises a trace by its first key, "format" (looks_like_trace).
 Trace input_or_trace(const TraceOptions& options);
 
-// How the terminal trace should look.
+// How the terminal trace should look: the options, and what the terminal can show — its width
+// (COLUMNS, else the terminal's, else 100), colours (--color; 24-bit when COLORTERM says truecolor or
+// 24bit, else 256) and characters (UTF-8 when the locale says so, else ASCII only).
 RenderOptions render_options(const TraceOptions& options);
+
+// Whether the locale (LC_ALL, else LC_CTYPE, else LANG) is UTF-8: the terminal then shows more than ASCII.
+bool utf8_terminal();
 
 // The finished trace where --json sends it, and the text to stdout unless --json is "-".
 void emit(const Trace& trace, const TraceOptions& options, const RenderOptions& render);

@@ -1,6 +1,7 @@
 #pragma once
 // The terminal printer's insides, shared by its files: terminal.cpp (the header, the steps),
-// table.cpp (the one table printer), flash_section.cpp and compare_section.cpp. Only src/render
+// table.cpp (lines, labels, the one table printer), heatmap.cpp, flash_section.cpp and
+// compare_section.cpp. Only src/render
 // includes this.
 
 #include <cmath>
@@ -12,8 +13,11 @@
 
 #include <fmt/format.h>
 
+#include "render/colormap.hpp"
 #include "render/number.hpp"
+#include "render/panel.hpp"
 #include "render/terminal.hpp"
+#include "render/text.hpp"
 #include "trace/trace.hpp"
 
 namespace attn::render_detail {
@@ -22,6 +26,7 @@ constexpr std::size_t label_width = 10;  // longer token labels are cut, with "�
 
 struct Style {
   bool on;
+  bool truecolor;
   std::string wrap(std::string_view text, std::string_view code) const {
     return on ? fmt::format("\x1b[{}m{}\x1b[0m", code, text) : std::string(text);
   }
@@ -30,14 +35,13 @@ struct Style {
   std::string faint(std::string_view t) const { return wrap(t, "2"); }
   std::string label(std::string_view t) const { return wrap(t, "1"); }
   std::string warning(std::string_view t) const { return wrap(t, "1;31"); }
+  // `t` on a background of colour `bg`, in a foreground that reads on it.
+  std::string cell(std::string_view t, Rgb bg) const;
 };
 
 // Which indices of an axis of `count` to show when at most `limit` fit: the first and the last ones.
 // A gap is marked by the index `count` itself.
 std::vector<std::size_t> shown(std::size_t count, std::size_t limit);
-
-// A token as a table label: control characters made visible (render/visible.hpp), then cut to fit.
-std::string label_text(std::string_view token);
 
 std::string pad_left(std::string_view s, std::size_t width);
 std::string pad_right(std::string_view s, std::size_t width);
@@ -46,28 +50,59 @@ std::string pad_right(std::string_view s, std::size_t width);
 // (errors, which span many orders of magnitude).
 enum class CellFormat { fixed, scientific };
 
+// A table's labels and values, as the one table printer takes them. Labels are ready to print (made
+// visible, in ASCII when asked, cut to label_width).
+struct TableData {
+  std::span<const double> values;  // (rows, cols), row-major
+  std::size_t rows = 0, cols = 0;
+  std::vector<std::string> row_labels, col_labels;
+  std::string caption;
+  CellFormat format = CellFormat::fixed;
+  std::size_t group = 1;  // columns that belong together (naive k, flash k): shown or hidden as one
+  // (rows, cols) or empty: 1 where the mask removed the cell, which is then written as a dot, so that
+  // a weight of 0 because of the mask does not look like a small weight.
+  std::span<const unsigned char> removed;
+};
+
+// Where a table's rows and columns go: which are shown, and how wide each is.
+struct TableLayout {
+  std::vector<std::size_t> rows, cols;  // shown indices; a gap is the extent itself
+  std::vector<std::size_t> width;       // of each shown column
+  std::size_t label_col = 0;
+  bool caption_above = false;  // the caption is wider than the labels: a line of its own
+  bool whole = true;           // nothing hidden
+};
+
 class Renderer {
  public:
   Renderer(const Trace& trace, const RenderOptions& options)
-      : t_(trace), p_(*trace.problem), o_(options), style_{options.color} {}
+      : t_(trace), p_(*trace.problem), o_(options), style_{options.color, options.truecolor} {}
 
   std::string run();
 
  private:
+  // One line of output: in ASCII when the locale is not UTF-8, and cut to the width.
   template <class... Args>
   void line(fmt::format_string<Args...> f, Args&&... args) {
-    out_ += fmt::format(f, std::forward<Args>(args)...);
-    out_ += '\n';
+    emit(fmt::format(f, std::forward<Args>(args)...));
   }
+  void emit(std::string text);
+  // A paragraph: wrapped at spaces to the width, the lines after the first indented by `indent`.
+  void para(std::string_view text, std::string_view indent = "  ", bool faint = false);
+
+  // What the terminal can show: `s` itself, or in ASCII.
+  std::string text(std::string_view s) const;
+  std::string_view ellipsis() const { return o_.unicode ? "…" : "..."; }
+  std::string_view vdots() const { return o_.unicode ? "⋮" : ":"; }
+  // A token as a label: control characters made visible (render/visible.hpp), then cut to fit.
+  std::string label(std::string_view token) const;
+  std::vector<std::string> labels(const std::vector<std::string>& raw) const;
 
   std::string scale_text() const;
 
   std::string token_list(const std::vector<std::string>& tokens) const;
 
   void header();
-
-  // Labels along one axis of a table.
-  std::vector<std::string> labels(Step step, Axis axis, std::size_t b, std::size_t count) const;
 
   void step(const StepRecord& rec);
 
@@ -91,20 +126,30 @@ class Renderer {
   void comparison();
 
   // ---- compare ----
-  static std::string sci(double x) { return std::isfinite(x) ? fmt::format("{:.3g}", x) : format_value(x, 0); }
+  std::string sci(double x) const;
 
   void compare_section();
 
   std::string rule(std::size_t width) const;
 
-  std::string kv_caption(std::size_t kv) const;
+  // ---- tables and heatmaps ----
+  // A panel as --view says: its numbers, or a heatmap when asked or (auto) when its numbers do not fit.
+  void matrix(const Panel& panel, CellFormat format = CellFormat::fixed);
 
-  // The one table printer: values (rows × cols, row-major) under column labels, beside row labels,
-  // at most --max-rows × --max-cols of them (the first and the last), each cell in `format`.
-  void table(std::span<const double> v, std::size_t rows, std::size_t cols, const std::vector<std::string>& row_labels,
-             const std::vector<std::string>& col_labels, const std::string& caption,
-             CellFormat format = CellFormat::fixed);
+  // The one table printer: values under column labels, beside row labels, as many rows and columns as
+  // --max-rows, --max-cols and the width allow (the first and the last), each cell in `format`.
+  void table(const TableData& data);
+  TableLayout layout(const TableData& data) const;
   std::string cell(double x, CellFormat format) const;
+
+  // A panel as coloured cells (a character ramp without colour), with labels, a legend and, for
+  // weights, each row's sum; long axes pooled to fit, with a note saying so.
+  void heatmap(const Panel& panel);
+  std::string heat_cell(double x, bool removed, const ColorRange& range, std::size_t width) const;
+  std::string legend(const ColorRange& range, bool any_removed) const;
+
+  // Under a weights table: the rows the mask emptied, which sum to 0, not 1.
+  void empty_rows_note(const Panel& panel);
 
   void footer();
 

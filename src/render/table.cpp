@@ -1,4 +1,4 @@
-// The one table printer of the terminal trace, and the helpers that lay out its cells.
+// Lines that fit the terminal, labels, and the one table printer of the terminal trace.
 
 #include "render/renderer.hpp"
 
@@ -27,8 +27,6 @@ std::vector<std::size_t> shown(std::size_t count, std::size_t limit) {
   return out;
 }
 
-std::string label_text(std::string_view token) { return truncate_to(visible(token), label_width); }
-
 std::string pad_left(std::string_view s, std::size_t width) {
   const std::size_t w = display_width(s);
   return std::string(width > w ? width - w : 0, ' ') + std::string(s);
@@ -38,52 +36,126 @@ std::string pad_right(std::string_view s, std::size_t width) {
   return std::string(s) + std::string(width > w ? width - w : 0, ' ');
 }
 
+std::string Renderer::text(std::string_view s) const { return o_.unicode ? std::string(s) : to_ascii(s); }
+
+std::string Renderer::label(std::string_view token) const {
+  return truncate_to(text(visible(token)), label_width, ellipsis());
+}
+
+std::vector<std::string> Renderer::labels(const std::vector<std::string>& raw) const {
+  std::vector<std::string> out;
+  out.reserve(raw.size());
+  for (const std::string& r : raw) out.push_back(label(r));
+  return out;
+}
+
+void Renderer::emit(std::string s) {
+  s = text(s);
+  // Whatever was laid out to fit does; anything else is cut rather than wrapped by the terminal.
+  if (display_width(s) > o_.width) s = truncate_to(s, o_.width, ellipsis());
+  out_ += s;
+  out_ += '\n';
+}
+
+void Renderer::para(std::string_view s, std::string_view indent, bool faint) {
+  for (std::string& l : wrap(text(s), o_.width, indent)) emit(faint ? style_.faint(l) : std::move(l));
+}
+
 std::string Renderer::cell(double x, CellFormat format) const {
   return format == CellFormat::fixed ? format_value(x, o_.precision) : sci(x);
 }
 
-void Renderer::table(std::span<const double> v, std::size_t rows, std::size_t cols,
-                     const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
-                     const std::string& caption, CellFormat format) {
-  const std::vector<std::size_t> rs = shown(rows, o_.max_rows), cs = shown(cols, o_.max_cols);
+TableLayout Renderer::layout(const TableData& d) const {
+  TableLayout l;
+  l.rows = shown(d.rows, o_.max_rows);
+  std::size_t row_label_col = 0;
+  for (const std::size_t r : l.rows)
+    if (r < d.rows) row_label_col = std::max(row_label_col, display_width(d.row_labels[r]));
+  row_label_col = std::max(row_label_col, display_width(vdots()));
+  // A caption wider than the row labels sits above the table when the table would not fit beside it.
+  const std::size_t caption = display_width(d.caption);
 
-  // Column widths: the widest of the label and every shown value.
-  std::vector<std::size_t> width(cs.size(), 1);
-  std::size_t label_col = display_width(caption);
-  for (const std::size_t r : rs)
-    if (r < rows) label_col = std::max(label_col, display_width(row_labels[r]));
-  for (std::size_t c = 0; c < cs.size(); ++c) {
-    if (cs[c] == cols) continue;
-    width[c] = display_width(col_labels[cs[c]]);
-    for (const std::size_t r : rs)
-      if (r < rows) width[c] = std::max(width[c], cell(v[r * cols + cs[c]], format).size());
+  // The width of each column: the widest of its label and its shown values.
+  const auto column_width = [&](std::size_t c) {
+    std::size_t w = display_width(d.col_labels[c]);
+    for (const std::size_t r : l.rows)
+      if (r < d.rows) w = std::max(w, display_width(cell(d.values[r * d.cols + c], d.format)));
+    return w;
+  };
+  std::vector<std::size_t> all_width(d.cols, 0);
+  const std::size_t groups = d.cols / d.group;
+  std::size_t limit = o_.max_cols == 0 ? groups : std::min(groups, std::max<std::size_t>(1, o_.max_cols / d.group));
+  for (;; --limit) {
+    std::vector<std::size_t> cols;
+    for (const std::size_t g : shown(groups, limit))
+      for (std::size_t k = 0; k < d.group; ++k) {
+        cols.push_back(g == groups ? d.cols : g * d.group + k);
+        if (g == groups) break;
+      }
+    const auto total = [&](std::size_t label_col) {
+      std::size_t sum = 2 + label_col;
+      for (const std::size_t c : cols) {
+        if (c == d.cols) {
+          sum += 2 + display_width(ellipsis());
+          continue;
+        }
+        if (all_width[c] == 0) all_width[c] = column_width(c);
+        sum += 2 + all_width[c];
+      }
+      return sum;
+    };
+    l.label_col = std::max(row_label_col, caption);
+    l.caption_above = false;
+    if (total(l.label_col) > o_.width && caption > row_label_col) {
+      l.label_col = row_label_col;
+      l.caption_above = true;
+    }
+    l.cols = cols;
+    if (total(l.label_col) <= o_.width || limit <= 1) break;
   }
+  for (const std::size_t c : l.cols) l.width.push_back(c == d.cols ? display_width(ellipsis()) : all_width[c]);
+  l.whole = l.rows.size() == d.rows && l.cols.size() == d.cols;
+  return l;
+}
 
+void Renderer::table(const TableData& d) {
+  const TableLayout l = layout(d);
   line("");
-  std::string head = "  " + style_.faint(pad_right(caption, label_col));
-  for (std::size_t c = 0; c < cs.size(); ++c)
-    head += "  " + (cs[c] == cols ? std::string("…") : style_.label(pad_left(col_labels[cs[c]], width[c])));
+  if (l.caption_above) line("  {}", style_.faint(d.caption));
+  std::string head = "  " + style_.faint(pad_right(l.caption_above ? "" : d.caption, l.label_col));
+  for (std::size_t k = 0; k < l.cols.size(); ++k)
+    head += "  " + (l.cols[k] == d.cols ? std::string(ellipsis())
+                                        : style_.label(pad_left(d.col_labels[l.cols[k]], l.width[k])));
   line("{}", head);
-  for (const std::size_t r : rs) {
-    std::string text =
-        "  " + (r == rows ? pad_right("⋮", label_col) : style_.label(pad_right(row_labels[r], label_col)));
-    for (std::size_t c = 0; c < cs.size(); ++c) {
-      if (cs[c] == cols || r == rows) {
-        text += "  " + pad_left(cs[c] == cols ? "…" : "⋮", cs[c] == cols ? 1 : width[c]);
+  for (const std::size_t r : l.rows) {
+    std::string row =
+        "  " + (r == d.rows ? pad_right(vdots(), l.label_col) : style_.label(pad_right(d.row_labels[r], l.label_col)));
+    for (std::size_t k = 0; k < l.cols.size(); ++k) {
+      const std::size_t c = l.cols[k];
+      if (c == d.cols || r == d.rows) {
+        row += "  " + pad_left(c == d.cols ? ellipsis() : vdots(), l.width[k]);
         continue;
       }
-      const double x = v[r * cols + cs[c]];
-      const std::string padded = pad_left(cell(x, format), width[c]);
-      text += "  " + (std::isfinite(x) ? padded : style_.faint(padded));
+      const double x = d.values[r * d.cols + c];
+      const bool removed = !d.removed.empty() && d.removed[r * d.cols + c] != 0;
+      const std::string padded =
+          pad_left(removed ? std::string(o_.unicode ? "·" : ".") : cell(x, d.format), l.width[k]);
+      row += "  " + (std::isfinite(x) && !removed ? padded : style_.faint(padded));
     }
-    line("{}", text);
+    line("{}", row);
   }
-  if (rs.size() != rows || cs.size() != cols) {
+  if (!d.removed.empty() && std::find(d.removed.begin(), d.removed.end(), 1) != d.removed.end())
+    para(fmt::format("  ({} the mask removed this query-key pair: its weight is exactly 0)", o_.unicode ? "·" : "."),
+         "   ", /*faint=*/true);
+  if (!l.whole) {
     std::vector<std::string> hidden;
-    if (rs.size() != rows) hidden.push_back(fmt::format("{} of {} rows", rows - (rs.size() - 1), rows));
-    if (cs.size() != cols) hidden.push_back(fmt::format("{} of {} columns", cols - (cs.size() - 1), cols));
-    line("  {}", style_.faint(fmt::format("({} not shown; --max-rows 0 --max-cols 0 shows everything)",
-                                          fmt::join(hidden, " and "))));
+    if (l.rows.size() != d.rows) hidden.push_back(fmt::format("{} of {} rows", d.rows - (l.rows.size() - 1), d.rows));
+    if (l.cols.size() != d.cols)
+      hidden.push_back(fmt::format("{} of {} columns", d.cols - (l.cols.size() - 1), d.cols));
+    para(fmt::format("  ({} not shown; --max-rows 0 --max-cols 0 and a wider terminal show more, --view heatmap "
+                     "shows every value as a colour)",
+                     fmt::join(hidden, " and ")),
+         "   ", /*faint=*/true);
   }
 }
 

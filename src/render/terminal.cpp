@@ -44,18 +44,18 @@ std::string Renderer::scale_text() const {
 
 std::string Renderer::token_list(const std::vector<std::string>& tokens) const {
   std::vector<std::string> cut;
-  for (std::size_t i = 0; i < tokens.size() && i < 8; ++i) cut.push_back(label_text(tokens[i]));
-  return fmt::format("{}{}", fmt::join(cut, ", "), tokens.size() > 8 ? ", …" : "");
+  for (std::size_t i = 0; i < tokens.size() && i < 8; ++i) cut.push_back(label(tokens[i]));
+  return fmt::format("{}{}", fmt::join(cut, ", "), tokens.size() > 8 ? fmt::format(", {}", ellipsis()) : "");
 }
 
 void Renderer::header() {
-  line("{}", style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version,
-                                      t_.engine == Engine::both ? "naive and flash" : name_of(t_.engine),
-                                      name_of(t_.dtype))));
-  if (!p_.description.empty()) line("{}", visible(p_.description));
+  para(style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version,
+                                t_.engine == Engine::both ? "naive and flash" : name_of(t_.engine), name_of(t_.dtype))),
+       "");
+  if (!p_.description.empty()) para(visible(p_.description), "");
   line("");
   const auto row = [&](std::string_view name, const std::string& value) {
-    line("  {} {}", style_.faint(pad_right(name, 9)), value);
+    para(fmt::format("  {} {}", style_.faint(pad_right(name, 9)), value), "            ");
   };
   if (p_.batched) row("batch", fmt::format("{} items", p_.B));
   const std::string_view first_item = p_.batched ? " (batch item 0)" : "";
@@ -77,28 +77,8 @@ void Renderer::header() {
                              p_.has_output_projection() ? ", with W_o" : ", no W_o"));
   for (const std::string& note : o_.notes) {
     line("");
-    line("{} {}", style_.faint("note:"), note);
+    para(fmt::format("{} {}", style_.faint("note:"), note));
   }
-}
-
-// Labels along one axis of a table.
-std::vector<std::string> Renderer::labels(Step step, Axis axis, std::size_t b, std::size_t count) const {
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < count; ++i) {
-    switch (axis) {
-      case Axis::query: out.push_back(label_text(p_.tokens[b][i])); break;
-      case Axis::key: out.push_back(label_text(p_.context_tokens[b][i])); break;
-      default: {
-        // Columns of the projections say which head they belong to, so the split is visible.
-        std::size_t heads = 1;
-        if (step == Step::q || step == Step::concat) heads = p_.h;
-        if (step == Step::k || step == Step::v) heads = p_.g;
-        const std::size_t width = count / heads;
-        out.push_back(heads == 1 ? fmt::format("{}", i) : fmt::format("h{}.{}", i / width, i % width));
-      }
-    }
-  }
-  return out;
 }
 
 void Renderer::step(const StepRecord& rec) {
@@ -110,53 +90,29 @@ void Renderer::step(const StepRecord& rec) {
   heading(info.name);
   std::vector<std::string> parts;
   for (std::size_t a = 0; a < shape.size(); ++a) parts.push_back(fmt::format("{} {}", shape[a], dims[a]));
-  line("{}   {}", style_.formula(visible(rec.formula)), style_.faint(fmt::format("[{}]", fmt::join(parts, " × "))));
-  line("{}", visible(rec.description));
-
-  // Tables over the last two axes (a 1-row table for a rank-1 value); one per batch item and head.
-  const std::size_t rank = shape.size();
-  const std::size_t rows = rank >= 2 ? shape[rank - 2] : 1, cols = shape[rank - 1];
-  std::vector<Axis> axes = info.axes;
-  if (p_.batched) axes.insert(axes.begin(), Axis::feature);  // placeholder for the batch axis
-  const Axis row_axis = axes[rank - 2], col_axis = axes[rank - 1];
-  const std::size_t outer_rank = rank - 2;
-  std::size_t outer = 1;
-  for (std::size_t a = 0; a < outer_rank; ++a) outer *= shape[a];
-  for (std::size_t k = 0; k < outer; ++k) {
-    // Unravel k into (batch?, head?).
-    std::size_t rest = k, b = 0, hd = 0;
-    bool has_head = false, kv = false;
-    for (std::size_t a = outer_rank; a-- > 0;) {
-      const std::size_t index = rest % shape[a];
-      rest /= shape[a];
-      if (p_.batched && a == 0) b = index;
-      else {
-        hd = index;
-        has_head = true;
-        kv = axes[a] == Axis::kv_head;
-      }
-    }
-    hd = head_at(t_, kv, hd);
-    std::string caption;
-    if (p_.batched) caption = fmt::format("batch {}", b);
-    if (has_head) {
-      if (!caption.empty()) caption += ", ";
-      caption += kv ? kv_caption(hd) : fmt::format("head {}", hd);
-    }
-    table(rec.value.values().subspan(k * rows * cols, rows * cols), rows, cols, labels(rec.step, row_axis, b, rows),
-          labels(rec.step, col_axis, b, cols), caption);
+  const std::string formula = text(visible(rec.formula)), size = text(fmt::format("[{}]", fmt::join(parts, " × ")));
+  if (display_width(formula) + 3 + display_width(size) <= o_.width)
+    line("{}   {}", style_.formula(formula), style_.faint(size));
+  else {
+    para(formula, "    ");
+    line("{}", style_.faint(size));
   }
+  para(visible(rec.description), "");
+
+  // A table or heatmap of the last two axes (one row for a rank-1 value) per batch item and head.
+  for (const Panel& panel : panels(t_, rec)) matrix(panel);
 }
 
 void Renderer::heading(std::string_view name) {
-  const std::string text = fmt::format("━━ {} ", name);
-  line("{}", style_.title(text + rule(72 - std::min<std::size_t>(72, display_width(text)))));
+  const std::string title = fmt::format("━━ {} ", name);
+  const std::size_t width = std::min<std::size_t>(72, o_.width);
+  line("{}", style_.title(title + rule(width - std::min(width, display_width(title)))));
 }
 
 std::vector<std::string> Renderer::token_range(const std::vector<std::string>& tokens, std::size_t first,
                                                std::size_t last) const {
   std::vector<std::string> out;
-  for (std::size_t i = first; i < last; ++i) out.push_back(label_text(tokens[i]));
+  for (std::size_t i = first; i < last; ++i) out.push_back(label(tokens[i]));
   return out;
 }
 
@@ -172,17 +128,10 @@ std::string Renderer::rule(std::size_t width) const {
   return s;
 }
 
-std::string Renderer::kv_caption(std::size_t kv) const {
-  if (p_.g == p_.h) return fmt::format("head {}", kv);
-  const std::size_t group = p_.h / p_.g;
-  return group == 1 ? fmt::format("kv head {}", kv)
-                    : fmt::format("kv head {} (read by query heads {}–{})", kv, kv * group, kv * group + group - 1);
-}
-
 void Renderer::footer() {
   if (t_.warnings.empty()) return;
   line("");
-  for (const std::string& w : t_.warnings) line("{} {}", style_.warning("warning:"), visible(w));
+  for (const std::string& w : t_.warnings) para(fmt::format("{} {}", style_.warning("warning:"), visible(w)));
 }
 
 }  // namespace attn::render_detail

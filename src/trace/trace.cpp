@@ -31,7 +31,31 @@ std::string step_formula(Step step, const Problem& p) {
   }
 }
 
+namespace {
+
+// How many query rows (over every batch item) the mask leaves with no key to attend.
+std::size_t rows_the_mask_empties(const Problem& p) {
+  if (p.mask.kind == MaskKind::none) return 0;
+  std::size_t empty = 0;
+  for (std::size_t b = 0; b < p.B; ++b)
+    for (std::size_t i = 0; i < p.n; ++i) {
+      const auto [first, last] = p.mask.band(i);
+      bool any = false;
+      for (std::size_t j = first; j < last && !any; ++j) any = p.mask.allows(b, i, j);
+      if (!any) ++empty;
+    }
+  return empty;
+}
+
+}  // namespace
+
 std::string step_description(Step step, const Problem& p) {
+  if (step == Step::weights)
+    if (const std::size_t empty = rows_the_mask_empties(p); empty != 0)
+      return fmt::format(
+          "how much each query attends to each key: every row is ≥ 0 and sums to 1, except the {} row{} that the mask "
+          "left with no key, whose weights are all 0",
+          empty, empty == 1 ? "" : "s");
   if (step == Step::output && !p.has_output_projection())
     return "the result: the merged heads as they are, since the input has no output projection";
   if (step == Step::masked && p.mask.kind == MaskKind::none)

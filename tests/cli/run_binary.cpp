@@ -123,18 +123,27 @@ class Pty {
   int slave_ = -1;
 };
 
-// This process's environment, minus the names to drop, plus the one to set.
+// This process's environment, minus the names to drop, with what the terminal output depends on fixed
+// (a UTF-8 locale, 100 columns, no COLORTERM), plus the variables the test sets.
 std::vector<std::string> child_environment(const RunOptions& o) {
   const auto name_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
+  std::vector<EnvVar> set = {{"LC_ALL", "C.UTF-8"}, {"COLUMNS", "100"}};
+  for (const EnvVar& v : o.env) {
+    std::erase_if(set, [&](const EnvVar& d) { return d.name == v.name; });
+    set.push_back(v);
+  }
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
     const std::string name = name_of(entry);
-    bool drop = o.env && o.env->name == name;
+    bool drop = name == "LANG" || name == "LC_CTYPE" || name == "COLORTERM";
+    for (const EnvVar& v : set) drop = drop || v.name == name;
     for (const std::string& u : o.unset_env) drop = drop || u == name;
     if (!drop) env.push_back(entry);
   }
-  if (o.env) env.push_back(o.env->name + "=" + o.env->value);
+  for (const EnvVar& v : set)
+    if (std::find(o.unset_env.begin(), o.unset_env.end(), v.name) == o.unset_env.end())
+      env.push_back(v.name + "=" + v.value);
   return env;
 }
 

@@ -28,7 +28,9 @@ struct RunOptions {
   // Called about every 200 µs while the program runs, with its pid and the time since it started:
   // to send it a signal at a chosen moment.
   std::function<void(int pid, std::chrono::microseconds elapsed)> on_poll;
-  std::optional<EnvVar> env;           // set (or replaced) on top of this process's environment
+  // Set (or replaced) on top of this process's environment. The locale is UTF-8 and the width 100 unless
+  // a test sets them (LC_ALL, COLUMNS), whatever the environment the tests run in, and COLORTERM is unset.
+  std::vector<EnvVar> env;
   std::vector<std::string> unset_env;  // removed from the child's environment (e.g. NO_COLOR)
   bool stdout_terminal = false;        // stdout is a pseudo-terminal (raw mode), for --color auto
   std::chrono::milliseconds timeout{10'000};
@@ -39,7 +41,7 @@ struct RunOptions {
     return *this;
   }
   RunOptions& set_env(std::string name, std::string value) {
-    env = EnvVar{std::move(name), std::move(value)};
+    env.push_back(EnvVar{std::move(name), std::move(value)});
     return *this;
   }
   RunOptions& unset(std::string name) {

@@ -1,0 +1,246 @@
+// Matrices as heatmaps in the terminal: coloured cells (a character ramp without colour), token labels on
+// both axes, a legend with the range, and for weights each row's sum; long axes pooled to fit the width.
+
+#include "render/renderer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "render/visible.hpp"
+
+namespace attn::render_detail {
+
+namespace {
+
+// Rows of a heatmap beyond this are pooled, a few to a line, so that a long sequence stays a picture
+// of one screenful or so rather than hundreds of lines.
+constexpr std::size_t max_heat_lines = 64;
+
+// Character ramps for output without colour, from the smallest value to the largest. The diverging
+// ramp runs from the most negative through blank (0) to the most positive.
+constexpr std::string_view sequential_ramp = " .:-=+*#%@";
+constexpr std::string_view diverging_ramp = "=~-, .+*#";
+constexpr char removed_char = '/';
+
+char ramp_char(const ColorRange& range, double x) {
+  const std::string_view ramp = range.scale == ColorScale::sequential ? sequential_ramp : diverging_ramp;
+  const double t = range.position(x);
+  return ramp[std::min(ramp.size() - 1, static_cast<std::size_t>(t * static_cast<double>(ramp.size())))];
+}
+
+// The nearest colour of xterm's 256-colour palette: its 6 × 6 × 6 cube or its 24 greys.
+int xterm_index(Rgb c) {
+  const auto level = [](int v) { return v < 48 ? 0 : v < 115 ? 1 : (v - 35) / 40; };
+  const int r = level(c.r), g = level(c.g), b = level(c.b);
+  const auto value = [](int l) { return l == 0 ? 0 : 55 + 40 * l; };
+  const auto distance = [&](int x, int y, int z) {
+    return (x - c.r) * (x - c.r) + (y - c.g) * (y - c.g) + (z - c.b) * (z - c.b);
+  };
+  const int cube = distance(value(r), value(g), value(b));
+  const int mean = (c.r + c.g + c.b) / 3;
+  const int grey = std::clamp((mean - 3) / 10, 0, 23);
+  const int grey_value = 8 + 10 * grey;
+  return distance(grey_value, grey_value, grey_value) < cube ? 232 + grey : 16 + 36 * r + 6 * g + b;
+}
+
+// One code point of a label at a time, for labels written downwards.
+std::vector<std::string> code_points(std::string_view s) {
+  std::vector<std::string> out;
+  for (std::size_t k = 0; k < s.size();) {
+    std::size_t n = 1;
+    while (k + n < s.size() && (static_cast<unsigned char>(s[k + n]) & 0xC0) == 0x80) ++n;
+    out.emplace_back(s.substr(k, n));
+    k += n;
+  }
+  return out;
+}
+
+// The mean of the kept (not removed) values of a block, and whether the mask removed all of it.
+struct Pooled {
+  double value = 0;
+  bool removed = false;
+};
+
+Pooled pool(const Panel& p, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
+  double sum = 0;
+  std::size_t kept = 0;
+  for (std::size_t r = r0; r < r1; ++r)
+    for (std::size_t c = c0; c < c1; ++c) {
+      if (p.is_removed(r, c)) continue;
+      sum += p.values[r * p.cols + c];
+      ++kept;
+    }
+  if (kept == 0) return {0, true};
+  return {sum / static_cast<double>(kept), false};
+}
+
+}  // namespace
+
+std::string Style::cell(std::string_view t, Rgb bg) const {
+  const bool light = 0.299 * bg.r + 0.587 * bg.g + 0.114 * bg.b > 140;
+  const std::string background = truecolor ? fmt::format("48;2;{};{};{}", bg.r, bg.g, bg.b)
+                                            : fmt::format("48;5;{}", xterm_index(bg));
+  return fmt::format("\x1b[{};{}m{}\x1b[0m", background, light ? "30" : "97", t);
+}
+
+std::string Renderer::heat_cell(double x, bool removed, const ColorRange& range, std::size_t width) const {
+  if (!o_.color) return std::string(width, removed ? removed_char : ramp_char(range, x));
+  if (removed) {
+    std::string hatch;
+    for (std::size_t k = 0; k < width; ++k) hatch += o_.unicode ? "╱" : "/";
+    return style_.cell(hatch, removed_color);
+  }
+  return style_.cell(std::string(width, ' '), color_at(range.scale, range.position(x)));
+}
+
+std::string Renderer::legend(const ColorRange& range, bool any_removed) const {
+  constexpr std::size_t steps = 20;
+  std::string bar;
+  for (std::size_t k = 0; k < steps; ++k) {
+    const double x = range.lo + (range.hi - range.lo) * (static_cast<double>(k) + 0.5) / steps;
+    bar += heat_cell(x, false, range, 1);
+  }
+  std::string text = fmt::format("  {} {}{}{} {}", format_value(range.lo, o_.precision), o_.color ? "" : "[", bar,
+                                 o_.color ? "" : "]", format_value(range.hi, o_.precision));
+  text += range.scale == ColorScale::sequential ? "  (low to high)" : "  (negative, 0, positive)";
+  if (any_removed) text += fmt::format("   {} removed by the mask", heat_cell(0, true, range, 2));
+  return text;
+}
+
+void Renderer::heatmap(const Panel& panel) {
+  const ColorRange range = panel_range({&panel});
+  const bool weights = panel.step == Step::weights;
+
+  // Row sums of the weights: 1 for every row but those the mask emptied.
+  std::vector<double> row_sum(panel.rows, 0);
+  for (std::size_t r = 0; r < panel.rows; ++r)
+    for (std::size_t c = 0; c < panel.cols; ++c) row_sum[r] += panel.values[r * panel.cols + c];
+
+  // Rows: one a line, or pooled a few to a line.
+  const std::size_t row_pool =
+      panel.rows <= max_heat_lines ? 1 : (panel.rows + max_heat_lines - 1) / max_heat_lines;
+  const std::size_t lines = (panel.rows + row_pool - 1) / row_pool;
+  std::vector<std::string> row_text(lines);
+  for (std::size_t k = 0; k < lines; ++k) {
+    const std::size_t r0 = k * row_pool, r1 = std::min(panel.rows, r0 + row_pool);
+    row_text[k] = row_pool == 1 ? label(panel.row_labels[r0]) : fmt::format("{}–{}", r0, r1 - 1);
+    row_text[k] = text(row_text[k]);
+  }
+  std::size_t label_col = 0;
+  for (const std::string& t : row_text) label_col = std::max(label_col, display_width(t));
+
+  // The sum column, then the columns of cells: two characters a cell when they fit, else one, else
+  // pooled.
+  std::vector<std::string> sum_text(lines);
+  std::size_t sum_col = 0;
+  if (weights) {
+    for (std::size_t k = 0; k < lines; ++k) {
+      const std::size_t r0 = k * row_pool, r1 = std::min(panel.rows, r0 + row_pool);
+      bool all_empty = true;
+      double mean = 0;
+      for (std::size_t r = r0; r < r1; ++r) {
+        all_empty = all_empty && !panel.empty_row.empty() && panel.empty_row[r];
+        mean += row_sum[r] / static_cast<double>(r1 - r0);
+      }
+      sum_text[k] = all_empty ? "empty: masked" : text(fmt::format("Σ {}", format_value(mean, o_.precision)));
+      sum_col = std::max(sum_col, display_width(sum_text[k]));
+    }
+  }
+  const std::size_t fixed = 2 + label_col + 2 + (weights ? 2 + sum_col : 0);
+  const std::size_t avail = o_.width > fixed ? o_.width - fixed : 1;
+  std::size_t cw = 2, col_pool = 1;
+  if (panel.cols * 2 > avail) {
+    cw = 1;
+    if (panel.cols > avail) col_pool = (panel.cols + avail - 1) / avail;
+  }
+  const std::size_t cells = (panel.cols + col_pool - 1) / col_pool;
+
+  line("");
+  if (!panel.caption.empty()) line("  {}", style_.faint(panel.caption));
+  // Column labels, written downwards (a few characters of each), or key indices when pooled.
+  const std::string margin(2 + label_col + 2, ' ');
+  if (col_pool == 1) {
+    std::vector<std::vector<std::string>> down;
+    std::size_t depth = 0;
+    for (const std::string& raw : panel.col_labels) {
+      down.push_back(code_points(label(raw)));
+      depth = std::max(depth, down.back().size());
+    }
+    depth = std::min<std::size_t>(depth, 6);
+    for (std::size_t k = 0; k < depth; ++k) {
+      std::string row = margin;
+      for (const auto& cps : down) {
+        std::string glyph = k < cps.size() ? cps[k] : " ";
+        if (display_width(glyph) > cw) glyph = o_.unicode ? "·" : ".";
+        row += pad_right(glyph, cw);
+      }
+      line("{}", style_.label(row));
+    }
+  } else {
+    std::string ticks = margin;
+    for (std::size_t k = 0; k < cells;) {
+      const std::string tick = fmt::format("{}", k * col_pool);
+      if (k % 10 == 0 && k + tick.size() <= cells) {
+        ticks += tick;
+        k += tick.size();
+      } else {
+        ticks += ' ';
+        ++k;
+      }
+    }
+    line("{}", style_.faint(ticks));
+  }
+
+  for (std::size_t k = 0; k < lines; ++k) {
+    const std::size_t r0 = k * row_pool, r1 = std::min(panel.rows, r0 + row_pool);
+    std::string row = "  " + style_.label(pad_right(row_text[k], label_col)) + "  ";
+    for (std::size_t c = 0; c < cells; ++c) {
+      const std::size_t c0 = c * col_pool, c1 = std::min(panel.cols, c0 + col_pool);
+      const Pooled cell = row_pool == 1 && col_pool == 1
+                              ? Pooled{panel.values[r0 * panel.cols + c0], panel.is_removed(r0, c0)}
+                              : pool(panel, r0, r1, c0, c1);
+      row += heat_cell(cell.value, cell.removed, range, cw);
+    }
+    if (weights) row += "  " + (sum_text[k] == "empty: masked" ? style_.warning(sum_text[k]) : sum_text[k]);
+    line("{}", row);
+  }
+  line("{}", legend(range, !panel.removed.empty() &&
+                               std::any_of(panel.removed.begin(), panel.removed.end(), [](auto x) { return x != 0; })));
+  if (row_pool > 1 || col_pool > 1) {
+    std::vector<std::string> pooled;
+    if (row_pool > 1) pooled.push_back(fmt::format("rows {} to a line", row_pool));
+    if (col_pool > 1) pooled.push_back(fmt::format("columns {} to a cell", col_pool));
+    para(fmt::format("  ({} × {} pooled to fit, {}: each cell is the mean of what the mask kept in its block)",
+                     panel.rows, panel.cols, fmt::join(pooled, " and ")),
+         "   ", /*faint=*/true);
+  }
+}
+
+void Renderer::empty_rows_note(const Panel& panel) {
+  std::vector<std::string> names;
+  for (std::size_t r = 0; r < panel.empty_row.size(); ++r)
+    if (panel.empty_row[r]) names.push_back(label(panel.row_labels[r]));
+  if (names.empty()) return;
+  para(fmt::format("  the mask left {} with no key to attend: {} weights are all 0 and sum to 0, not 1",
+                   fmt::join(names, ", "), names.size() == 1 ? "its" : "their"),
+       "   ", /*faint=*/true);
+}
+
+void Renderer::matrix(const Panel& panel, CellFormat format) {
+  TableData data{panel.values, panel.rows, panel.cols, labels(panel.row_labels), labels(panel.col_labels),
+                 text(panel.caption), format};
+  if (panel.step == Step::weights) data.removed = panel.removed;
+  bool heat = o_.view == View::heatmap;
+  if (o_.view == View::automatic) heat = panel.rows >= 2 && panel.cols >= 2 && !layout(data).whole;
+  if (heat) {
+    heatmap(panel);
+    return;
+  }
+  table(data);
+  if (panel.step == Step::weights) empty_rows_note(panel);
+}
+
+}  // namespace attn::render_detail
