@@ -12,6 +12,8 @@
 #include "command.hpp"
 #include "io/error.hpp"
 #include "io/output.hpp"
+#include "options.hpp"
+#include "render/text.hpp"
 #include "render/visible.hpp"
 
 namespace {
@@ -26,7 +28,8 @@ constexpr int broken_pipe = 128 + 13;
 // to the terminal.
 int fail(std::string_view message, int code = input_failed) {
   std::fflush(stdout);
-  fmt::print(stderr, "attn-trace: error: {}\n", attn::visible(message));
+  const std::string text = attn::visible(message);
+  fmt::print(stderr, "attn-trace: error: {}\n", attn::cli::utf8_terminal() ? text : attn::to_ascii(text));
   return code;
 }
 
@@ -35,7 +38,7 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<attn::
   const auto print = [&](const CLI::ParseError& e) {
     std::ostringstream out, err;
     const int code = app.exit(e, out, err);
-    attn::write_stdout(out.str());
+    attn::write_stdout(attn::cli::utf8_terminal() ? out.str() : attn::to_ascii(out.str()));
     return code;
   };
   try {

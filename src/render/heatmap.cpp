@@ -81,8 +81,8 @@ Pooled pool(const Panel& p, std::size_t r0, std::size_t r1, std::size_t c0, std:
 
 std::string Style::cell(std::string_view t, Rgb bg) const {
   const bool light = 0.299 * bg.r + 0.587 * bg.g + 0.114 * bg.b > 140;
-  const std::string background = truecolor ? fmt::format("48;2;{};{};{}", bg.r, bg.g, bg.b)
-                                            : fmt::format("48;5;{}", xterm_index(bg));
+  const std::string background =
+      truecolor ? fmt::format("48;2;{};{};{}", bg.r, bg.g, bg.b) : fmt::format("48;5;{}", xterm_index(bg));
   return fmt::format("\x1b[{};{}m{}\x1b[0m", background, light ? "30" : "97", t);
 }
 
@@ -97,10 +97,12 @@ std::string Renderer::heat_cell(double x, bool removed, const ColorRange& range,
 }
 
 std::string Renderer::legend(const ColorRange& range, bool any_removed) const {
-  constexpr std::size_t steps = 20;
+  // In colour a gradient; without, the ramp itself, one character a level.
+  const std::size_t steps =
+      o_.color ? 20 : (range.scale == ColorScale::sequential ? sequential_ramp : diverging_ramp).size();
   std::string bar;
   for (std::size_t k = 0; k < steps; ++k) {
-    const double x = range.lo + (range.hi - range.lo) * (static_cast<double>(k) + 0.5) / steps;
+    const double x = range.lo + (range.hi - range.lo) * (static_cast<double>(k) + 0.5) / static_cast<double>(steps);
     bar += heat_cell(x, false, range, 1);
   }
   std::string text = fmt::format("  {} {}{}{} {}", format_value(range.lo, o_.precision), o_.color ? "" : "[", bar,
@@ -120,8 +122,7 @@ void Renderer::heatmap(const Panel& panel) {
     for (std::size_t c = 0; c < panel.cols; ++c) row_sum[r] += panel.values[r * panel.cols + c];
 
   // Rows: one a line, or pooled a few to a line.
-  const std::size_t row_pool =
-      panel.rows <= max_heat_lines ? 1 : (panel.rows + max_heat_lines - 1) / max_heat_lines;
+  const std::size_t row_pool = panel.rows <= max_heat_lines ? 1 : (panel.rows + max_heat_lines - 1) / max_heat_lines;
   const std::size_t lines = (panel.rows + row_pool - 1) / row_pool;
   std::vector<std::string> row_text(lines);
   for (std::size_t k = 0; k < lines; ++k) {
@@ -230,7 +231,7 @@ void Renderer::empty_rows_note(const Panel& panel) {
 }
 
 void Renderer::matrix(const Panel& panel, CellFormat format) {
-  TableData data{panel.values, panel.rows, panel.cols, labels(panel.row_labels), labels(panel.col_labels),
+  TableData data{panel.values,        panel.rows, panel.cols, labels(panel.row_labels), labels(panel.col_labels),
                  text(panel.caption), format};
   if (panel.step == Step::weights) data.removed = panel.removed;
   bool heat = o_.view == View::heatmap;

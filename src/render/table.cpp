@@ -114,7 +114,8 @@ TableLayout Renderer::layout(const TableData& d) const {
     if (total(l.label_col) <= o_.width || limit <= 1) break;
   }
   for (const std::size_t c : l.cols) l.width.push_back(c == d.cols ? display_width(ellipsis()) : all_width[c]);
-  l.whole = l.rows.size() == d.rows && l.cols.size() == d.cols;
+  l.whole = std::find(l.rows.begin(), l.rows.end(), d.rows) == l.rows.end() &&
+            std::find(l.cols.begin(), l.cols.end(), d.cols) == l.cols.end();
   return l;
 }
 
@@ -149,8 +150,9 @@ void Renderer::table(const TableData& d) {
          "   ", /*faint=*/true);
   if (!l.whole) {
     std::vector<std::string> hidden;
-    if (l.rows.size() != d.rows) hidden.push_back(fmt::format("{} of {} rows", d.rows - (l.rows.size() - 1), d.rows));
-    if (l.cols.size() != d.cols)
+    if (std::find(l.rows.begin(), l.rows.end(), d.rows) != l.rows.end())
+      hidden.push_back(fmt::format("{} of {} rows", d.rows - (l.rows.size() - 1), d.rows));
+    if (std::find(l.cols.begin(), l.cols.end(), d.cols) != l.cols.end())
       hidden.push_back(fmt::format("{} of {} columns", d.cols - (l.cols.size() - 1), d.cols));
     para(fmt::format("  ({} not shown; --max-rows 0 --max-cols 0 and a wider terminal show more, --view heatmap "
                      "shows every value as a colour)",

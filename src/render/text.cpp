@@ -60,26 +60,11 @@ constexpr std::array<Range, 12> zero_width = {{{0x0300, 0x036F},
 
 // East Asian Wide (W) and Fullwidth (F) blocks of Unicode's EastAsianWidth.txt, merged into the
 // blocks they fill, and the emoji that terminals draw two columns wide.
-constexpr std::array<Range, 20> wide = {{{0x1100, 0x115F},
-                                         {0x231A, 0x231B},
-                                         {0x2329, 0x232A},
-                                         {0x23E9, 0x23EC},
-                                         {0x2E80, 0x303E},
-                                         {0x3041, 0x33FF},
-                                         {0x3400, 0x4DBF},
-                                         {0x4E00, 0x9FFF},
-                                         {0xA000, 0xA4CF},
-                                         {0xA960, 0xA97F},
-                                         {0xAC00, 0xD7A3},
-                                         {0xF900, 0xFAFF},
-                                         {0xFE10, 0xFE19},
-                                         {0xFE30, 0xFE6F},
-                                         {0xFF00, 0xFF60},
-                                         {0xFFE0, 0xFFE6},
-                                         {0x1F300, 0x1F64F},
-                                         {0x1F680, 0x1F6FF},
-                                         {0x1F900, 0x1F9FF},
-                                         {0x20000, 0x3FFFD}}};
+constexpr std::array<Range, 20> wide = {
+    {{0x1100, 0x115F}, {0x231A, 0x231B},   {0x2329, 0x232A},   {0x23E9, 0x23EC},   {0x2E80, 0x303E},
+     {0x3041, 0x33FF}, {0x3400, 0x4DBF},   {0x4E00, 0x9FFF},   {0xA000, 0xA4CF},   {0xA960, 0xA97F},
+     {0xAC00, 0xD7A3}, {0xF900, 0xFAFF},   {0xFE10, 0xFE19},   {0xFE30, 0xFE6F},   {0xFF00, 0xFF60},
+     {0xFFE0, 0xFFE6}, {0x1F300, 0x1F64F}, {0x1F680, 0x1F6FF}, {0x1F900, 0x1F9FF}, {0x20000, 0x3FFFD}}};
 
 template <std::size_t N>
 bool in(const std::array<Range, N>& ranges, char32_t cp) {
@@ -218,8 +203,8 @@ std::string to_ascii(std::string_view text) {
     if (cp == U'√') {
       // √d_k as sqrt(d_k): the argument is the name or number that follows.
       std::size_t end = k;
-      while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) != 0 || text[end] == '_' ||
-                                   text[end] == '.'))
+      while (end < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[end])) != 0 || text[end] == '_' || text[end] == '.'))
         ++end;
       out += fmt::format("sqrt({})", text.substr(k, end - k));
       k = end;
