@@ -53,6 +53,7 @@ void Renderer::emit(std::string s) {
   s = text(s);
   // Whatever was laid out to fit does; anything else is cut rather than wrapped by the terminal.
   if (display_width(s) > o_.width) s = truncate_to(s, o_.width, ellipsis());
+  while (!s.empty() && s.back() == ' ') s.pop_back();  // padding that ends a line shows nothing
   out_ += s;
   out_ += '\n';
 }

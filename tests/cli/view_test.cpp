@@ -65,8 +65,8 @@ TEST_CASE("Rows that a mask emptied are marked in the heatmap and the caption do
   CHECK(contains(pad[0], "Σ 1.0000"));
   for (std::size_t k = 1; k < 4; ++k) CHECK(contains(pad[k], "empty: masked"));
 
-  const RunResult numbers = run_binary({"run", source_path("tests/python/inputs/padding_empty_item.json"), "--steps",
-                                        "weights", "--view", "numbers"});
+  const RunResult numbers = run_binary(
+      {"run", source_path("tests/python/inputs/padding_empty_item.json"), "--steps", "weights", "--view", "numbers"});
   CHECK(contains(numbers.out, "the mask left pad, pad, pad with no key to attend"));
 }
 
@@ -88,8 +88,7 @@ TEST_CASE("The auto view prints numbers when a matrix fits and a heatmap when it
 }
 
 TEST_CASE("compare shows naive and flash column by column and honours --max-cols", "[cli][view]") {
-  const RunResult c =
-      run_binary({"compare", source_path("data/gqa.json"), "--max-cols", "4", "--view", "numbers"});
+  const RunResult c = run_binary({"compare", source_path("data/gqa.json"), "--max-cols", "4", "--view", "numbers"});
   INFO(c.describe());
   REQUIRE(c.exit_code == 0);
   // --max-cols 4: the first and the last pair of columns.
@@ -100,6 +99,6 @@ TEST_CASE("compare shows naive and flash column by column and honours --max-cols
 }
 
 TEST_CASE("An unknown view is a usage error", "[cli][view]") {
-  check_error(run_binary({"run", source_path("data/the_cat_sat.json"), "--view", "pie"}), "attn-trace: error: ",
-              {"--view"});
+  check_error(run_binary({"run", source_path("data/the_cat_sat.json"), "--view", "pie"}),
+              "attn-trace: error: ", {"--view"});
 }

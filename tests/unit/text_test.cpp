@@ -43,8 +43,7 @@ TEST_CASE("Wrapping breaks at spaces, keeps the first line's indent and runs of 
   CHECK(wrap("", 10, "  ") == std::vector<std::string>{""});
 }
 
-TEST_CASE("Plain ASCII spells the printer's symbols out and writes other characters as \\u escapes",
-          "[render][text]") {
+TEST_CASE("Plain ASCII spells the printer's symbols out and writes other characters as \\u escapes", "[render][text]") {
   CHECK(to_ascii("S' = S / √d_k") == "S' = S / sqrt(d_k)");
   CHECK(to_ascii("1/√2 = 0.7071") == "1/sqrt(2) = 0.7071");
   CHECK(to_ascii("Q·Kᵀ [3 query × 2 d_k]") == "Q*K^T [3 query x 2 d_k]");
