@@ -17,6 +17,7 @@
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
 #include "render/terminal.hpp"
+#include "render/text.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
 
@@ -30,6 +31,32 @@ bool small_enough(const attn::Problem& p) {
 
 [[noreturn]] void bug(const std::string& what) { throw std::logic_error(what); }
 
+// The terminal trace in a width, a view and a character set chosen by the input: no line may be wider
+// than the width, and with ASCII asked for no byte may be anything else.
+void check_render(const attn::Trace& trace, std::size_t seed, bool compare_only) {
+  attn::RenderOptions options;
+  options.max_rows = 1 + seed % 4;
+  options.max_cols = seed % 3;
+  options.width = 1 + seed % 131;
+  options.unicode = seed % 2 == 0;
+  options.color = seed % 3 == 0;
+  options.truecolor = seed % 5 == 0;
+  options.view = static_cast<attn::View>(seed % 3);
+  options.compare_only = compare_only;
+  const std::string text = attn::render_trace(trace, options);
+  std::size_t begin = 0;
+  while (begin < text.size()) {
+    const std::size_t end = std::min(text.find('\n', begin), text.size());
+    const std::string_view line(text.data() + begin, end - begin);
+    if (attn::display_width(line) > options.width)
+      bug(fmt::format("a line of {} columns in a width of {}", attn::display_width(line), options.width));
+    begin = end + 1;
+  }
+  if (!options.unicode)
+    for (const char c : text)
+      if (static_cast<unsigned char>(c) >= 0x80) bug("a byte that is not ASCII in ASCII output");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -37,12 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (text.find("attn-trace.trace") != std::string_view::npos) {
     try {
       const attn::Trace trace = attn::trace_from_json(text, "fuzz.json");
-      attn::RenderOptions options;
-      options.max_rows = 1 + size % 4;
-      options.max_cols = size % 3;
-      (void)attn::render_trace(trace, options);
-      options.compare_only = true;
-      (void)attn::render_trace(trace, options);
+      check_render(trace, size, false);
+      check_render(trace, size / 7, true);
     } catch (const attn::InputError&) {}
     return 0;
   }
@@ -74,6 +97,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         blocks.Br, blocks.Bc, record.flash_vs_ref.max_abs, record.naive_vs_ref.max_abs, record.noise);
     bug(why.c_str());
   }
+
+  check_render(trace, size, false);
 
   // Every trace must read back.
   const std::string json = attn::trace_to_json(trace, "attn-trace fuzz");
