@@ -362,6 +362,7 @@ std::string render_svg(const Trace& trace, const PlotOptions& options) {
 
   // pass 2: one colour range for every panel, and the colour bar's width from its labels
   std::vector<const Panel*> all;
+  all.reserve(shown.size());
   for (const Panel& panel : shown) all.push_back(&panel);
   const ColorRange range = panel_range(all);
   const bool any_removed = std::any_of(shown.begin(), shown.end(), [](const Panel& p) {
@@ -387,6 +388,8 @@ std::string render_svg(const Trace& trace, const PlotOptions& options) {
   // pass 4: write it
   std::string caption = name;
   if (count == 1 && !shown.front().caption.empty()) caption += ", " + shown.front().caption;
+  if (count > 1)
+    caption += trace.problem->batched ? fmt::format(", batch {}, every head", options.batch) : ", every head";
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out += fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
@@ -406,8 +409,9 @@ std::string render_svg(const Trace& trace, const PlotOptions& options) {
   out += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#555555\">{}</text>\n", num(margin),
                      num(margin + title_size + 2 * (text_size + 6)), xml_escape(axes));
   for (std::size_t k = 0; k < count; ++k) {
-    const double x = margin + static_cast<double>(k % grid_cols) * (l.width + gap);
-    const double y = header_h + static_cast<double>(k / grid_cols) * (l.height + gap);
+    const std::size_t grid_row = k / grid_cols, grid_col = k % grid_cols;
+    const double x = margin + static_cast<double>(grid_col) * (l.width + gap);
+    const double y = header_h + static_cast<double>(grid_row) * (l.height + gap);
     draw_panel(out, shown[k], l, range, x, y, float32);
   }
   draw_colorbar(out, range, any_removed, margin + panels_w + gap, header_h + l.grid_y(), bar_h);

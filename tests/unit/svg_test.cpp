@@ -143,6 +143,7 @@ TEST_CASE("All heads (--all-heads) are one panel each, with one colour bar for a
   CHECK(heads_of(two) == std::vector<std::string>{"0", "1"});
   CHECK(cells(two).size() == 2 * 16);
   CHECK(count_of(two, "class=\"colorbar\"") == 1);
+  CHECK(two.find("<title>attn-trace: weights, every head</title>") != std::string::npos);
   CHECK(heads_of(plot(gqa, Step::scores, {}, true)) == std::vector<std::string>{"0", "1", "2", "3"});
   // A key/value step has a panel per key/value head.
   const std::string kv = plot(gqa, Step::k_heads, {}, true);
