@@ -4,12 +4,13 @@
 # first use; or source it from ~/.bashrc. It needs nothing but bash 4 and its builtins (complete,
 # compgen, compopt, mapfile): not bash-completion's helpers.
 #
-# Completes the commands, each command's options, the values of --engine, --dtype, --color and
-# --steps (a comma list), the names of `attn-trace example`, and *.json files (or -) for FILE.
+# Completes the commands, each command's options, the values of --engine, --dtype, --color, --steps
+# (a comma list) and --step, the names of `attn-trace example`, and *.json files (or -) for FILE.
 
 # The options of each command, as apps/attn-trace/*.cpp declares them.
 _attn_trace_display_options='--max-memory --precision --color --max-rows --max-cols'
 _attn_trace_trace_options="--dtype --block-q --block-k --steps --head --json $_attn_trace_display_options"
+_attn_trace_plot_options='--step --head --all-heads --batch -o --output --engine --dtype --max-memory --help'
 _attn_trace_steps='q k v q_heads k_heads v_heads scores scaled masked weights head_outputs concat output tiles'
 
 # Sets COMPREPLY to the words of the list $1 that start with $2.
@@ -57,7 +58,7 @@ _attn_trace() {
   for ((i = 1; i < cword; i++)); do
     word=${COMP_WORDS[i]}
     if [[ -z $command ]]; then
-      case $word in run | compare | show | example) command=$word ;; esac
+      case $word in run | compare | show | plot | example) command=$word ;; esac
       continue
     fi
     if ((takes_value)); then
@@ -69,7 +70,7 @@ _attn_trace() {
       positionals=$((positionals + 1))
     elif [[ $word == -- ]]; then
       after_dashdash=1
-    elif [[ $word != *=* && $word != --help && $word != -h && $word != --list ]]; then
+    elif [[ $word != *=* && $word != --help && $word != -h && $word != --list && $word != --all-heads ]]; then
       takes_value=1
     fi
   done
@@ -78,21 +79,22 @@ _attn_trace() {
     if [[ $cur == -* ]]; then
       _attn_trace_words '--help --version' "$cur"
     else
-      _attn_trace_words 'run compare show example' "$cur"
+      _attn_trace_words 'run compare show plot example' "$cur"
     fi
     return 0
   fi
 
   # The value of an option.
-  if [[ $prev == --* ]] && ((!after_dashdash)); then
+  if [[ $prev == --* || $prev == -o ]] && ((!after_dashdash)); then
     local values='' value_kind=words
     case $prev in
-      --engine) [[ $command == run ]] && values='naive flash both' ;;
+      --engine) [[ $command == run || $command == plot ]] && values='naive flash both' ;;
       --dtype) values='float32 float64' ;;
       --color) values='auto always never' ;;
       --steps) value_kind=steps ;;
-      --json) value_kind=output ;;
-      --block-q | --block-k | --head | --max-memory | --precision | --max-rows | --max-cols)
+      --step) values=${_attn_trace_steps% tiles} ;;
+      --json | -o | --output) value_kind=output ;;
+      --block-q | --block-k | --head | --batch | --max-memory | --precision | --max-rows | --max-cols)
         return 0 ;;  # a number: nothing to offer
       *) value_kind=none ;;
     esac
@@ -132,6 +134,7 @@ _attn_trace() {
     run) options="--engine $_attn_trace_trace_options --help" ;;
     compare) options="$_attn_trace_trace_options --help" ;;
     show) options="$_attn_trace_display_options --help" ;;
+    plot) options=$_attn_trace_plot_options ;;
     example) options='--list --help' ;;
   esac
   if [[ $cur == -* ]] && ((!after_dashdash)); then
@@ -142,7 +145,7 @@ _attn_trace() {
   fi
   if ((positionals == 0)); then
     case $command in
-      run | compare | show) _attn_trace_json_files "$cur" ;;
+      run | compare | show | plot) _attn_trace_json_files "$cur" ;;
       example) _attn_trace_words "$(_attn_trace_examples "${COMP_WORDS[0]}")" "$cur" ;;
     esac
   elif [[ -z $cur ]]; then

@@ -71,7 +71,7 @@ expect_has() {
 
 # The commands and the top-level options.
 expect_exactly "run" attn-trace r
-expect_exactly "compare example run show" attn-trace ''
+expect_exactly "compare example plot run show" attn-trace ''
 expect_exactly "--help --version" attn-trace --
 expect_exactly "--version" attn-trace --v
 
@@ -82,6 +82,7 @@ expect_exactly "$run_options" attn-trace run x.json --
 expect_exactly "${run_options/--engine/}" attn-trace compare x.json --
 expect_exactly "--max-memory --precision --color --max-rows --max-cols --help" attn-trace show t.json --
 expect_exactly "--list --help" attn-trace example --
+expect_exactly "--step --head --all-heads --batch -o --output --engine --dtype --max-memory --help" attn-trace plot x.json -
 expect_exactly "--max-memory --max-rows --max-cols" attn-trace run x.json --max-
 expect_exactly "--block-q --block-k" attn-trace compare - --b
 
@@ -97,6 +98,11 @@ expect_exactly "auto always never" attn-trace show t.json --color ''
 expect_exactly "auto always" attn-trace run x.json --color a
 expect_exactly "" attn-trace run x.json --head ''
 expect_exactly "" attn-trace run x.json --max-memory ''
+expect_exactly "naive flash both" attn-trace plot x.json --engine ''
+expect_exactly "q k v q_heads k_heads v_heads scores scaled masked weights head_outputs concat output" \
+  attn-trace plot x.json --step ''
+expect_exactly "weights" attn-trace plot x.json --step w
+expect_exactly "" attn-trace plot x.json --batch ''
 
 # --steps: a comma list; the names already given are not offered again.
 expect_exactly "q k v q_heads k_heads v_heads scores scaled masked weights head_outputs concat output tiles" \
@@ -137,6 +143,9 @@ expect_has "--engine --dtype --help" "a.json b.json" attn-trace run a.json ''
 expect_has "--precision" "a.json" attn-trace show - ''
 expect_lines $'a.json\nb.json\ninputs\nnotes.txt\ntwo words\n-' attn-trace run a.json --json ''
 expect_exactly "notes.txt" attn-trace run a.json --json n
+expect_exactly "notes.txt" attn-trace plot a.json -o n
+expect_lines $'a.json\nb.json\ninputs\ntwo words\n-' attn-trace plot --all-heads ''
+expect_has "--step --all-heads" "a.json" attn-trace plot a.json --all-heads ''
 
 if ((failures)); then
   echo "$failures of $checks completions wrong"

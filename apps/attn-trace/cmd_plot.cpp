@@ -1,0 +1,145 @@
+// attn-trace plot FILE: one traced step as a standalone SVG figure.
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "io/json_pointer.hpp"
+#include "io/output.hpp"
+#include "options.hpp"
+#include "render/svg.hpp"
+
+namespace attn::cli {
+
+namespace {
+
+struct PlotCommand {
+  TraceOptions trace;  // FILE, --engine, --dtype, --max-memory, and --head
+  std::string step = "weights";
+  bool all_heads = false;
+  std::size_t batch = 0;
+  std::string out;  // "" or "-": stdout
+};
+
+// --step NAME as a step, or a UsageError that suggests the nearest name, as --steps does.
+Step step_named(const std::string& name) {
+  if (const std::optional<Step> step = step_from_name(name)) return *step;
+  std::vector<std::string_view> names;
+  for (const Step s : all_steps()) names.push_back(step_info(s).name);
+  const std::string near = nearest_word(name, names);
+  throw UsageError(fmt::format("--step: unknown step \"{}\"{}; the steps are {}", name,
+                               near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
+                               fmt::join(names, ",")));
+}
+
+// What can be told from the command line alone, before anything is read or run.
+void check_request(const PlotCommand& c, Step step) {
+  const std::string_view name = step_info(step).name;
+  if ((c.trace.head || c.all_heads) && !has_head_axis(step))
+    throw UsageError(
+        fmt::format("{}: the {} step has no head axis (it holds every head at once); the steps drawn head by "
+                    "head are q_heads, k_heads, v_heads, scores, scaled, masked, weights and head_outputs",
+                    c.trace.head ? "--head" : "--all-heads", name));
+  if (c.trace.engine == Engine::flash && is_score_step(step))
+    throw UsageError(
+        fmt::format("--step {}: the flash engine never forms the whole {} matrix; use --engine naive (the "
+                    "default) or --engine both",
+                    name, name));
+}
+
+// The record of `step` in `trace`, checked against --batch and drawable as matrices, or a UsageError
+// that says how to get a figure.
+const StepRecord& drawable_record(const Trace& trace, Step step, std::size_t batch) {
+  const std::string_view name = step_info(step).name;
+  const StepRecord* rec = nullptr;
+  for (const StepRecord& r : trace.steps)
+    if (r.step == step) rec = &r;
+  if (rec == nullptr && trace.engine == Engine::flash)
+    throw UsageError(
+        fmt::format("--step {}: this trace was made by the flash engine, which never forms the whole {} "
+                    "matrix; plot the input with --engine naive (the default) or both",
+                    name, name));
+  if (rec == nullptr)
+    throw UsageError(
+        fmt::format("--step {}: this trace does not hold the {} step (it was saved with --steps); plot the "
+                    "input, or a trace saved without --steps",
+                    name, name));
+  const Problem& p = *trace.problem;
+  const std::size_t items = p.batched ? p.B : 1;
+  if (batch >= items)
+    throw UsageError(items == 1
+                         ? fmt::format("--batch {}: the input is one sequence, batch 0", batch)
+                         : fmt::format("--batch {}: the input has {} batch items, 0 to {}", batch, items, items - 1));
+  // Every step of docs/trace-format.md is a matrix for each batch item and head; anything else (from a
+  // later format, say) is refused rather than drawn wrong.
+  const std::size_t outer = (p.batched ? 1 : 0) + (has_head_axis(step) ? 1 : 0);
+  if (rec->value.rank() != outer + 2)
+    throw UsageError(
+        fmt::format("--step {}: its values have {} axes, {} for each batch item and head; plot draws "
+                    "matrices (2)",
+                    name, rec->value.rank(), rec->value.rank() - std::min(outer, rec->value.rank())));
+  return *rec;
+}
+
+int run(PlotCommand& c) {
+  const Step step = step_named(c.step);
+  check_request(c, step);
+  c.trace.steps = {c.step};  // an input runs, and a saved trace keeps, the step drawn and no other
+  const Trace trace = input_or_trace(c.trace);
+  drawable_record(trace, step, c.batch);
+  const std::string svg = render_svg(trace, PlotOptions{step, c.trace.head, c.all_heads, c.batch});
+  if (c.out.empty() || c.out == "-") write_stdout(svg);
+  else write_output_file(c.out, svg);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_plot(CLI::App& app) {
+  auto c = std::make_shared<PlotCommand>();
+  TraceOptions& o = c->trace;
+  CLI::App* cmd = app.add_subcommand("plot", "draw one traced step as a standalone SVG figure");
+  cmd->add_option("FILE", o.file, "an input (docs/input-format.md), or a trace saved by run --json; - reads stdin")
+      ->required();
+  cmd->add_option("--step", c->step,
+                  "the step to draw, by trace name: q,k,v,q_heads,k_heads,v_heads,scores,scaled,masked,weights,"
+                  "head_outputs,concat,output")
+      ->default_str("weights");
+  CLI::Option* head =
+      cmd->add_option("--head", o.head, "draw query head H (for k_heads and v_heads: the key/value head it reads)")
+          ->check(CLI::Range(0, 65535))
+          ->default_str("0");
+  cmd->add_flag("--all-heads", c->all_heads, "draw every head, one panel each in a grid with one colour bar")
+      ->excludes(head);
+  cmd->add_option("--batch", c->batch, "the batch item to draw")->check(CLI::Range(0, 1 << 30))->default_str("0");
+  cmd->add_option("-o,--output", c->out, "write the SVG to this file; - (or no -o) writes it to stdout");
+  cmd->add_option_function<std::string>(
+         "--engine", [&o](const std::string& name) { o.engine = *engine_from_name(name); },
+         "an input's computation: naive, or both; flash never forms scores, scaled, masked or weights")
+      ->check(CLI::IsMember({"naive", "flash", "both"}))
+      ->default_str("naive");
+  cmd->add_option_function<std::string>(
+         "--dtype", [&o](const std::string& name) { o.dtype = *dtype_from_name(name); }, "an input's arithmetic")
+      ->check(CLI::IsMember({"float32", "float64"}))
+      ->default_str("float32");
+  add_memory_option(*cmd, o);
+  cmd->footer(
+      "Draws one step of FILE for one batch item: one head (head 0, or the head a trace saved with --head\n"
+      "holds, unless --head says), or every head with --all-heads. Values that are all >= 0 are coloured\n"
+      "with viridis, signed values blue-white-red around 0; cells the mask removed are grey and hatched.\n"
+      "Each cell's <rect> carries its exact value as data-value.\n"
+      "\n"
+      "Example:\n"
+      "  attn-trace plot data/the_cat_sat.json -o weights.svg\n"
+      "  attn-trace plot data/gpt_causal.json --step scores --head 1 -o scores.svg\n"
+      "  attn-trace plot data/gqa.json --all-heads -o heads.svg\n"
+      "  attn-trace plot data/padded_batch.json --step masked --batch 1 > masked.svg\n"
+      "  attn-trace run data/gpt_causal.json --json gpt.json > /dev/null && attn-trace plot gpt.json");
+  return [cmd, c] { return cmd->parsed() ? run(*c) : -1; };
+}
+
+}  // namespace attn::cli
