@@ -69,7 +69,7 @@ ColorRange color_range(const double* values, std::size_t count, bool nonnegative
     hi = std::max(hi, values[k]);
   }
   if (lo > hi) return {nonnegative ? ColorScale::sequential : ColorScale::diverging, 0, nonnegative ? 1.0 : 0.0};
-  if (nonnegative || lo >= 0) return {ColorScale::sequential, std::min(lo, 0.0), hi};
+  if (nonnegative) return {ColorScale::sequential, std::min(lo, 0.0), hi};
   const double reach = std::max(std::fabs(lo), std::fabs(hi));
   return {ColorScale::diverging, -reach, reach};
 }

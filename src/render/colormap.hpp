@@ -33,9 +33,10 @@ struct ColorRange {
   double position(double x) const;  // in [0, 1]
 };
 
-// The range for finite `values` (those a mask removed are left out by the caller): sequential when
-// none is negative, from 0 (or the minimum) to the maximum; diverging, symmetric about 0, otherwise.
-// `nonnegative`: the step's values are weights, which are sequential even when all are 0.
+// The range for finite `values` (those a mask removed are left out by the caller). `nonnegative`: the
+// values are weights, drawn sequential from 0 to the largest; any other step (Q, K, V, scores, outputs,
+// differences) is signed by nature, so it is diverging and symmetric about 0 even when this input's
+// values happen to be all positive: white always means 0.
 ColorRange color_range(const double* values, std::size_t count, bool nonnegative);
 
 }  // namespace attn

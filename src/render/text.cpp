@@ -84,13 +84,13 @@ std::string_view ascii_spelling(char32_t cp) {
     case U'·': return "*";
     case U'×': return "x";
     case U'━': return "=";
-    case U'─': return "-";
     case U'…': return "...";
     case U'⋮': return ":";
     case U'ᵀ': return "^T";
     case U'Σ': return "sum";
     case U'Δ': return "d";
-    case U'−': return "-";
+    case U'─':
+    case U'−':
     case U'–': return "-";
     case U'—': return "--";
     case U'≥': return ">=";

@@ -89,4 +89,10 @@ TEST_CASE("A colour range is sequential from 0 for weights and symmetric about 0
   CHECK(s.hi == 4);
   CHECK(s.position(0) == 0.5);
   CHECK(s.position(-INFINITY) == 0);
+  // Scores that happen to be all positive are still signed by nature: white stays 0.
+  const double positive[] = {0.5, 1.25};
+  const ColorRange p = color_range(positive, 2, false);
+  CHECK(p.scale == ColorScale::diverging);
+  CHECK(p.lo == -1.25);
+  CHECK(p.position(0) == 0.5);
 }
