@@ -1,0 +1,779 @@
+// The HTML report (docs/report.md): the page around a trace's numbers. This file writes the parts that
+// must read without scripts (formulas, meanings, shapes, small tables, the pipeline diagram, the verdict)
+// and the page's data as JSON; report/report.js draws the heatmaps and the tile walk from that JSON.
+
+#include "render/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "render/colormap.hpp"
+#include "render/number.hpp"
+#include "render/panel.hpp"
+#include "render/renderer.hpp"
+#include "render/report_assets.hpp"
+#include "render/visible.hpp"
+
+namespace attn {
+
+std::string html_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  out.reserve(text.size() + 2);
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '<': out += "\\u003c"; break;  // so that no "</script>" or "<!--" can end or bend the data block
+      default:
+        if (c < 0x20 || c == 0x7f) out += fmt::format("\\u{:04x}", c);
+        else out += ch;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+namespace {
+
+// ---- text ----
+
+// A string from the trace (a token, a formula, a description) as page text: control characters written
+// out (render/visible.hpp), then escaped for HTML.
+std::string page_text(std::string_view text) { return html_escape(visible(text)); }
+// The same string inside the page's JSON, where report.js only ever puts it into textContent.
+std::string data_text(std::string_view text) { return json_string(visible(text)); }
+
+std::string thousands(std::size_t count) {
+  std::string digits = std::to_string(count), out;
+  for (std::size_t k = 0; k < digits.size(); ++k) {
+    if (k > 0 && (digits.size() - k) % 3 == 0) out += ',';
+    out += digits[k];
+  }
+  return out;
+}
+
+std::string short_number(double x) { return std::isfinite(x) ? fmt::format("{:.3g}", x) : format_value(x, 0); }
+
+// ---- JSON ----
+
+// A number of the page's data: 7 significant digits (the page is for looking; the trace keeps every
+// digit), and -inf, inf and nan as the strings the trace format uses.
+void put_number(std::string& out, double x) {
+  if (std::isnan(x)) out += "\"nan\"";
+  else if (std::isinf(x)) out += x < 0 ? "\"-inf\"" : "\"inf\"";
+  else fmt::format_to(std::back_inserter(out), "{:.7g}", x);
+}
+
+template <class Values>
+void put_numbers(std::string& out, const Values& values) {
+  out += '[';
+  bool first = true;
+  for (const double x : values) {
+    if (!first) out += ',';
+    first = false;
+    put_number(out, x);
+  }
+  out += ']';
+}
+
+void put_texts(std::string& out, const std::vector<std::string>& items) {
+  out += '[';
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    if (k > 0) out += ',';
+    out += data_text(items[k]);
+  }
+  out += ']';
+}
+
+std::string_view scale_name(ColorScale s) { return s == ColorScale::sequential ? "sequential" : "diverging"; }
+
+void put_range(std::string& out, const ColorRange& r) {
+  fmt::format_to(std::back_inserter(out), "\"scale\":\"{}\",\"range\":[", scale_name(r.scale));
+  put_number(out, r.lo);
+  out += ',';
+  put_number(out, r.hi);
+  out += ']';
+}
+
+// One heatmap: where it sits (batch, head), its labels and its numbers, or "values": null when the
+// page's budget left it out.
+void put_panel(std::string& out, const Panel& p, bool embed) {
+  fmt::format_to(std::back_inserter(out), "{{\"batch\":{},\"head\":{},\"kv\":{},\"caption\":{},\"rows\":{},\"cols\":{}",
+                 p.batch, p.head ? std::to_string(*p.head) : "null", p.kv ? "true" : "false", data_text(p.caption),
+                 p.rows, p.cols);
+  if (embed) {
+    out += ",\"row_labels\":";
+    put_texts(out, p.row_labels);
+    out += ",\"col_labels\":";
+    put_texts(out, p.col_labels);
+    out += ",\"values\":";
+    put_numbers(out, p.values);
+    if (std::any_of(p.removed.begin(), p.removed.end(), [](unsigned char r) { return r != 0; })) {
+      out += ",\"removed\":\"";
+      for (const unsigned char r : p.removed) out += r != 0 ? '1' : '0';
+      out += '"';
+    }
+    std::vector<std::size_t> empty;
+    for (std::size_t r = 0; r < p.empty_row.size(); ++r)
+      if (p.empty_row[r]) empty.push_back(r);
+    if (!empty.empty()) fmt::format_to(std::back_inserter(out), ",\"empty_rows\":[{}]", fmt::join(empty, ","));
+  } else {
+    out += ",\"values\":null";
+  }
+  out += '}';
+}
+
+// ---- the budget ----
+
+struct StepView {
+  const StepRecord* rec = nullptr;
+  std::vector<Panel> panels;
+  std::vector<bool> embedded;
+  ColorRange range;
+  std::size_t left_out() const { return static_cast<std::size_t>(std::count(embedded.begin(), embedded.end(), false)); }
+};
+
+std::size_t cells(const Panel& p) { return p.rows * p.cols; }
+
+// Which heatmaps the page holds (ReportOptions): first every step's first head (and the steps without
+// heads), then the weights of the other heads, then everything else, each while it fits.
+void plan_steps(std::vector<StepView>& views, std::size_t budget) {
+  std::size_t used = 0;
+  const auto take = [&](StepView& view, std::size_t k) {
+    if (view.embedded[k] || used + cells(view.panels[k]) > budget) return;
+    view.embedded[k] = true;
+    used += cells(view.panels[k]);
+  };
+  for (StepView& view : views) {
+    std::optional<std::size_t> first;
+    for (const Panel& p : view.panels)
+      if (p.head) first = std::min(first.value_or(*p.head), *p.head);
+    for (std::size_t k = 0; k < view.panels.size(); ++k)
+      if (!view.panels[k].head || view.panels[k].head == first) take(view, k);
+  }
+  for (StepView& view : views)
+    if (view.rec->step == Step::weights)
+      for (std::size_t k = 0; k < view.panels.size(); ++k) take(view, k);
+  for (StepView& view : views)
+    for (std::size_t k = 0; k < view.panels.size(); ++k) take(view, k);
+}
+
+// The query tiles of the flash pass, each with its key tiles and its final, in the order the engine ran them.
+struct QueryTile {
+  std::size_t batch = 0, head = 0, i = 0, row_begin = 0, row_end = 0;
+  std::vector<const FlashTile*> tiles;
+  const FlashFinal* final = nullptr;
+  std::size_t numbers() const {
+    std::size_t count = final ? final->O.size() + final->lse.size() : 0;
+    for (const FlashTile* t : tiles)
+      if (!t->skipped) count += t->S.size() + t->P.size() + t->O.size() + 5 * (t->row_end - t->row_begin);
+    return count;
+  }
+};
+
+std::vector<QueryTile> query_tiles(const FlashRecord& f) {
+  std::vector<QueryTile> out;
+  for (const FlashTile& t : f.tiles) {
+    if (out.empty() || out.back().batch != t.batch || out.back().head != t.head || out.back().i != t.i)
+      out.push_back({t.batch, t.head, t.i, t.row_begin, t.row_end, {}, nullptr});
+    out.back().tiles.push_back(&t);
+  }
+  for (const FlashFinal& done : f.finals)
+    for (QueryTile& q : out)
+      if (q.batch == done.batch && q.head == done.head && q.i == done.i) q.final = &done;
+  return out;
+}
+
+// ---- the parts of the page ----
+
+std::string shape_text(const Shape& shape) { return fmt::format("{}", fmt::join(shape, " × ")); }
+
+// A legend: the colour map with its range, and the grey hatch of removed cells when the picture has any.
+std::string legend_svg(const ColorRange& r, bool removed, std::string_view id) {
+  std::string out = fmt::format(
+      "<svg class=\"legend\" viewBox=\"0 0 {} 34\" width=\"{}\" height=\"34\" role=\"img\" aria-label=\"colour scale "
+      "from {} to {}\"><defs><linearGradient id=\"legend-{}\">",
+      removed ? 430 : 300, removed ? 430 : 300, short_number(r.lo), short_number(r.hi), id);
+  for (int k = 0; k <= 10; ++k)
+    out += fmt::format("<stop offset=\"{}\" stop-color=\"{}\"/>", k / 10.0, hex(color_at(r.scale, k / 10.0)));
+  out += fmt::format(
+      "</linearGradient></defs><rect x=\"1\" y=\"1\" width=\"240\" height=\"14\" fill=\"url(#legend-{})\" "
+      "class=\"legend-bar\"/><text x=\"1\" y=\"30\">{}</text><text x=\"241\" y=\"30\" "
+      "text-anchor=\"end\">{}</text>",
+      id, short_number(r.lo), short_number(r.hi));
+  if (r.scale == ColorScale::diverging) out += "<text x=\"121\" y=\"30\" text-anchor=\"middle\">0</text>";
+  if (removed)
+    out +=
+        "<rect x=\"262\" y=\"1\" width=\"14\" height=\"14\" fill=\"url(#removed-hatch)\" class=\"legend-bar\"/>"
+        "<text x=\"282\" y=\"12\">removed by the mask</text>";
+  out += "</svg>";
+  return out;
+}
+
+// A few rows and columns of a panel, for readers without scripts (and for print): the first and the last
+// ones, like the terminal's tables.
+std::string static_table(const Panel& p, std::size_t limit) {
+  const std::vector<std::size_t> rows = render_detail::shown(p.rows, limit);
+  const std::vector<std::size_t> cols = render_detail::shown(p.cols, limit);
+  std::string out = "<table class=\"numbers\">";
+  if (!p.caption.empty()) out += fmt::format("<caption>{}</caption>", page_text(p.caption));
+  out += "<thead><tr><th></th>";
+  for (const std::size_t c : cols)
+    out += c == p.cols ? "<th>…</th>" : fmt::format("<th>{}</th>", page_text(p.col_labels[c]));
+  out += "</tr></thead><tbody>";
+  for (const std::size_t r : rows) {
+    if (r == p.rows) {
+      out += fmt::format("<tr><th>⋮</th><td colspan=\"{}\"></td></tr>", cols.size());
+      continue;
+    }
+    out += fmt::format("<tr><th>{}</th>", page_text(p.row_labels[r]));
+    for (const std::size_t c : cols) {
+      if (c == p.cols) out += "<td>…</td>";
+      else if (p.is_removed(r, c))
+        out += fmt::format("<td class=\"removed\">{}</td>", format_value(p.values[r * p.cols + c], 4));
+      else out += fmt::format("<td>{}</td>", format_value(p.values[r * p.cols + c], 4));
+    }
+    out += "</tr>";
+  }
+  out += "</tbody></table>";
+  return out;
+}
+
+// A table of tile vectors or matrices (rows × cols) with labels, for the tile walk without scripts.
+std::string static_matrix(std::string_view caption, std::span<const double> values, std::size_t rows, std::size_t cols,
+                          const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
+                          std::size_t limit) {
+  Panel p;
+  p.caption = std::string(caption);
+  p.rows = rows;
+  p.cols = cols;
+  p.values.assign(values.begin(), values.end());
+  p.row_labels = row_labels;
+  p.col_labels = col_labels;
+  return static_table(p, limit);
+}
+
+std::string config_line(const Trace& t) {
+  const Problem& p = *t.problem;
+  std::string heads = p.g == p.h ? fmt::format("{} head{}", p.h, p.h == 1 ? "" : "s")
+                                 : fmt::format("{} query heads, {} key/value heads", p.h, p.g);
+  if (t.head) heads += fmt::format(" (this trace keeps head {})", *t.head);
+  std::string engines = t.engine == Engine::both ? "naive and flash" : std::string(name_of(t.engine));
+  if (t.flash) engines += fmt::format(" (tiles of {} × {})", t.flash->tile_size.Br, t.flash->tile_size.Bc);
+  return fmt::format(
+      "{}n = {} queries, m = {} keys, d_model = {}, d_k = {}, d_v = {}, d_out = {}, {}, scale = {}, mask {}, {}, "
+      "engine {}",
+      p.batched ? fmt::format("batch of {}, ", p.B) : "", p.n, p.m, p.d_model, p.d_k, p.d_v, p.d_out, heads,
+      short_number(p.scale), page_text(p.mask.summary()), name_of(t.dtype), engines);
+}
+
+std::string token_line(const std::vector<std::string>& tokens) {
+  constexpr std::size_t most = 40;
+  std::string out;
+  for (std::size_t k = 0; k < tokens.size() && k < most; ++k)
+    out += fmt::format("<span class=\"token\">{}</span> ", page_text(tokens[k]));
+  if (tokens.size() > most) out += fmt::format("… ({} in all)", tokens.size());
+  return out;
+}
+
+// The pipeline as a diagram: one box per step, each a link to its section; the flash pass as one box.
+std::string pipeline_svg(const Trace& t) {
+  struct Node {
+    Step step;
+    double col, row;
+  };
+  const std::vector<Node> nodes = {{Step::q, 1, 0},
+                                   {Step::k, 1, 1},
+                                   {Step::v, 1, 2},
+                                   {Step::q_heads, 2, 0},
+                                   {Step::k_heads, 2, 1},
+                                   {Step::v_heads, 2, 2},
+                                   {Step::scores, 3, 0.5},
+                                   {Step::scaled, 4, 0.5},
+                                   {Step::masked, 5, 0.5},
+                                   {Step::weights, 6, 0.5},
+                                   {Step::head_outputs, 7, 1.5},
+                                   {Step::concat, 8, 1.5},
+                                   {Step::output, 9, 1.5}};
+  constexpr double w = 112, h = 44, dx = 132, dy = 58, x0 = 8, y0 = 8;
+  const auto x = [&](double col) { return x0 + col * dx; };
+  const auto y = [&](double row) { return y0 + row * dy; };
+  const auto kept = [&](Step s) {
+    return std::any_of(t.steps.begin(), t.steps.end(), [s](const StepRecord& r) { return r.step == s; });
+  };
+  const auto shape_of = [&](Step s) -> std::string {
+    for (const StepRecord& r : t.steps)
+      if (r.step == s) return shape_text(r.value.shape());
+    return is_score_step(s) && t.flash ? "flash: in tiles" : "not traced";
+  };
+  const auto edge = [&](double c1, double r1, double c2, double r2, std::string_view cls) {
+    const double x1 = x(c1) + w, y1 = y(r1) + h / 2, x2 = x(c2) - 4, y2 = y(r2) + h / 2, xm = (x1 + x2) / 2;
+    return fmt::format("<path class=\"{}\" d=\"M{} {} C{} {} {} {} {} {}\" marker-end=\"url(#arrow)\"/>", cls, x1, y1,
+                       xm, y1, xm, y2, x2, y2);
+  };
+  const double width = x(9) + w + x0, height = y(3.1) + h + y0;
+  std::string out = fmt::format(
+      "<svg class=\"pipeline\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"the steps of attention, from X to the "
+      "output; each box links to its step\"><defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" "
+      "markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0 0 L10 5 L0 10 z\" "
+      "class=\"arrow-head\"/></marker></defs>",
+      width, height);
+  // The edges first, so the boxes cover their ends.
+  for (const double row : {0.0, 1.0, 2.0}) out += edge(0, 1, 1, row, "edge");
+  for (const double row : {0.0, 1.0, 2.0}) out += edge(1, row, 2, row, "edge");
+  out += edge(2, 0, 3, 0.5, "edge") + edge(2, 1, 3, 0.5, "edge");
+  out += edge(3, 0.5, 4, 0.5, "edge") + edge(4, 0.5, 5, 0.5, "edge") + edge(5, 0.5, 6, 0.5, "edge");
+  out += edge(6, 0.5, 7, 1.5, "edge") + edge(2, 2, 7, 1.5, "edge");
+  out += edge(7, 1.5, 8, 1.5, "edge") + edge(8, 1.5, 9, 1.5, "edge");
+  // The input.
+  out += fmt::format(
+      "<g class=\"node input\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"6\"/><text x=\"{}\" "
+      "y=\"{}\" class=\"node-name\">X</text><text x=\"{}\" y=\"{}\" class=\"node-shape\">the input</text></g>",
+      x(0), y(1), w, h, x(0) + w / 2, y(1) + 19, x(0) + w / 2, y(1) + 35);
+  for (const Node& node : nodes) {
+    const std::string_view name = step_info(node.step).name;
+    const std::string box = fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"6\"/><text x=\"{}\" y=\"{}\" "
+        "class=\"node-name\">{}</text><text x=\"{}\" y=\"{}\" class=\"node-shape\">{}</text>",
+        x(node.col), y(node.row), w, h, x(node.col) + w / 2, y(node.row) + 19, name, x(node.col) + w / 2,
+        y(node.row) + 35, page_text(shape_of(node.step)));
+    out += fmt::format("<a href=\"#step-{}\" class=\"node{}\"><title>{}: {}</title>{}</a>", name,
+                       kept(node.step) ? "" : " absent", name, page_text(step_formula(node.step, *t.problem)), box);
+  }
+  // The flash pass: the same heads in, the same head outputs out, the scores only ever in tiles.
+  const double fx = x(3), fy = y(3.1), fw = x(6) + w - x(3);
+  // In from below the heads (they hold Q, K and V per head), out to the bottom of head_outputs.
+  out += fmt::format("<path class=\"edge flash-edge\" d=\"M{} {} C{} {} {} {} {} {}\" marker-end=\"url(#arrow)\"/>",
+                     x(2) + w / 2, y(2) + h, x(2) + w / 2, fy + h / 2, fx - 30, fy + h / 2, fx - 4, fy + h / 2);
+  out += fmt::format("<path class=\"edge flash-edge\" d=\"M{} {} C{} {} {} {} {} {}\" marker-end=\"url(#arrow)\"/>",
+                     fx + fw, fy + h / 2, x(7) + w / 2, fy + h / 2, x(7) + w / 2, fy + h / 2, x(7) + w / 2,
+                     y(1.5) + h + 4);
+  const std::string flash_box = fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"6\"/><text x=\"{}\" y=\"{}\" class=\"node-name\">flash: "
+      "the tile walk</text><text x=\"{}\" y=\"{}\" class=\"node-shape\">S and P one Br × Bc tile at a time; running m, "
+      "l, O; one division at the end</text>",
+      fx, fy, fw, h, fx + fw / 2, fy + 19, fx + fw / 2, fy + 35);
+  out +=
+      fmt::format("<a href=\"#flash\" class=\"node flash-node{}\"><title>FlashAttention-2's forward pass</title>{}</a>",
+                  t.flash ? "" : " absent", flash_box);
+  out += "</svg>";
+  return out;
+}
+
+std::string note(std::string_view html) { return fmt::format("<p class=\"note\">{}</p>", html); }
+
+}  // namespace
+
+std::string report_html(const Trace& trace, const ReportOptions& o) {
+  const Problem& p = *trace.problem;
+  std::string data;  // the page's JSON (docs/report.md, "The page's data")
+  std::vector<std::string> notes;
+
+  // ---- naive vs flash: flash's output minus naive's, when both ran ----
+  const StepRecord* naive_output = nullptr;
+  for (const StepRecord& rec : trace.steps)
+    if (rec.step == Step::output) naive_output = &rec;
+  std::optional<StepRecord> difference;
+  if (trace.flash && naive_output != nullptr && naive_output->value.shape() == trace.flash->output.shape()) {
+    const auto a = naive_output->value.values(), b = trace.flash->output.values();
+    std::vector<double> d(a.size());
+    for (std::size_t k = 0; k < a.size(); ++k) d[k] = b[k] - a[k];
+    difference = StepRecord{Step::output, "D = O_flash − O_naive", "", Tensor<double>(naive_output->value.shape(), d)};
+  }
+  std::vector<Panel> diff_panels = difference ? panels(trace, *difference) : std::vector<Panel>{};
+  std::size_t diff_numbers = 0;
+  for (const Panel& panel : diff_panels) diff_numbers += cells(panel);
+  const bool diff_embedded = diff_numbers <= o.max_step_numbers / 4;
+
+  // ---- the steps, and which of their heatmaps fit ----
+  std::vector<StepView> views;
+  for (const StepRecord& rec : trace.steps) {
+    StepView view;
+    view.rec = &rec;
+    view.panels = panels(trace, rec);
+    view.embedded.assign(view.panels.size(), false);
+    std::vector<const Panel*> list;
+    for (const Panel& panel : view.panels) list.push_back(&panel);
+    view.range = panel_range(list);
+    views.push_back(std::move(view));
+  }
+  plan_steps(views, o.max_step_numbers - (diff_embedded ? diff_numbers : 0));
+  std::size_t steps_left_out = 0;
+  for (const StepView& view : views) steps_left_out += view.left_out();
+  if (steps_left_out > 0)
+    notes.push_back(fmt::format(
+        "This trace is large: {} of its heatmaps are not in this page, which holds at most {} of the steps' "
+        "numbers (each step says which). <code>--head H</code> or <code>--steps</code> make a smaller trace that "
+        "fits whole.",
+        steps_left_out, thousands(o.max_step_numbers)));
+
+  // ---- the tile walk: whole query tiles, in the engine's order, while they fit ----
+  std::vector<QueryTile> walk;
+  std::size_t query_tiles_total = 0;
+  if (trace.flash) {
+    std::vector<QueryTile> all = query_tiles(*trace.flash);
+    query_tiles_total = all.size();
+    std::size_t numbers = 0, tiles = 0;
+    for (QueryTile& q : all) {
+      if (numbers + q.numbers() > o.max_tile_numbers || tiles + q.tiles.size() > o.max_tiles) break;
+      numbers += q.numbers();
+      tiles += q.tiles.size();
+      walk.push_back(std::move(q));
+    }
+    if (walk.size() < query_tiles_total)
+      notes.push_back(
+          fmt::format("The tile walk holds the first {} of the {} query tiles (at most {} tiles and {} numbers); "
+                      "<code>--head H</code>, or larger <code>--block-q</code>/<code>--block-k</code>, walk others.",
+                      walk.size(), query_tiles_total, thousands(o.max_tiles), thousands(o.max_tile_numbers)));
+  }
+
+  // ---- the JSON ----
+  data += fmt::format(
+      "{{\"format\":\"attn-trace.report\",\"version\":1,\"generator\":{},\"description\":{},\"config\":{{\"n\":{},"
+      "\"m\":{},\"batch\":{},\"d_model\":{},\"d_k\":{},\"d_v\":{},\"d_out\":{},\"n_heads\":{},\"n_kv_heads\":{},"
+      "\"scale\":",
+      json_string(fmt::format("attn-trace {}", o.version)), data_text(p.description), p.n, p.m,
+      p.batched ? std::to_string(p.B) : "null", p.d_model, p.d_k, p.d_v, p.d_out, p.h, p.g);
+  put_number(data, p.scale);
+  data += fmt::format(",\"mask\":{},\"dtype\":\"{}\",\"engine\":\"{}\",\"head\":{}}}", data_text(p.mask.summary()),
+                      name_of(trace.dtype), name_of(trace.engine), trace.head ? std::to_string(*trace.head) : "null");
+  data += ",\"tokens\":[";
+  for (std::size_t b = 0; b < p.tokens.size(); ++b) {
+    if (b > 0) data += ',';
+    put_texts(data, p.tokens[b]);
+  }
+  data += "],\"context_tokens\":[";
+  for (std::size_t b = 0; b < p.context_tokens.size(); ++b) {
+    if (b > 0) data += ',';
+    put_texts(data, p.context_tokens[b]);
+  }
+  // The colours of colormap.hpp, so the page's heatmaps are those of every other picture.
+  constexpr int lut = 256;
+  data += "],\"colors\":{";
+  for (const ColorScale scale : {ColorScale::sequential, ColorScale::diverging}) {
+    data += fmt::format("\"{}\":[", scale_name(scale));
+    for (int k = 0; k < lut; ++k)
+      data += fmt::format("{}\"{}\"", k > 0 ? "," : "", hex(color_at(scale, k / static_cast<double>(lut - 1))));
+    data += "],";
+  }
+  data += fmt::format("\"removed\":\"{}\"}},\"steps\":[", hex(removed_color));
+  for (std::size_t s = 0; s < views.size(); ++s) {
+    const StepView& view = views[s];
+    const StepRecord& rec = *view.rec;
+    if (s > 0) data += ',';
+    fmt::format_to(
+        std::back_inserter(data),
+        "{{\"name\":\"{}\",\"formula\":{},\"description\":{},\"shape\":[{}],\"dims\":", step_info(rec.step).name,
+        data_text(rec.formula), data_text(rec.description), fmt::join(rec.value.shape(), ","));
+    put_texts(data, dim_names(rec.step, p.batched));
+    data += ',';
+    put_range(data, view.range);
+    data += ",\"panels\":[";
+    for (std::size_t k = 0; k < view.panels.size(); ++k) {
+      if (k > 0) data += ',';
+      put_panel(data, view.panels[k], view.embedded[k]);
+    }
+    data += "]}";
+  }
+  data += ']';
+
+  if (trace.flash) {
+    const FlashRecord& f = *trace.flash;
+    fmt::format_to(std::back_inserter(data),
+                   ",\"flash\":{{\"block_q\":{},\"block_k\":{},\"d_v\":{},\"tiles_total\":{},\"query_tiles_total\":{},"
+                   "\"walk\":[",
+                   f.tile_size.Br, f.tile_size.Bc, p.d_v, f.tiles.size(), query_tiles_total);
+    for (std::size_t q = 0; q < walk.size(); ++q) {
+      const QueryTile& qt = walk[q];
+      fmt::format_to(std::back_inserter(data), "{}{{\"batch\":{},\"head\":{},\"i\":{},\"rows\":[{},{}],\"tiles\":[",
+                     q > 0 ? "," : "", qt.batch, qt.head, qt.i, qt.row_begin, qt.row_end);
+      for (std::size_t k = 0; k < qt.tiles.size(); ++k) {
+        const FlashTile& tile = *qt.tiles[k];
+        fmt::format_to(std::back_inserter(data), "{}{{\"j\":{},\"cols\":[{},{}],\"skipped\":{}", k > 0 ? "," : "",
+                       tile.j, tile.col_begin, tile.col_end, tile.skipped ? "true" : "false");
+        if (!tile.skipped) {
+          const std::pair<const char*, const Tensor<double>*> parts[] = {
+              {"S", &tile.S}, {"m_prev", &tile.m_prev}, {"m_new", &tile.m_new}, {"alpha", &tile.alpha},
+              {"P", &tile.P}, {"l_prev", &tile.l_prev}, {"l_new", &tile.l_new}, {"O", &tile.O}};
+          for (const auto& [name, value] : parts) {
+            fmt::format_to(std::back_inserter(data), ",\"{}\":", name);
+            put_numbers(data, value->values());
+          }
+        }
+        data += '}';
+      }
+      data += "],\"final\":";
+      if (qt.final != nullptr) {
+        data += "{\"O\":";
+        put_numbers(data, qt.final->O.values());
+        data += ",\"lse\":";
+        put_numbers(data, qt.final->lse.values());
+        data += '}';
+      } else {
+        data += "null";
+      }
+      data += '}';
+    }
+    data += "]}";
+  } else {
+    data += ",\"flash\":null";
+  }
+
+  // A difference is signed: blue-white-red about 0, white everywhere when the two agree exactly.
+  double max_diff = 0;
+  if (difference)
+    for (const double d : difference->value.values()) max_diff = std::max(max_diff, std::fabs(d));
+  const ColorRange diff_range{ColorScale::diverging, -max_diff, max_diff};
+  if (difference) {
+    data += ",\"diff\":{";
+    put_range(data, diff_range);
+    data += ",\"max_abs\":";
+    put_number(data, max_diff);
+    data += ",\"panels\":[";
+    for (std::size_t k = 0; k < diff_panels.size(); ++k) {
+      if (k > 0) data += ',';
+      put_panel(data, diff_panels[k], diff_embedded);
+    }
+    data += "]}";
+  } else {
+    data += ",\"diff\":null";
+  }
+  data += ",\"notes\":[";
+  for (std::size_t k = 0; k < notes.size(); ++k) {
+    if (k > 0) data += ',';
+    data += json_string(notes[k]);
+  }
+  data += "]}";
+
+  // ---- the HTML around it ----
+  std::string steps_html;
+  for (const Step step : all_steps()) {
+    const std::string_view name = step_info(step).name;
+    const auto found =
+        std::find_if(views.begin(), views.end(), [step](const StepView& v) { return v.rec->step == step; });
+    if (found == views.end()) {
+      steps_html += fmt::format(
+          "<section class=\"step absent\" id=\"step-{}\" data-step=\"{}\"><h2><a class=\"anchor\" "
+          "href=\"#step-{}\">{}</a></h2><p class=\"formula\">{}</p><p class=\"meaning\">{}</p>{}</section>\n",
+          name, name, name, name, page_text(step_formula(step, p)), page_text(step_description(step, p)),
+          note(is_score_step(step) && trace.flash && trace.engine == Engine::flash
+                   ? "The flash engine never forms this n × m matrix whole: its tiles hold it piece by piece, in "
+                     "<a href=\"#flash\">the tile walk</a>. <code>--engine both</code> draws it here too."
+                   : "Not in this trace (it was left out by <code>--steps</code>)."));
+      continue;
+    }
+    const StepView& view = *found;
+    const StepRecord& rec = *view.rec;
+    const std::size_t index = static_cast<std::size_t>(found - views.begin());
+    const bool removed = std::any_of(view.panels.begin(), view.panels.end(), [](const Panel& panel) {
+      return std::any_of(panel.removed.begin(), panel.removed.end(), [](unsigned char r) { return r != 0; });
+    });
+    std::string tables;
+    constexpr std::size_t tables_shown = 4;
+    for (std::size_t k = 0; k < view.panels.size() && k < tables_shown; ++k)
+      tables += static_table(view.panels[k], o.table_size);
+    if (view.panels.size() > tables_shown)
+      tables += note(fmt::format("The tables show the first {} of {} heatmaps.", tables_shown, view.panels.size()));
+    std::string step_notes;
+    if (const std::size_t left = view.left_out(); left > 0)
+      step_notes = note(fmt::format(
+          "{} of these {} heatmaps are not in this page (its budget of numbers is spent); <code>--head H</code> "
+          "makes a trace of one head that fits.",
+          left, view.panels.size()));
+    if (step == Step::weights)
+      for (const EmptyRow& e : trace.empty_rows)
+        step_notes += note(fmt::format("Query {} {}has no key to attend: its weights are all 0.",
+                                       page_text(p.tokens[e.batch][e.query]),
+                                       p.batched ? fmt::format("of batch item {} ", e.batch) : ""));
+    steps_html += fmt::format(
+        "<section class=\"step\" id=\"step-{}\" data-step=\"{}\" data-index=\"{}\"><h2><a class=\"anchor\" "
+        "href=\"#step-{}\">{}</a></h2><p class=\"formula\">{}</p><p class=\"meaning\">{}</p><p "
+        "class=\"shape\">shape <b>{}</b> ({}), {}</p>{}<div class=\"heatmaps needs-js\"></div>{}<details "
+        "class=\"numbers\" open><summary>numbers</summary>{}</details></section>\n",
+        name, name, index, name, name, page_text(rec.formula), page_text(rec.description),
+        shape_text(rec.value.shape()), fmt::join(dim_names(step, p.batched), " × "), name_of(trace.dtype),
+        legend_svg(view.range, removed, name), step_notes, tables);
+  }
+
+  // The flash section: the walk's controls, and its first tile as tables for readers without scripts.
+  std::string flash_html =
+      "<section id=\"flash\" class=\"flash\"><h2><a class=\"anchor\" href=\"#flash\">flash: the tile walk</a></h2>"
+      "<p class=\"formula\">m_new = max(m_prev, rowmax S) &nbsp; alpha = exp(m_prev − m_new) &nbsp; P = exp(S − "
+      "m_new)</p><p class=\"formula\">l_new = alpha·l_prev + rowsum P &nbsp; O = alpha·O_prev + P·V &nbsp; then "
+      "once: O / l, lse = m + log l</p>";
+  if (!trace.flash) {
+    flash_html += note(
+        "This trace has no flash pass. <code>attn-trace report FILE</code> runs both engines by default; a saved "
+        "trace needs <code>run --engine both --json</code> (or <code>flash</code>, or <code>compare --json</code>).");
+  } else {
+    const FlashRecord& f = *trace.flash;
+    flash_html += fmt::format(
+        "<p class=\"meaning\">FlashAttention-2's forward pass (arXiv:2307.08691, Algorithm 1): each query tile of "
+        "{} row{} meets the keys {} at a time. Only one tile of scores S and its exponentials P exist at once; each "
+        "row keeps a running maximum m, sum l and output O, and when a tile raises m, alpha = exp(m_prev − m_new) "
+        "rescales what earlier tiles added. The rectangle on the score matrix is the current tile.</p>",
+        f.tile_size.Br, f.tile_size.Br == 1 ? "" : "s", f.tile_size.Bc);
+    flash_html +=
+        "<div class=\"walk-controls needs-js\"><label>query tile <select id=\"tile-select\"></select></label> "
+        "<button type=\"button\" data-action=\"prev-tile\" title=\"previous tile (←)\">◀ previous tile</button> "
+        "<button type=\"button\" data-action=\"next-tile\" title=\"next tile (→)\">next tile ▶</button></div>";
+    std::string first_state = "The trace holds no tile that fits this page.";
+    std::string first_tables;
+    if (!walk.empty() && !walk.front().tiles.empty()) {
+      const FlashTile& tile = *walk.front().tiles.front();
+      const auto& rows_tokens = p.tokens[tile.batch];
+      const auto& cols_tokens = p.context_tokens[tile.batch];
+      std::vector<std::string> rows(rows_tokens.begin() + static_cast<long>(tile.row_begin),
+                                    rows_tokens.begin() + static_cast<long>(tile.row_end));
+      std::vector<std::string> cols(cols_tokens.begin() + static_cast<long>(tile.col_begin),
+                                    cols_tokens.begin() + static_cast<long>(tile.col_end));
+      first_state = fmt::format("{}head {} · query tile {} (rows {}–{}) × key tile {} (keys {}–{}){}",
+                                p.batched ? fmt::format("batch {} · ", tile.batch) : "", tile.head, tile.i,
+                                tile.row_begin, tile.row_end - 1, tile.j, tile.col_begin, tile.col_end - 1,
+                                tile.skipped ? ": skipped, the mask rules out every pair" : "");
+      if (!tile.skipped) {
+        const std::size_t r = rows.size(), c = cols.size(), d = tile.O.size() / std::max<std::size_t>(1, r);
+        std::vector<double> state;
+        for (std::size_t k = 0; k < r; ++k)
+          for (const Tensor<double>* v : {&tile.m_prev, &tile.m_new, &tile.alpha, &tile.l_prev, &tile.l_new})
+            state.push_back(v->values()[k]);
+        std::vector<std::string> features;
+        for (std::size_t k = 0; k < d; ++k) features.push_back(std::to_string(k));
+        first_tables += static_matrix("S", tile.S.values(), r, c, rows, cols, o.table_size);
+        first_tables += static_matrix("state", state, r, 5, rows, {"m_prev", "m_new", "alpha", "l_prev", "l_new"}, 5);
+        first_tables += static_matrix("P", tile.P.values(), r, c, rows, cols, o.table_size);
+        first_tables += static_matrix("O", tile.O.values(), r, d, rows, features, o.table_size);
+      }
+    }
+    flash_html += fmt::format(
+        "<p id=\"tile-state\" aria-live=\"polite\">{}</p><div class=\"walk needs-js\"><div "
+        "id=\"tile-full\"></div><div id=\"tile-parts\"></div></div>",
+        page_text(first_state));
+    if (!first_tables.empty())
+      flash_html += fmt::format(
+          "<details class=\"numbers\" open><summary>the first tile's numbers</summary>{}</details>", first_tables);
+  }
+  flash_html += "</section>\n";
+
+  std::string diff_html;
+  if (difference) {
+    std::string verdict = fmt::format("max |flash − naive| = {} over {} values ({})", short_number(max_diff),
+                                      difference->value.size(), name_of(trace.dtype));
+    if (trace.compare) {
+      const CompareRecord& c = *trace.compare;
+      verdict += fmt::format(
+          ". compare's verdict: <b class=\"{}\">{}</b>: max |flash − ref| = {} {} 2 · max |naive − ref| + noise = "
+          "2 · {} + {} = {} (ref: naive attention in {})",
+          c.pass ? "pass" : "fail", c.pass ? "pass" : "fail", short_number(c.flash_vs_ref.max_abs), c.pass ? "≤" : ">",
+          short_number(c.naive_vs_ref.max_abs), short_number(c.noise), short_number(c.bound), reference_name(c.dtype));
+    } else {
+      verdict +=
+          ". Both sum the same numbers in another order, so they differ in the last digits; "
+          "<code>attn-trace compare</code> judges both against a wider reference.";
+    }
+    std::string tables;
+    for (std::size_t k = 0; k < diff_panels.size() && k < 4; ++k) {
+      Panel shown = diff_panels[k];
+      shown.caption = shown.caption.empty() ? "flash − naive" : shown.caption;
+      tables += static_table(shown, o.table_size);
+    }
+    diff_html = fmt::format(
+        "<section id=\"naive-vs-flash\" class=\"diff\"><h2><a class=\"anchor\" href=\"#naive-vs-flash\">naive vs "
+        "flash</a></h2><p class=\"formula\">D = O_flash − O_naive</p><p class=\"meaning\">How far the flash "
+        "output is from the naive one, entry by entry (shape {}).</p><p class=\"verdict\" "
+        "id=\"verdict\">{}</p>{}{}<div class=\"heatmaps needs-js\" id=\"diff-maps\"></div><details "
+        "class=\"numbers\" open><summary>numbers</summary>{}</details></section>\n",
+        shape_text(difference->value.shape()), verdict, legend_svg(diff_range, false, "diff"),
+        diff_embedded ? "" : note("The difference map is too large for this page; the verdict above covers it all."),
+        tables);
+  } else if (trace.flash || trace.engine != Engine::naive) {
+    diff_html = "<section id=\"naive-vs-flash\" class=\"diff\"><h2>naive vs flash</h2>" +
+                note(
+                    "Only one engine's output is in this trace; <code>--engine both</code> (the default of "
+                    "<code>report</code> for an input) shows how far flash is from naive.") +
+                "</section>\n";
+  }
+
+  std::string notes_html;
+  for (const std::string& line : notes) notes_html += note(line);
+  for (const std::string& warning : trace.warnings)
+    notes_html += fmt::format("<p class=\"note warning\">{}</p>", page_text(warning));
+  if (!notes_html.empty()) notes_html = "<div class=\"notes\" id=\"notes\">" + notes_html + "</div>";
+
+  std::string tokens_html = fmt::format("<p class=\"tokens\">queries: {}</p>", token_line(p.tokens[0]));
+  if (p.cross) tokens_html += fmt::format("<p class=\"tokens\">keys: {}</p>", token_line(p.context_tokens[0]));
+
+  std::string nav = "<a href=\"#pipeline\">pipeline</a>";
+  for (const StepView& view : views) {
+    const std::string_view name = step_info(view.rec->step).name;
+    nav += fmt::format(" <a href=\"#step-{}\">{}</a>", name, name);
+  }
+  if (trace.flash) nav += " <a href=\"#flash\">tile walk</a>";
+  if (difference) nav += " <a href=\"#naive-vs-flash\">naive vs flash</a>";
+
+  const std::map<std::string_view, std::string> parts = {
+      {"nav", nav},
+      {"title", page_text(p.description.empty() ? "attention" : p.description)},
+      {"description", page_text(p.description)},
+      {"config", config_line(trace)},
+      {"tokens", tokens_html},
+      {"notes", notes_html},
+      {"pipeline", pipeline_svg(trace)},
+      {"steps", steps_html},
+      {"flash", flash_html},
+      {"diff", diff_html},
+      {"generator", page_text(fmt::format("attn-trace {}", o.version))},
+      {"css", std::string(report_css)},
+      {"js", std::string(report_js)},
+      {"data", data}};
+  // One pass over the template, so that nothing put in (a token that reads "{{js}}") is replaced again.
+  std::string page;
+  page.reserve(report_template.size() + data.size() + steps_html.size() + report_js.size() + report_css.size());
+  for (std::size_t at = 0; at < report_template.size();) {
+    const std::size_t open = report_template.find("{{", at);
+    if (open == std::string_view::npos) {
+      page.append(report_template.substr(at));
+      break;
+    }
+    const std::size_t close = report_template.find("}}", open);
+    if (close == std::string_view::npos) {
+      page.append(report_template.substr(at));
+      break;
+    }
+    page.append(report_template.substr(at, open - at));
+    const auto found = parts.find(report_template.substr(open + 2, close - open - 2));
+    page += found != parts.end() ? found->second : std::string(report_template.substr(open, close + 2 - open));
+    at = close + 2;
+  }
+  return page;
+}
+
+}  // namespace attn
