@@ -57,7 +57,7 @@ _attn_trace() {
   for ((i = 1; i < cword; i++)); do
     word=${COMP_WORDS[i]}
     if [[ -z $command ]]; then
-      case $word in run | compare | show | example) command=$word ;; esac
+      case $word in run | compare | show | report | example) command=$word ;; esac
       continue
     fi
     if ((takes_value)); then
@@ -78,20 +78,20 @@ _attn_trace() {
     if [[ $cur == -* ]]; then
       _attn_trace_words '--help --version' "$cur"
     else
-      _attn_trace_words 'run compare show example' "$cur"
+      _attn_trace_words 'run compare show report example' "$cur"
     fi
     return 0
   fi
 
   # The value of an option.
-  if [[ $prev == --* ]] && ((!after_dashdash)); then
+  if [[ $prev == --* || $prev == -o ]] && ((!after_dashdash)); then
     local values='' value_kind=words
     case $prev in
-      --engine) [[ $command == run ]] && values='naive flash both' ;;
+      --engine) [[ $command == run || $command == report ]] && values='naive flash both' ;;
       --dtype) values='float32 float64' ;;
       --color) values='auto always never' ;;
       --steps) value_kind=steps ;;
-      --json) value_kind=output ;;
+      --json | -o | --output) value_kind=output ;;
       --block-q | --block-k | --head | --max-memory | --precision | --max-rows | --max-cols)
         return 0 ;;  # a number: nothing to offer
       *) value_kind=none ;;
@@ -132,6 +132,7 @@ _attn_trace() {
     run) options="--engine $_attn_trace_trace_options --help" ;;
     compare) options="$_attn_trace_trace_options --help" ;;
     show) options="$_attn_trace_display_options --help" ;;
+    report) options='--engine --dtype --block-q --block-k --steps --head --max-memory -o --output --help' ;;
     example) options='--list --help' ;;
   esac
   if [[ $cur == -* ]] && ((!after_dashdash)); then
@@ -142,7 +143,7 @@ _attn_trace() {
   fi
   if ((positionals == 0)); then
     case $command in
-      run | compare | show) _attn_trace_json_files "$cur" ;;
+      run | compare | show | report) _attn_trace_json_files "$cur" ;;
       example) _attn_trace_words "$(_attn_trace_examples "${COMP_WORDS[0]}")" "$cur" ;;
     esac
   elif [[ -z $cur ]]; then
