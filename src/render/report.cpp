@@ -153,11 +153,21 @@ void put_panel(std::string& out, const Panel& p, bool embed) {
 
 // ---- the budget ----
 
+// What the page needs to know of a step before it writes it. The panels themselves (a copy of the
+// step's numbers) are made again when the step is written, so the report never holds a second copy of
+// the whole trace.
+struct PanelSize {
+  std::optional<std::size_t> head;
+  std::size_t cells = 0;
+};
+
 struct StepView {
   const StepRecord* rec = nullptr;
-  std::vector<Panel> panels;
+  std::vector<PanelSize> panels;
   std::vector<bool> embedded;
   ColorRange range;
+  bool removed = false;  // some cell was removed by the mask
+  std::string tables;    // for readers without scripts
   std::size_t left_out() const { return static_cast<std::size_t>(std::count(embedded.begin(), embedded.end(), false)); }
 };
 
@@ -168,13 +178,13 @@ std::size_t cells(const Panel& p) { return p.rows * p.cols; }
 void plan_steps(std::vector<StepView>& views, std::size_t budget) {
   std::size_t used = 0;
   const auto take = [&](StepView& view, std::size_t k) {
-    if (view.embedded[k] || used + cells(view.panels[k]) > budget) return;
+    if (view.embedded[k] || used + view.panels[k].cells > budget) return;
     view.embedded[k] = true;
-    used += cells(view.panels[k]);
+    used += view.panels[k].cells;
   };
   for (StepView& view : views) {
     std::optional<std::size_t> first;
-    for (const Panel& p : view.panels)
+    for (const PanelSize& p : view.panels)
       if (p.head) first = std::min(first.value_or(*p.head), *p.head);
     for (std::size_t k = 0; k < view.panels.size(); ++k)
       if (!view.panels[k].head || view.panels[k].head == first) take(view, k);
@@ -418,11 +428,20 @@ std::string report_html(const Trace& trace, const ReportOptions& o) {
   for (const StepRecord& rec : trace.steps) {
     StepView view;
     view.rec = &rec;
-    view.panels = panels(trace, rec);
-    view.embedded.assign(view.panels.size(), false);
+    const std::vector<Panel> all = panels(trace, rec);
     std::vector<const Panel*> list;
-    for (const Panel& panel : view.panels) list.push_back(&panel);
+    for (const Panel& panel : all) {
+      view.panels.push_back({panel.head, cells(panel)});
+      list.push_back(&panel);
+      view.removed = view.removed || std::any_of(panel.removed.begin(), panel.removed.end(),
+                                                 [](unsigned char r) { return r != 0; });
+    }
+    view.embedded.assign(all.size(), false);
     view.range = panel_range(list);
+    constexpr std::size_t tables_shown = 4;
+    for (std::size_t k = 0; k < all.size() && k < tables_shown; ++k) view.tables += static_table(all[k], o.table_size);
+    if (all.size() > tables_shown)
+      view.tables += note(fmt::format("The tables show the first {} of {} heatmaps.", tables_shown, all.size()));
     views.push_back(std::move(view));
   }
   plan_steps(views, o.max_step_numbers - (diff_embedded ? diff_numbers : 0));
@@ -497,9 +516,10 @@ std::string report_html(const Trace& trace, const ReportOptions& o) {
     data += ',';
     put_range(data, view.range);
     data += ",\"panels\":[";
-    for (std::size_t k = 0; k < view.panels.size(); ++k) {
+    const std::vector<Panel> all = panels(trace, rec);
+    for (std::size_t k = 0; k < all.size(); ++k) {
       if (k > 0) data += ',';
-      put_panel(data, view.panels[k], view.embedded[k]);
+      put_panel(data, all[k], view.embedded[k]);
     }
     data += "]}";
   }
@@ -593,15 +613,6 @@ std::string report_html(const Trace& trace, const ReportOptions& o) {
     const StepView& view = *found;
     const StepRecord& rec = *view.rec;
     const std::size_t index = static_cast<std::size_t>(found - views.begin());
-    const bool removed = std::any_of(view.panels.begin(), view.panels.end(), [](const Panel& panel) {
-      return std::any_of(panel.removed.begin(), panel.removed.end(), [](unsigned char r) { return r != 0; });
-    });
-    std::string tables;
-    constexpr std::size_t tables_shown = 4;
-    for (std::size_t k = 0; k < view.panels.size() && k < tables_shown; ++k)
-      tables += static_table(view.panels[k], o.table_size);
-    if (view.panels.size() > tables_shown)
-      tables += note(fmt::format("The tables show the first {} of {} heatmaps.", tables_shown, view.panels.size()));
     std::string step_notes;
     if (const std::size_t left = view.left_out(); left > 0)
       step_notes = note(fmt::format(
@@ -620,7 +631,7 @@ std::string report_html(const Trace& trace, const ReportOptions& o) {
         "class=\"numbers\" open><summary>numbers</summary>{}</details></section>\n",
         name, name, index, name, name, page_text(rec.formula), page_text(rec.description),
         shape_text(rec.value.shape()), fmt::join(dim_names(step, p.batched), " × "), name_of(trace.dtype),
-        legend_svg(view.range, removed, name), step_notes, tables);
+        legend_svg(view.range, view.removed, name), step_notes, view.tables);
   }
 
   // The flash section: the walk's controls, and its first tile as tables for readers without scripts.

@@ -99,7 +99,7 @@
       for (var a = 0; a < m.rowLabels.length; a += every) longest = Math.max(longest, cut(m.rowLabels[a], 10).length);
       var colLongest = 1;
       for (var b = 0; b < m.colLabels.length; b += every) colLongest = Math.max(colLongest, cut(m.colLabels[b], 10).length);
-      var turned = px < 22 || colLongest > 3;
+      var turned = colLongest * 6.5 > px - 4;  // upright labels only where they fit their column
       left = Math.min(80, 7 * longest + 8);
       top = turned ? Math.min(74, 6.5 * colLongest + 8) : 18;
       var width = left + m.cols * px, height = top + m.rows * px;
@@ -282,13 +282,22 @@
     };
   }
 
+  // A step of a large batch has many heatmaps: the page draws the first ones and says how many it left.
+  var MAX_FIGURES = 96;
   data.steps.forEach(function (step) {
     var section = document.getElementById('step-' + step.name);
     if (!section) return;
     var container = section.querySelector('.heatmaps');
-    step.panels.forEach(function (panel) {
+    step.panels.slice(0, MAX_FIGURES).forEach(function (panel) {
       addFigure(container, panel, panel.caption, function () { return heatmap(matrixOf(step, panel)); });
     });
+    if (step.panels.length > MAX_FIGURES) {
+      var more = document.createElement('p');
+      more.className = 'note';
+      more.textContent = 'The page draws the first ' + MAX_FIGURES + ' of these ' + step.panels.length +
+                         ' heatmaps; --head H or a smaller batch shows the others.';
+      container.appendChild(more);
+    }
   });
 
   if (data.diff) {
