@@ -175,6 +175,24 @@
     };
   }
 
+  // A small legend: the colour map from lo to hi (0 in the middle of a diverging one), as the steps'
+  // legends that render/report.cpp writes.
+  var legends = 0;
+  function legend(scale, lo, hi) {
+    var id = 'walk-legend-' + (legends++), hexes = lut[scale].hex, stops = '';
+    for (var k = 0; k <= 10; k++)
+      stops += '<stop offset="' + k / 10 + '" stop-color="' + hexes[Math.round(k / 10 * (hexes.length - 1))] + '"/>';
+    var box = document.createElement('div');
+    box.innerHTML = '<svg class="legend small" viewBox="0 0 150 26" width="150" height="26" role="img" aria-label="colour ' +
+                    'scale from ' + show(lo) + ' to ' + show(hi) + '"><defs><linearGradient id="' + id + '">' + stops +
+                    '</linearGradient></defs><rect x="1" y="1" width="130" height="9" fill="url(#' + id + ')" ' +
+                    'class="legend-bar"/><text x="1" y="23">' + short(lo) + '</text><text x="131" y="23" ' +
+                    'text-anchor="end">' + short(hi) + '</text>' + (scale === 'diverging' ? '<text x="66" y="23" ' +
+                    'text-anchor="middle">0</text>' : '') + '</svg>';
+    return box.firstChild;
+  }
+  function short(x) { return isFinite(x) ? String(Number(x.toPrecision(3))) : show(x); }
+
   // ---- drawing a little at a time, so a large page never freezes ----
 
   var queue = [], pumping = false, ready = false;
@@ -440,6 +458,7 @@
       figure.className = 'heatmap walk-matrix';
       figure.appendChild(caption);
       figure.appendChild(box);
+      figure.appendChild(legend(m.scale, m.lo, m.hi));
       matrices[key] = { m: m, drawn: drawn, box: box, figure: figure, highlight: highlight, done: [] };
       return matrices[key];
     }
@@ -465,6 +484,7 @@
       caption.textContent = title;
       figure.appendChild(caption);
       figure.appendChild(heatmap(m).el);
+      figure.appendChild(legend(m.scale, m.lo, m.hi));
       return figure;
     }
 
@@ -519,14 +539,17 @@
       var rowLabels = labels(q.batch, rows, false);
       var header = 'tile ' + (current + 1) + ' of ' + sequence.length + ' · ' + place(q) + 'query tile ' + q.i +
                    ' (' + tokens(q.batch, rows, false) + ')';
+      // The tile's state on top, its matrices in a row below it.
       partsBox.innerHTML = '';
+      var maps = document.createElement('div');
+      maps.className = 'tile-maps';
       if (at.final) {
         text = header + ' done: O / l, lse = m + log l\nEvery key tile has been seen: one division by l turns the ' +
                'running sums into the softmax-weighted average of the values.';
         var finalO = nums(q.final.O), lse = nums(q.final.lse);
         var reach = 0;
         finalO.forEach(function (v) { if (isFinite(v)) reach = Math.max(reach, Math.abs(v)); });
-        partsBox.appendChild(figureOf('O / l: this query tile\'s rows of head_outputs', {
+        maps.appendChild(figureOf('O / l: this query tile\'s rows of head_outputs', {
           rows: rowLabels.length, cols: dv, values: finalO, removed: null, rowLabels: rowLabels,
           colLabels: dvLabels(), scale: 'diverging', lo: -reach, hi: reach, name: 'O / l', tip: null }));
         var table = document.createElement('table');
@@ -536,6 +559,7 @@
           html += '<tr><th>' + esc(cut(rowLabels[r], 12)) + '</th><td>' + show(lse[r]) + '</td></tr>';
         table.innerHTML = html + '</tbody>';
         partsBox.appendChild(table);
+        partsBox.appendChild(maps);
       } else {
         var t = q.tiles[at.k], colLabels = labels(q.batch, cols, true);
         text = header + ' × key tile ' + t.j + ' (' + tokens(q.batch, cols, true) + ')';
@@ -564,19 +588,20 @@
           var S = nums(t.S), P = nums(t.P), removed = '';
           for (var n = 0; n < S.length; n++) removed += S[n] === -Infinity ? '1' : '0';
           var width = cols[1] - cols[0];
-          partsBox.appendChild(figureOf('S: this tile of scaled scores', {
+          maps.appendChild(figureOf('S: this tile of scaled scores', {
             rows: rowLabels.length, cols: width, values: S, removed: removed, rowLabels: rowLabels, colLabels: colLabels,
             scale: matrix.m.scale, lo: matrix.m.lo, hi: matrix.m.hi, name: 'S', tip: null }));
           partsBox.appendChild(stateTable(q, t, rowLabels));
-          partsBox.appendChild(figureOf('P = exp(S − m_new)', {
+          partsBox.appendChild(maps);
+          maps.appendChild(figureOf('P = exp(S − m_new)', {
             rows: rowLabels.length, cols: width, values: P, removed: removed, rowLabels: rowLabels, colLabels: colLabels,
             scale: 'sequential', lo: 0, hi: 1, name: 'P',
             tip: function (r, c) { return ['from S = ' + show(S[r * width + c]) + ', m_new = ' + show(mn[r])]; } }));
           var reachO = oRange(q);
-          partsBox.appendChild(figureOf('O_prev (before this tile)', {
+          maps.appendChild(figureOf('O_prev (before this tile)', {
             rows: rowLabels.length, cols: dv, values: previousO(q, at.k), removed: null, rowLabels: rowLabels,
             colLabels: dvLabels(), scale: 'diverging', lo: -reachO, hi: reachO, name: 'O_prev', tip: null }));
-          partsBox.appendChild(figureOf('O = alpha·O_prev + P·V', {
+          maps.appendChild(figureOf('O = alpha·O_prev + P·V', {
             rows: rowLabels.length, cols: dv, values: nums(t.O), removed: null, rowLabels: rowLabels,
             colLabels: dvLabels(), scale: 'diverging', lo: -reachO, hi: reachO, name: 'O', tip: null }));
         }
