@@ -407,10 +407,11 @@ std::string report_html(const Trace& trace, const ReportOptions& o) {
   std::string data;  // the page's JSON (docs/report.md, "The page's data")
   std::vector<std::string> notes;
 
-  // ---- naive vs flash: flash's output minus naive's, when both ran ----
+  // ---- naive vs flash: flash's output minus naive's, when both ran (with flash alone, the output step
+  // is flash's own) ----
   const StepRecord* naive_output = nullptr;
   for (const StepRecord& rec : trace.steps)
-    if (rec.step == Step::output) naive_output = &rec;
+    if (rec.step == Step::output && trace.engine == Engine::both) naive_output = &rec;
   std::optional<StepRecord> difference;
   if (trace.flash && naive_output != nullptr && naive_output->value.shape() == trace.flash->output.shape()) {
     const auto a = naive_output->value.values(), b = trace.flash->output.values();
@@ -619,11 +620,19 @@ std::string report_html(const Trace& trace, const ReportOptions& o) {
           "{} of these {} heatmaps are not in this page (its budget of numbers is spent); <code>--head H</code> "
           "makes a trace of one head that fits.",
           left, view.panels.size()));
-    if (step == Step::weights)
-      for (const EmptyRow& e : trace.empty_rows)
-        step_notes += note(fmt::format("Query {} {}has no key to attend: its weights are all 0.",
-                                       page_text(p.tokens[e.batch][e.query]),
-                                       p.batched ? fmt::format("of batch item {} ", e.batch) : ""));
+    if (step == Step::weights) {
+      // The rows the mask emptied, one line per batch item.
+      std::map<std::size_t, std::vector<std::string>> empty;
+      for (const EmptyRow& e : trace.empty_rows) empty[e.batch].push_back(page_text(p.tokens[e.batch][e.query]));
+      for (auto& [b, names] : empty) {
+        const std::size_t count = names.size();
+        if (count > 8) names.resize(8), names.emplace_back("…");
+        step_notes += note(fmt::format("{} {}{} {} no key to attend: {} weights are all 0.",
+                                       count == 1 ? "Query" : fmt::format("{} queries", count), fmt::join(names, ", "),
+                                       p.batched ? fmt::format(" of batch item {}", b) : "",
+                                       count == 1 ? "has" : "have", count == 1 ? "its" : "their"));
+      }
+    }
     steps_html += fmt::format(
         "<section class=\"step\" id=\"step-{}\" data-step=\"{}\" data-index=\"{}\"><h2><a class=\"anchor\" "
         "href=\"#step-{}\">{}</a></h2><p class=\"formula\">{}</p><p class=\"meaning\">{}</p><p "
@@ -727,9 +736,11 @@ std::string report_html(const Trace& trace, const ReportOptions& o) {
         tables);
   } else if (trace.flash || trace.engine != Engine::naive) {
     diff_html = "<section id=\"naive-vs-flash\" class=\"diff\"><h2>naive vs flash</h2>" +
-                note(
-                    "Only one engine's output is in this trace; <code>--engine both</code> (the default of "
-                    "<code>report</code> for an input) shows how far flash is from naive.") +
+                note(trace.engine == Engine::both
+                         ? "The naive output is not in this trace (<code>--steps</code> left it out), so there is "
+                           "nothing to set the flash output against."
+                         : "Only one engine's output is in this trace; <code>--engine both</code> (the default of "
+                           "<code>report</code> for an input) shows how far flash is from naive.") +
                 "</section>\n";
   }
 

@@ -88,8 +88,9 @@ def same(page, trace):
     return abs(page - trace) <= 1e-6 * abs(trace) + 1e-300
 
 
-def panels_of(step, batched):
+def panels_of(step, config):
     """The trace step's values split as the page splits them: one 2-D matrix per batch item and head."""
+    batched = config["batch"] is not None
     shape, data = step["shape"], flat(step["data"])
     rows = shape[-2] if len(shape) >= 2 else 1
     cols = shape[-1]
@@ -104,6 +105,9 @@ def panels_of(step, batched):
             rest //= extent
         batch = index[0] if batched else 0
         head = index[-1] if (len(outer) > (1 if batched else 0)) else None
+        if head is not None and config["head"] is not None:  # a trace of one head: its axes hold that head
+            group = config["n_heads"] // config["n_kv_heads"]
+            head = config["head"] // group if "kv_head" in step["dims"] else config["head"]
         out.append((batch, head, data[k * size:(k + 1) * size]))
     return out
 
@@ -186,11 +190,10 @@ def check_page(driver, name, path, trace, shots):
             break
         time.sleep(0.05)
     page = driver.execute_script(COLLECT)
-    batched = trace["config"]["batch"] is not None
     compared = 0
     for step in trace["steps"]:
         figures = page.get(step["name"], [])
-        expected = panels_of(step, batched)
+        expected = panels_of(step, trace["config"])
         check(len(figures) == len(expected),
               f"{name}: step {step['name']} has {len(expected)} heatmaps, the page {len(figures)}")
         for (batch, head, values), figure in zip(expected, figures):
@@ -255,6 +258,16 @@ def main():
             run(binary, "report", compared, "-o", os.path.join(work, "gpt-compare.html"))
             pages.append(("gpt_causal.json saved by compare --json", os.path.join(work, "gpt-compare.html"),
                           json.load(open(compared))))
+
+            # One engine, and one head of a few steps.
+            gpt = os.path.join(source, "data", "gpt_causal.json")
+            for label, args in (("flash", ["--engine", "flash"]),
+                                ("head1", ["--head", "1", "--steps", "weights,output"])):
+                html = os.path.join(work, f"gpt-{label}.html")
+                run(binary, "report", gpt, *args, "-o", html)
+                engine = [] if "--engine" in args else ["--engine", "both"]
+                trace = json.loads(run(binary, "run", gpt, *engine, *args, "--json", "-").stdout)
+                pages.append((f"gpt_causal.json {' '.join(args)}", html, trace))
 
             for name, html, trace in pages:
                 check_page(driver, name, html, trace, shots=True)
