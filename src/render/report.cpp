@@ -434,8 +434,8 @@ std::string report_html(const Trace& trace, const ReportOptions& o) {
     for (const Panel& panel : all) {
       view.panels.push_back({panel.head, cells(panel)});
       list.push_back(&panel);
-      view.removed = view.removed || std::any_of(panel.removed.begin(), panel.removed.end(),
-                                                 [](unsigned char r) { return r != 0; });
+      view.removed = view.removed ||
+                     std::any_of(panel.removed.begin(), panel.removed.end(), [](unsigned char r) { return r != 0; });
     }
     view.embedded.assign(all.size(), false);
     view.range = panel_range(list);
