@@ -29,7 +29,7 @@ std::string hex(Rgb c);
 // The value range a picture's colours span, and where a value falls in it.
 struct ColorRange {
   ColorScale scale = ColorScale::sequential;
-  double lo = 0, hi = 1;  // diverging: lo = -hi, so that 0 is white
+  double lo = 0, hi = 1;            // diverging: lo = -hi, so that 0 is white
   double position(double x) const;  // in [0, 1]
 };
 

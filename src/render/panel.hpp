@@ -15,12 +15,12 @@ namespace attn {
 
 struct Panel {
   Step step;
-  std::size_t batch = 0;             // 0 for an unbatched input
-  std::optional<std::size_t> head;   // the head it shows (a query head, or a key/value head when kv)
-  bool kv = false;                   // the head axis is k/v heads
-  std::string caption;               // "head 1", "batch 0, kv head 1 (read by query heads 2–3)", or ""
-  std::size_t rows = 0, cols = 0;    // a rank-1 value is one row
-  std::vector<double> values;        // (rows, cols), row-major
+  std::size_t batch = 0;                            // 0 for an unbatched input
+  std::optional<std::size_t> head;                  // the head it shows (a query head, or a key/value head when kv)
+  bool kv = false;                                  // the head axis is k/v heads
+  std::string caption;                              // "head 1", "batch 0, kv head 1 (read by query heads 2–3)", or ""
+  std::size_t rows = 0, cols = 0;                   // a rank-1 value is one row
+  std::vector<double> values;                       // (rows, cols), row-major
   std::vector<std::string> row_labels, col_labels;  // raw tokens or feature names, not yet made visible
   // (rows, cols): 1 where the mask removed the query-key pair; empty for steps before the mask (and
   // for every step without an n × m matrix).
