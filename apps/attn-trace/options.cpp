@@ -206,8 +206,12 @@ Trace input_or_trace(const TraceOptions& o) {
     if (o.head && trace.head && *o.head != *trace.head)
       throw UsageError(fmt::format("--head {}: this trace holds head {} only (it was saved with --head {})", *o.head,
                                    *trace.head, *trace.head));
-    if (!o.steps.empty() || o.head)
-      trace = keep_only(std::move(trace), trace_filter(o, *trace.problem, trace.flash.has_value()));
+    if (!o.steps.empty() || o.head) {
+      // The filter first: the order in which a call's arguments are evaluated is unspecified, and the
+      // moved-from trace has no problem left to check the filter against.
+      const StepFilter filter = trace_filter(o, *trace.problem, trace.flash.has_value());
+      trace = keep_only(std::move(trace), filter);
+    }
     return trace;
   }
   auto problem = std::make_shared<const Problem>(load_problem(text, display_name(o.file)));
