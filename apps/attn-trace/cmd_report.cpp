@@ -68,7 +68,7 @@ Runner add_report(CLI::App& app) {
   // The page is the output: run's --json has no place here, and FILE may also be a saved trace.
   cmd->remove_option(cmd->get_option("--json"));
   cmd->get_option("FILE")->description(
-      "an input (docs/input-format.md) or a trace saved by run --json; - reads standard input");
+      "an input (docs/input-format.md) or a trace saved by run --json or compare --json; - reads standard input");
   cmd->get_option("--engine")->default_str("both");
   add_filter_options(*cmd, c->trace);
   add_memory_option(*cmd, c->trace);

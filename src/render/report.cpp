@@ -123,9 +123,11 @@ void put_range(std::string& out, const ColorRange& r) {
   out += ']';
 }
 
+std::size_t cells(const Panel& p) { return p.rows * p.cols; }
+
 // One heatmap: where it sits (batch, head), its labels and its numbers, or "values": null when the
 // page's budget left it out.
-void put_panel(std::string& out, const Panel& p, bool embed) {
+void put_panel(std::string& out, const Panel& p, bool embed, std::size_t budget) {
   fmt::format_to(std::back_inserter(out), "{{\"batch\":{},\"head\":{},\"kv\":{},\"caption\":{},\"rows\":{},\"cols\":{}",
                  p.batch, p.head ? std::to_string(*p.head) : "null", p.kv ? "true" : "false", data_text(p.caption),
                  p.rows, p.cols);
@@ -146,7 +148,9 @@ void put_panel(std::string& out, const Panel& p, bool embed) {
       if (p.empty_row[r]) empty.push_back(r);
     if (!empty.empty()) fmt::format_to(std::back_inserter(out), ",\"empty_rows\":[{}]", fmt::join(empty, ","));
   } else {
-    out += ",\"values\":null";
+    // Why it is not here: larger than any page holds, or the budget went to the heatmaps before it.
+    fmt::format_to(std::back_inserter(out), ",\"values\":null,\"left_out\":\"{}\"",
+                   cells(p) > budget ? "too large" : "budget");
   }
   out += '}';
 }
@@ -171,10 +175,9 @@ struct StepView {
   std::size_t left_out() const { return static_cast<std::size_t>(std::count(embedded.begin(), embedded.end(), false)); }
 };
 
-std::size_t cells(const Panel& p) { return p.rows * p.cols; }
-
-// Which heatmaps the page holds (ReportOptions): first every step's first head (and the steps without
-// heads), then the weights of the other heads, then everything else, each while it fits.
+// Which heatmaps the page holds (ReportOptions): first the weights of the first head, then every step's
+// first head (and the steps without heads), then the weights of the other heads, then everything else,
+// each while it fits.
 void plan_steps(std::vector<StepView>& views, std::size_t budget) {
   std::size_t used = 0;
   const auto take = [&](StepView& view, std::size_t k) {
@@ -182,13 +185,16 @@ void plan_steps(std::vector<StepView>& views, std::size_t budget) {
     view.embedded[k] = true;
     used += view.panels[k].cells;
   };
-  for (StepView& view : views) {
+  const auto first_head = [&](StepView& view) {
     std::optional<std::size_t> first;
     for (const PanelSize& p : view.panels)
       if (p.head) first = std::min(first.value_or(*p.head), *p.head);
     for (std::size_t k = 0; k < view.panels.size(); ++k)
       if (!view.panels[k].head || view.panels[k].head == first) take(view, k);
-  }
+  };
+  for (StepView& view : views)
+    if (view.rec->step == Step::weights) first_head(view);
+  for (StepView& view : views) first_head(view);
   for (StepView& view : views)
     if (view.rec->step == Step::weights)
       for (std::size_t k = 0; k < view.panels.size(); ++k) take(view, k);
@@ -485,6 +491,8 @@ std::string report_html(const Trace& trace, const ReportOptions& o) {
   put_number(data, p.scale);
   data += fmt::format(",\"mask\":{},\"dtype\":\"{}\",\"engine\":\"{}\",\"head\":{}}}", data_text(p.mask.summary()),
                       name_of(trace.dtype), name_of(trace.engine), trace.head ? std::to_string(*trace.head) : "null");
+  data += fmt::format(",\"budget\":{{\"step_numbers\":{},\"tile_numbers\":{},\"tiles\":{}}}", o.max_step_numbers,
+                      o.max_tile_numbers, o.max_tiles);
   data += ",\"tokens\":[";
   for (std::size_t b = 0; b < p.tokens.size(); ++b) {
     if (b > 0) data += ',';
@@ -520,7 +528,7 @@ std::string report_html(const Trace& trace, const ReportOptions& o) {
     const std::vector<Panel> all = panels(trace, rec);
     for (std::size_t k = 0; k < all.size(); ++k) {
       if (k > 0) data += ',';
-      put_panel(data, all[k], view.embedded[k]);
+      put_panel(data, all[k], view.embedded[k], o.max_step_numbers);
     }
     data += "]}";
   }
@@ -581,7 +589,7 @@ std::string report_html(const Trace& trace, const ReportOptions& o) {
     data += ",\"panels\":[";
     for (std::size_t k = 0; k < diff_panels.size(); ++k) {
       if (k > 0) data += ',';
-      put_panel(data, diff_panels[k], diff_embedded);
+      put_panel(data, diff_panels[k], diff_embedded, o.max_step_numbers / 4);
     }
     data += "]}";
   } else {
@@ -615,11 +623,18 @@ std::string report_html(const Trace& trace, const ReportOptions& o) {
     const StepRecord& rec = *view.rec;
     const std::size_t index = static_cast<std::size_t>(found - views.begin());
     std::string step_notes;
-    if (const std::size_t left = view.left_out(); left > 0)
-      step_notes = note(fmt::format(
-          "{} of these {} heatmaps are not in this page (its budget of numbers is spent); <code>--head H</code> "
-          "makes a trace of one head that fits.",
-          left, view.panels.size()));
+    if (const std::size_t left = view.left_out(); left > 0) {
+      const bool too_large = std::all_of(view.panels.begin(), view.panels.end(),
+                                         [&](const PanelSize& size) { return size.cells > o.max_step_numbers; });
+      step_notes =
+          note(too_large ? fmt::format("These heatmaps are larger than the {} numbers a page holds; the trace "
+                                       "(<code>run --json</code>) has them all.",
+                                       thousands(o.max_step_numbers))
+                         : fmt::format("{} of these {} heatmaps are not in this page (its budget of numbers "
+                                       "went to the heatmaps before them); <code>--head H</code> makes a trace "
+                                       "of one head that fits.",
+                                       left, view.panels.size()));
+    }
     if (step == Step::weights) {
       // The rows the mask emptied, one line per batch item.
       std::map<std::size_t, std::vector<std::string>> empty;

@@ -15,10 +15,10 @@ namespace attn {
 struct ReportOptions {
   std::string version;  // the program's, for the page's generator line
   // The page's budget of numbers, so that a large trace still makes a page of a few MB that opens in a
-  // second or two: the steps' heatmaps share `max_step_numbers` (the first head of every step goes
-  // first, then the weights of the other heads, then the rest); the tile walk keeps whole query tiles,
-  // in the order the engine ran them, up to `max_tile_numbers` and `max_tiles`. What is left out is
-  // said on the page.
+  // second or two: the steps' heatmaps share `max_step_numbers` (the first head's weights go first,
+  // then the first head of every step, then the weights of the other heads, then the rest); the tile
+  // walk keeps whole query tiles, in the order the engine ran them, up to `max_tile_numbers` and
+  // `max_tiles`. What is left out is said on the page.
   std::size_t max_step_numbers = 1'000'000;
   std::size_t max_tile_numbers = 250'000;
   std::size_t max_tiles = 1024;

@@ -91,6 +91,8 @@
     var big = Math.max(m.rows, m.cols);
     var svg = m.rows <= SVG_MAX && m.cols <= SVG_MAX;
     var px = svg ? Math.max(6, Math.min(40, Math.floor(440 / big))) : Math.max(0.5, Math.min(4, 512 / big));
+    // A canvas keeps a narrow matrix (n × d_v) wide enough to see: its cells may be wider than tall.
+    var pxWide = svg ? px : Math.max(px, Math.min(6, 128 / m.cols));
     var el, left = 0, top = 0;
     function removed(k) { return m.removed && m.removed.charCodeAt(k) === 49; }
     if (svg) {
@@ -133,7 +135,7 @@
       var canvas = document.createElement('canvas');
       canvas.width = m.cols;
       canvas.height = m.rows;
-      canvas.style.width = m.cols * px + 'px';
+      canvas.style.width = m.cols * pxWide + 'px';
       canvas.style.height = m.rows * px + 'px';
       canvas.setAttribute('role', 'img');
       canvas.setAttribute('aria-label', m.rows + ' × ' + m.cols + ' heatmap');
@@ -157,7 +159,7 @@
     el.addEventListener('mousemove', function (event) {
       var box = el.getBoundingClientRect();
       var scale = el.offsetWidth ? box.width / el.offsetWidth : 1;
-      var c = Math.floor(((event.clientX - box.left) / scale - left) / px);
+      var c = Math.floor(((event.clientX - box.left) / scale - left) / pxWide);
       var r = Math.floor(((event.clientY - box.top) / scale - top) / px);
       if (r < 0 || c < 0 || r >= m.rows || c >= m.cols) return hideTip();
       var k = r * m.cols + c;
@@ -170,7 +172,7 @@
     return {
       el: el,
       box: function (r0, r1, c0, c1) {
-        return { left: left + c0 * px, top: top + r0 * px, width: (c1 - c0) * px, height: (r1 - r0) * px };
+        return { left: left + c0 * pxWide, top: top + r0 * px, width: (c1 - c0) * pxWide, height: (r1 - r0) * px };
       }
     };
   }
@@ -262,8 +264,12 @@
   function leftOut(panel) {
     var box = document.createElement('div');
     box.className = 'left-out';
-    box.textContent = 'not in this page (' + panel.rows + ' × ' + panel.cols + '): its budget of numbers is spent' +
-                      (panel.head !== null ? '; attn-trace report FILE --head ' + panel.head + ' shows it' : '');
+    var size = panel.rows + ' × ' + panel.cols;
+    box.textContent = panel.left_out === 'too large'
+      ? 'not in this page: ' + size + ' is more than the ' + data.budget.step_numbers.toLocaleString('en') +
+        ' numbers a page holds (attn-trace run --json saves them all)'
+      : 'not in this page (' + size + '): its budget of numbers went to the heatmaps before it' +
+        (panel.head !== null && config.head === null ? '; attn-trace report FILE --head ' + panel.head + ' shows it' : '');
     return box;
   }
   function addFigure(container, panel, caption, make) {
