@@ -178,7 +178,7 @@ struct StepView {
 // Which heatmaps the page holds (ReportOptions): first the weights of the first head, then every step's
 // first head (and the steps without heads), then the weights of the other heads, then everything else,
 // each while it fits.
-void plan_steps(std::vector<StepView>& views, std::size_t budget) {
+void plan_heatmaps(std::vector<StepView>& views, std::size_t budget) {
   std::size_t used = 0;
   const auto take = [&](StepView& view, std::size_t k) {
     if (view.embedded[k] || used + view.panels[k].cells > budget) return;
@@ -406,324 +406,400 @@ std::string pipeline_svg(const Trace& t) {
 
 std::string note(std::string_view html) { return fmt::format("<p class=\"note\">{}</p>", html); }
 
-}  // namespace
+// `page` with every {{name}} of report.html replaced by parts[name], in one pass, so that nothing put in
+// (a token that reads "{{js}}") is replaced again.
+std::string fill_template(std::string_view page, const std::map<std::string_view, std::string>& parts) {
+  std::string out;
+  std::size_t size = page.size();
+  for (const auto& [name, text] : parts) size += text.size();
+  out.reserve(size);
+  for (std::size_t at = 0; at < page.size();) {
+    const std::size_t open = page.find("{{", at);
+    const std::size_t close = open == std::string_view::npos ? open : page.find("}}", open);
+    if (close == std::string_view::npos) {
+      out.append(page.substr(at));
+      break;
+    }
+    out.append(page.substr(at, open - at));
+    const auto found = parts.find(page.substr(open + 2, close - open - 2));
+    out += found != parts.end() ? found->second : std::string(page.substr(open, close + 2 - open));
+    at = close + 2;
+  }
+  return out;
+}
 
-std::string report_html(const Trace& trace, const ReportOptions& o) {
-  const Problem& p = *trace.problem;
-  std::string data;  // the page's JSON (docs/report.md, "The page's data")
-  std::vector<std::string> notes;
+// The report of one trace: first what the page will hold (the plan), then its JSON and its HTML.
+class Report {
+ public:
+  Report(const Trace& trace, const ReportOptions& options) : t_(trace), p_(*trace.problem), o_(options) {
+    // pass 1: flash's output minus naive's, when both ran (with flash alone, the output step is flash's own)
+    plan_difference();
+    // pass 2: which of the steps' heatmaps fit the page's budget
+    plan_steps();
+    // pass 3: which query tiles the tile walk holds
+    plan_walk();
+  }
 
-  // ---- naive vs flash: flash's output minus naive's, when both ran (with flash alone, the output step
-  // is flash's own) ----
-  const StepRecord* naive_output = nullptr;
-  for (const StepRecord& rec : trace.steps)
-    if (rec.step == Step::output && trace.engine == Engine::both) naive_output = &rec;
-  std::optional<StepRecord> difference;
-  if (trace.flash && naive_output != nullptr && naive_output->value.shape() == trace.flash->output.shape()) {
-    const auto a = naive_output->value.values(), b = trace.flash->output.values();
+  std::string html() const {
+    return fill_template(report_template, {{"nav", nav()},
+                                           {"title", page_text(p_.description.empty() ? "attention" : p_.description)},
+                                           {"description", page_text(p_.description)},
+                                           {"config", config_line(t_)},
+                                           {"tokens", tokens_html()},
+                                           {"notes", notes_html()},
+                                           {"pipeline", pipeline_svg(t_)},
+                                           {"steps", step_sections()},
+                                           {"flash", flash_section()},
+                                           {"diff", diff_section()},
+                                           {"generator", page_text(fmt::format("attn-trace {}", o_.version))},
+                                           {"css", std::string(report_css)},
+                                           {"js", std::string(report_js)},
+                                           {"data", data()}});
+  }
+
+ private:
+  void plan_difference() {
+    const StepRecord* naive_output = nullptr;
+    for (const StepRecord& rec : t_.steps)
+      if (rec.step == Step::output && t_.engine == Engine::both) naive_output = &rec;
+    if (!t_.flash || naive_output == nullptr || naive_output->value.shape() != t_.flash->output.shape()) return;
+    // D = O_flash − O_naive
+    const auto a = naive_output->value.values(), b = t_.flash->output.values();
     std::vector<double> d(a.size());
     for (std::size_t k = 0; k < a.size(); ++k) d[k] = b[k] - a[k];
-    difference = StepRecord{Step::output, "D = O_flash − O_naive", "", Tensor<double>(naive_output->value.shape(), d)};
+    difference_ = StepRecord{Step::output, "D = O_flash − O_naive", "", Tensor<double>(naive_output->value.shape(), d)};
+    diff_panels_ = panels(t_, *difference_);
+    for (const Panel& panel : diff_panels_) diff_numbers_ += cells(panel);
+    diff_embedded_ = diff_numbers_ <= o_.max_step_numbers / 4;
+    // A difference is signed: blue-white-red about 0, white everywhere when the two agree exactly.
+    for (const double x : d) max_diff_ = std::max(max_diff_, std::fabs(x));
+    diff_range_ = {ColorScale::diverging, -max_diff_, max_diff_};
   }
-  std::vector<Panel> diff_panels = difference ? panels(trace, *difference) : std::vector<Panel>{};
-  std::size_t diff_numbers = 0;
-  for (const Panel& panel : diff_panels) diff_numbers += cells(panel);
-  const bool diff_embedded = diff_numbers <= o.max_step_numbers / 4;
 
-  // ---- the steps, and which of their heatmaps fit ----
-  std::vector<StepView> views;
-  for (const StepRecord& rec : trace.steps) {
-    StepView view;
-    view.rec = &rec;
-    const std::vector<Panel> all = panels(trace, rec);
-    std::vector<const Panel*> list;
-    for (const Panel& panel : all) {
-      view.panels.push_back({panel.head, cells(panel)});
-      list.push_back(&panel);
-      view.removed = view.removed ||
-                     std::any_of(panel.removed.begin(), panel.removed.end(), [](unsigned char r) { return r != 0; });
+  void plan_steps() {
+    for (const StepRecord& rec : t_.steps) {
+      StepView view;
+      view.rec = &rec;
+      const std::vector<Panel> all = panels(t_, rec);
+      std::vector<const Panel*> list;
+      for (const Panel& panel : all) {
+        view.panels.push_back({panel.head, cells(panel)});
+        list.push_back(&panel);
+        view.removed = view.removed ||
+                       std::any_of(panel.removed.begin(), panel.removed.end(), [](unsigned char r) { return r != 0; });
+      }
+      view.embedded.assign(all.size(), false);
+      view.range = panel_range(list);
+      constexpr std::size_t tables_shown = 4;
+      for (std::size_t k = 0; k < all.size() && k < tables_shown; ++k)
+        view.tables += static_table(all[k], o_.table_size);
+      if (all.size() > tables_shown)
+        view.tables += note(fmt::format("The tables show the first {} of {} heatmaps.", tables_shown, all.size()));
+      views_.push_back(std::move(view));
     }
-    view.embedded.assign(all.size(), false);
-    view.range = panel_range(list);
-    constexpr std::size_t tables_shown = 4;
-    for (std::size_t k = 0; k < all.size() && k < tables_shown; ++k) view.tables += static_table(all[k], o.table_size);
-    if (all.size() > tables_shown)
-      view.tables += note(fmt::format("The tables show the first {} of {} heatmaps.", tables_shown, all.size()));
-    views.push_back(std::move(view));
+    plan_heatmaps(views_, o_.max_step_numbers - (diff_embedded_ ? diff_numbers_ : 0));
+    std::size_t left_out = 0;
+    for (const StepView& view : views_) left_out += view.left_out();
+    if (left_out > 0)
+      notes_.push_back(fmt::format(
+          "This trace is large: {} of its heatmaps are not in this page, which holds at most {} of the steps' "
+          "numbers (each step says which). <code>--head H</code> or <code>--steps</code> make a smaller trace that "
+          "fits whole.",
+          left_out, thousands(o_.max_step_numbers)));
   }
-  plan_steps(views, o.max_step_numbers - (diff_embedded ? diff_numbers : 0));
-  std::size_t steps_left_out = 0;
-  for (const StepView& view : views) steps_left_out += view.left_out();
-  if (steps_left_out > 0)
-    notes.push_back(fmt::format(
-        "This trace is large: {} of its heatmaps are not in this page, which holds at most {} of the steps' "
-        "numbers (each step says which). <code>--head H</code> or <code>--steps</code> make a smaller trace that "
-        "fits whole.",
-        steps_left_out, thousands(o.max_step_numbers)));
 
-  // ---- the tile walk: whole query tiles, in the engine's order, while they fit ----
-  std::vector<QueryTile> walk;
-  std::size_t query_tiles_total = 0;
-  if (trace.flash) {
-    std::vector<QueryTile> all = query_tiles(*trace.flash);
-    query_tiles_total = all.size();
+  // Whole query tiles, in the engine's order, while they fit.
+  void plan_walk() {
+    if (!t_.flash) return;
+    std::vector<QueryTile> all = query_tiles(*t_.flash);
+    query_tiles_total_ = all.size();
     std::size_t numbers = 0, tiles = 0;
     for (QueryTile& q : all) {
-      if (numbers + q.numbers() > o.max_tile_numbers || tiles + q.tiles.size() > o.max_tiles) break;
+      if (numbers + q.numbers() > o_.max_tile_numbers || tiles + q.tiles.size() > o_.max_tiles) break;
       numbers += q.numbers();
       tiles += q.tiles.size();
-      walk.push_back(std::move(q));
+      walk_.push_back(std::move(q));
     }
-    if (walk.size() < query_tiles_total)
-      notes.push_back(
+    if (walk_.size() < query_tiles_total_)
+      notes_.push_back(
           fmt::format("The tile walk holds the first {} of the {} query tiles (at most {} tiles and {} numbers); "
                       "<code>--head H</code>, or larger <code>--block-q</code>/<code>--block-k</code>, walk others.",
-                      walk.size(), query_tiles_total, thousands(o.max_tiles), thousands(o.max_tile_numbers)));
+                      walk_.size(), query_tiles_total_, thousands(o_.max_tiles), thousands(o_.max_tile_numbers)));
   }
 
-  // ---- the JSON ----
-  data += fmt::format(
-      "{{\"format\":\"attn-trace.report\",\"version\":1,\"generator\":{},\"description\":{},\"config\":{{\"n\":{},"
-      "\"m\":{},\"batch\":{},\"d_model\":{},\"d_k\":{},\"d_v\":{},\"d_out\":{},\"n_heads\":{},\"n_kv_heads\":{},"
-      "\"scale\":",
-      json_string(fmt::format("attn-trace {}", o.version)), data_text(p.description), p.n, p.m,
-      p.batched ? std::to_string(p.B) : "null", p.d_model, p.d_k, p.d_v, p.d_out, p.h, p.g);
-  put_number(data, p.scale);
-  data += fmt::format(",\"mask\":{},\"dtype\":\"{}\",\"engine\":\"{}\",\"head\":{}}}", data_text(p.mask.summary()),
-                      name_of(trace.dtype), name_of(trace.engine), trace.head ? std::to_string(*trace.head) : "null");
-  data += fmt::format(",\"budget\":{{\"step_numbers\":{},\"tile_numbers\":{},\"tiles\":{}}}", o.max_step_numbers,
-                      o.max_tile_numbers, o.max_tiles);
-  data += ",\"tokens\":[";
-  for (std::size_t b = 0; b < p.tokens.size(); ++b) {
-    if (b > 0) data += ',';
-    put_texts(data, p.tokens[b]);
+  // ---- the page's data (docs/report.md, "The page's data") ----
+
+  std::string data() const {
+    std::string out = fmt::format(
+        "{{\"format\":\"attn-trace.report\",\"version\":1,\"generator\":{},\"description\":{},\"config\":{{\"n\":{},"
+        "\"m\":{},\"batch\":{},\"d_model\":{},\"d_k\":{},\"d_v\":{},\"d_out\":{},\"n_heads\":{},\"n_kv_heads\":{},"
+        "\"scale\":",
+        json_string(fmt::format("attn-trace {}", o_.version)), data_text(p_.description), p_.n, p_.m,
+        p_.batched ? std::to_string(p_.B) : "null", p_.d_model, p_.d_k, p_.d_v, p_.d_out, p_.h, p_.g);
+    put_number(out, p_.scale);
+    out += fmt::format(",\"mask\":{},\"dtype\":\"{}\",\"engine\":\"{}\",\"head\":{}}}", data_text(p_.mask.summary()),
+                       name_of(t_.dtype), name_of(t_.engine), t_.head ? std::to_string(*t_.head) : "null");
+    out += fmt::format(",\"budget\":{{\"step_numbers\":{},\"tile_numbers\":{},\"tiles\":{}}}", o_.max_step_numbers,
+                       o_.max_tile_numbers, o_.max_tiles);
+    for (const auto& [key, tokens] :
+         {std::pair{"tokens", &p_.tokens}, std::pair{"context_tokens", &p_.context_tokens}}) {
+      fmt::format_to(std::back_inserter(out), ",\"{}\":[", key);
+      for (std::size_t b = 0; b < tokens->size(); ++b) {
+        if (b > 0) out += ',';
+        put_texts(out, (*tokens)[b]);
+      }
+      out += ']';
+    }
+    // The colours of colormap.hpp, so the page's heatmaps are those of every other picture.
+    constexpr int lut = 256;
+    out += ",\"colors\":{";
+    for (const ColorScale scale : {ColorScale::sequential, ColorScale::diverging}) {
+      out += fmt::format("\"{}\":[", scale_name(scale));
+      for (int k = 0; k < lut; ++k)
+        out += fmt::format("{}\"{}\"", k > 0 ? "," : "", hex(color_at(scale, k / static_cast<double>(lut - 1))));
+      out += "],";
+    }
+    out += fmt::format("\"removed\":\"{}\"}},\"steps\":[", hex(removed_color));
+    for (std::size_t s = 0; s < views_.size(); ++s) {
+      if (s > 0) out += ',';
+      put_step(out, views_[s]);
+    }
+    out += "],\"flash\":";
+    put_flash(out);
+    out += ",\"diff\":";
+    put_difference(out);
+    out += ",\"notes\":[";
+    for (std::size_t k = 0; k < notes_.size(); ++k) {
+      if (k > 0) out += ',';
+      out += json_string(notes_[k]);
+    }
+    out += "]}";
+    return out;
   }
-  data += "],\"context_tokens\":[";
-  for (std::size_t b = 0; b < p.context_tokens.size(); ++b) {
-    if (b > 0) data += ',';
-    put_texts(data, p.context_tokens[b]);
-  }
-  // The colours of colormap.hpp, so the page's heatmaps are those of every other picture.
-  constexpr int lut = 256;
-  data += "],\"colors\":{";
-  for (const ColorScale scale : {ColorScale::sequential, ColorScale::diverging}) {
-    data += fmt::format("\"{}\":[", scale_name(scale));
-    for (int k = 0; k < lut; ++k)
-      data += fmt::format("{}\"{}\"", k > 0 ? "," : "", hex(color_at(scale, k / static_cast<double>(lut - 1))));
-    data += "],";
-  }
-  data += fmt::format("\"removed\":\"{}\"}},\"steps\":[", hex(removed_color));
-  for (std::size_t s = 0; s < views.size(); ++s) {
-    const StepView& view = views[s];
+
+  void put_step(std::string& out, const StepView& view) const {
     const StepRecord& rec = *view.rec;
-    if (s > 0) data += ',';
     fmt::format_to(
-        std::back_inserter(data),
+        std::back_inserter(out),
         "{{\"name\":\"{}\",\"formula\":{},\"description\":{},\"shape\":[{}],\"dims\":", step_info(rec.step).name,
         data_text(rec.formula), data_text(rec.description), fmt::join(rec.value.shape(), ","));
-    put_texts(data, dim_names(rec.step, p.batched));
-    data += ',';
-    put_range(data, view.range);
-    data += ",\"panels\":[";
-    const std::vector<Panel> all = panels(trace, rec);
+    put_texts(out, dim_names(rec.step, p_.batched));
+    out += ',';
+    put_range(out, view.range);
+    out += ",\"panels\":[";
+    const std::vector<Panel> all = panels(t_, rec);  // made again, one step at a time (StepView)
     for (std::size_t k = 0; k < all.size(); ++k) {
-      if (k > 0) data += ',';
-      put_panel(data, all[k], view.embedded[k], o.max_step_numbers);
+      if (k > 0) out += ',';
+      put_panel(out, all[k], view.embedded[k], o_.max_step_numbers);
     }
-    data += "]}";
+    out += "]}";
   }
-  data += ']';
 
-  if (trace.flash) {
-    const FlashRecord& f = *trace.flash;
-    fmt::format_to(std::back_inserter(data),
-                   ",\"flash\":{{\"block_q\":{},\"block_k\":{},\"d_v\":{},\"tiles_total\":{},\"query_tiles_total\":{},"
-                   "\"walk\":[",
-                   f.tile_size.Br, f.tile_size.Bc, p.d_v, f.tiles.size(), query_tiles_total);
-    for (std::size_t q = 0; q < walk.size(); ++q) {
-      const QueryTile& qt = walk[q];
-      fmt::format_to(std::back_inserter(data), "{}{{\"batch\":{},\"head\":{},\"i\":{},\"rows\":[{},{}],\"tiles\":[",
+  void put_flash(std::string& out) const {
+    if (!t_.flash) {
+      out += "null";
+      return;
+    }
+    const FlashRecord& f = *t_.flash;
+    fmt::format_to(std::back_inserter(out),
+                   "{{\"block_q\":{},\"block_k\":{},\"d_v\":{},\"tiles_total\":{},\"query_tiles_total\":{},\"walk\":[",
+                   f.tile_size.Br, f.tile_size.Bc, p_.d_v, f.tiles.size(), query_tiles_total_);
+    for (std::size_t q = 0; q < walk_.size(); ++q) {
+      const QueryTile& qt = walk_[q];
+      fmt::format_to(std::back_inserter(out), "{}{{\"batch\":{},\"head\":{},\"i\":{},\"rows\":[{},{}],\"tiles\":[",
                      q > 0 ? "," : "", qt.batch, qt.head, qt.i, qt.row_begin, qt.row_end);
       for (std::size_t k = 0; k < qt.tiles.size(); ++k) {
         const FlashTile& tile = *qt.tiles[k];
-        fmt::format_to(std::back_inserter(data), "{}{{\"j\":{},\"cols\":[{},{}],\"skipped\":{}", k > 0 ? "," : "",
+        fmt::format_to(std::back_inserter(out), "{}{{\"j\":{},\"cols\":[{},{}],\"skipped\":{}", k > 0 ? "," : "",
                        tile.j, tile.col_begin, tile.col_end, tile.skipped ? "true" : "false");
         if (!tile.skipped) {
           const std::pair<const char*, const Tensor<double>*> parts[] = {
               {"S", &tile.S}, {"m_prev", &tile.m_prev}, {"m_new", &tile.m_new}, {"alpha", &tile.alpha},
               {"P", &tile.P}, {"l_prev", &tile.l_prev}, {"l_new", &tile.l_new}, {"O", &tile.O}};
           for (const auto& [name, value] : parts) {
-            fmt::format_to(std::back_inserter(data), ",\"{}\":", name);
-            put_numbers(data, value->values());
+            fmt::format_to(std::back_inserter(out), ",\"{}\":", name);
+            put_numbers(out, value->values());
           }
         }
-        data += '}';
+        out += '}';
       }
-      data += "],\"final\":";
+      out += "],\"final\":";
       if (qt.final != nullptr) {
-        data += "{\"O\":";
-        put_numbers(data, qt.final->O.values());
-        data += ",\"lse\":";
-        put_numbers(data, qt.final->lse.values());
-        data += '}';
+        out += "{\"O\":";
+        put_numbers(out, qt.final->O.values());
+        out += ",\"lse\":";
+        put_numbers(out, qt.final->lse.values());
+        out += '}';
       } else {
-        data += "null";
+        out += "null";
       }
-      data += '}';
+      out += '}';
     }
-    data += "]}";
-  } else {
-    data += ",\"flash\":null";
+    out += "]}";
   }
 
-  // A difference is signed: blue-white-red about 0, white everywhere when the two agree exactly.
-  double max_diff = 0;
-  if (difference)
-    for (const double d : difference->value.values()) max_diff = std::max(max_diff, std::fabs(d));
-  const ColorRange diff_range{ColorScale::diverging, -max_diff, max_diff};
-  if (difference) {
-    data += ",\"diff\":{";
-    put_range(data, diff_range);
-    data += ",\"max_abs\":";
-    put_number(data, max_diff);
-    data += ",\"panels\":[";
-    for (std::size_t k = 0; k < diff_panels.size(); ++k) {
-      if (k > 0) data += ',';
-      put_panel(data, diff_panels[k], diff_embedded, o.max_step_numbers / 4);
+  void put_difference(std::string& out) const {
+    if (!difference_) {
+      out += "null";
+      return;
     }
-    data += "]}";
-  } else {
-    data += ",\"diff\":null";
+    out += '{';
+    put_range(out, diff_range_);
+    out += ",\"max_abs\":";
+    put_number(out, max_diff_);
+    out += ",\"panels\":[";
+    for (std::size_t k = 0; k < diff_panels_.size(); ++k) {
+      if (k > 0) out += ',';
+      put_panel(out, diff_panels_[k], diff_embedded_, o_.max_step_numbers / 4);
+    }
+    out += "]}";
   }
-  data += ",\"notes\":[";
-  for (std::size_t k = 0; k < notes.size(); ++k) {
-    if (k > 0) data += ',';
-    data += json_string(notes[k]);
-  }
-  data += "]}";
 
   // ---- the HTML around it ----
-  std::string steps_html;
-  for (const Step step : all_steps()) {
-    const std::string_view name = step_info(step).name;
-    const auto found =
-        std::find_if(views.begin(), views.end(), [step](const StepView& v) { return v.rec->step == step; });
-    if (found == views.end()) {
-      steps_html += fmt::format(
-          "<section class=\"step absent\" id=\"step-{}\" data-step=\"{}\"><h2><a class=\"anchor\" "
-          "href=\"#step-{}\">{}</a></h2><p class=\"formula\">{}</p><p class=\"meaning\">{}</p>{}</section>\n",
-          name, name, name, name, page_text(step_formula(step, p)), page_text(step_description(step, p)),
-          note(is_score_step(step) && trace.flash && trace.engine == Engine::flash
-                   ? "The flash engine never forms this n × m matrix whole: its tiles hold it piece by piece, in "
-                     "<a href=\"#flash\">the tile walk</a>. <code>--engine both</code> draws it here too."
-                   : "Not in this trace (it was left out by <code>--steps</code>)."));
-      continue;
+
+  std::string step_sections() const {
+    std::string out;
+    for (const Step step : all_steps()) {
+      const auto found =
+          std::find_if(views_.begin(), views_.end(), [step](const StepView& v) { return v.rec->step == step; });
+      out += found == views_.end() ? absent_step(step)
+                                   : step_section(*found, static_cast<std::size_t>(found - views_.begin()));
     }
-    const StepView& view = *found;
+    return out;
+  }
+
+  // A step the trace does not hold keeps its section (the pipeline links to it), saying why.
+  std::string absent_step(Step step) const {
+    const std::string_view name = step_info(step).name;
+    return fmt::format(
+        "<section class=\"step absent\" id=\"step-{}\" data-step=\"{}\"><h2><a class=\"anchor\" "
+        "href=\"#step-{}\">{}</a></h2><p class=\"formula\">{}</p><p class=\"meaning\">{}</p>{}</section>\n",
+        name, name, name, name, page_text(step_formula(step, p_)), page_text(step_description(step, p_)),
+        note(is_score_step(step) && t_.flash && t_.engine == Engine::flash
+                 ? "The flash engine never forms this n × m matrix whole: its tiles hold it piece by piece, in "
+                   "<a href=\"#flash\">the tile walk</a>. <code>--engine both</code> draws it here too."
+                 : "Not in this trace (it was left out by <code>--steps</code>)."));
+  }
+
+  std::string step_section(const StepView& view, std::size_t index) const {
     const StepRecord& rec = *view.rec;
-    const std::size_t index = static_cast<std::size_t>(found - views.begin());
-    std::string step_notes;
+    const std::string_view name = step_info(rec.step).name;
+    std::string notes;
     if (const std::size_t left = view.left_out(); left > 0) {
       const bool too_large = std::all_of(view.panels.begin(), view.panels.end(),
-                                         [&](const PanelSize& size) { return size.cells > o.max_step_numbers; });
-      step_notes =
-          note(too_large ? fmt::format("These heatmaps are larger than the {} numbers a page holds; the trace "
-                                       "(<code>run --json</code>) has them all.",
-                                       thousands(o.max_step_numbers))
-                         : fmt::format("{} of these {} heatmaps are not in this page (its budget of numbers "
-                                       "went to the heatmaps before them); <code>--head H</code> makes a trace "
-                                       "of one head that fits.",
-                                       left, view.panels.size()));
+                                         [&](const PanelSize& size) { return size.cells > o_.max_step_numbers; });
+      notes = note(too_large ? fmt::format("These heatmaps are larger than the {} numbers a page holds; the trace "
+                                           "(<code>run --json</code>) has them all.",
+                                           thousands(o_.max_step_numbers))
+                             : fmt::format("{} of these {} heatmaps are not in this page (its budget of numbers "
+                                           "went to the heatmaps before them); <code>--head H</code> makes a trace "
+                                           "of one head that fits.",
+                                           left, view.panels.size()));
     }
-    if (step == Step::weights) {
+    if (rec.step == Step::weights) {
       // The rows the mask emptied, one line per batch item.
       std::map<std::size_t, std::vector<std::string>> empty;
-      for (const EmptyRow& e : trace.empty_rows) empty[e.batch].push_back(page_text(p.tokens[e.batch][e.query]));
+      for (const EmptyRow& e : t_.empty_rows) empty[e.batch].push_back(page_text(p_.tokens[e.batch][e.query]));
       for (auto& [b, names] : empty) {
         const std::size_t count = names.size();
         if (count > 8) names.resize(8), names.emplace_back("…");
-        step_notes += note(fmt::format("{} {}{} {} no key to attend: {} weights are all 0.",
-                                       count == 1 ? "Query" : fmt::format("{} queries", count), fmt::join(names, ", "),
-                                       p.batched ? fmt::format(" of batch item {}", b) : "",
-                                       count == 1 ? "has" : "have", count == 1 ? "its" : "their"));
+        notes += note(fmt::format("{} {}{} {} no key to attend: {} weights are all 0.",
+                                  count == 1 ? "Query" : fmt::format("{} queries", count), fmt::join(names, ", "),
+                                  p_.batched ? fmt::format(" of batch item {}", b) : "", count == 1 ? "has" : "have",
+                                  count == 1 ? "its" : "their"));
       }
     }
-    steps_html += fmt::format(
+    return fmt::format(
         "<section class=\"step\" id=\"step-{}\" data-step=\"{}\" data-index=\"{}\"><h2><a class=\"anchor\" "
         "href=\"#step-{}\">{}</a></h2><p class=\"formula\">{}</p><p class=\"meaning\">{}</p><p "
         "class=\"shape\">shape <b>{}</b> ({}), {}</p>{}<div class=\"heatmaps needs-js\"></div>{}<details "
         "class=\"numbers\" open><summary>numbers</summary>{}</details></section>\n",
         name, name, index, name, name, page_text(rec.formula), page_text(rec.description),
-        shape_text(rec.value.shape()), fmt::join(dim_names(step, p.batched), " × "), name_of(trace.dtype),
-        legend_svg(view.range, view.removed, name), step_notes, view.tables);
+        shape_text(rec.value.shape()), fmt::join(dim_names(rec.step, p_.batched), " × "), name_of(t_.dtype),
+        legend_svg(view.range, view.removed, name), notes, view.tables);
   }
 
   // The flash section: the walk's controls, and its first tile as tables for readers without scripts.
-  std::string flash_html =
-      "<section id=\"flash\" class=\"flash\"><h2><a class=\"anchor\" href=\"#flash\">flash: the tile walk</a></h2>"
-      "<p class=\"formula\">m_new = max(m_prev, rowmax S) &nbsp; alpha = exp(m_prev − m_new) &nbsp; P = exp(S − "
-      "m_new)</p><p class=\"formula\">l_new = alpha·l_prev + rowsum P &nbsp; O = alpha·O_prev + P·V &nbsp; then "
-      "once: O / l, lse = m + log l</p>";
-  if (!trace.flash) {
-    flash_html += note(
-        "This trace has no flash pass. <code>attn-trace report FILE</code> runs both engines by default; a saved "
-        "trace needs <code>run --engine both --json</code> (or <code>flash</code>, or <code>compare --json</code>).");
-  } else {
-    const FlashRecord& f = *trace.flash;
-    flash_html += fmt::format(
+  std::string flash_section() const {
+    std::string out =
+        "<section id=\"flash\" class=\"flash\"><h2><a class=\"anchor\" href=\"#flash\">flash: the tile walk</a></h2>"
+        "<p class=\"formula\">m_new = max(m_prev, rowmax S) &nbsp; alpha = exp(m_prev − m_new) &nbsp; P = exp(S − "
+        "m_new)</p><p class=\"formula\">l_new = alpha·l_prev + rowsum P &nbsp; O = alpha·O_prev + P·V &nbsp; then "
+        "once: O / l, lse = m + log l</p>";
+    if (!t_.flash)
+      return out +
+             note(
+                 "This trace has no flash pass. <code>attn-trace report FILE</code> runs both engines by default; a "
+                 "saved trace needs <code>run --engine both --json</code> (or <code>flash</code>, or <code>compare "
+                 "--json</code>).") +
+             "</section>\n";
+    const FlashRecord& f = *t_.flash;
+    out += fmt::format(
         "<p class=\"meaning\">FlashAttention-2's forward pass (arXiv:2307.08691, Algorithm 1): each query tile of "
         "{} row{} meets the keys {} at a time. Only one tile of scores S and its exponentials P exist at once; each "
         "row keeps a running maximum m, sum l and output O, and when a tile raises m, alpha = exp(m_prev − m_new) "
         "rescales what earlier tiles added. The rectangle on the score matrix is the current tile.</p>",
         f.tile_size.Br, f.tile_size.Br == 1 ? "" : "s", f.tile_size.Bc);
-    flash_html +=
+    out +=
         "<div class=\"walk-controls needs-js\"><label>query tile <select id=\"tile-select\"></select></label> "
         "<button type=\"button\" data-action=\"prev-tile\" title=\"previous tile (←)\">◀ previous tile</button> "
         "<button type=\"button\" data-action=\"next-tile\" title=\"next tile (→)\">next tile ▶</button></div>";
-    std::string first_state = "The trace holds no tile that fits this page.";
-    std::string first_tables;
-    if (!walk.empty() && !walk.front().tiles.empty()) {
-      const FlashTile& tile = *walk.front().tiles.front();
-      const auto& rows_tokens = p.tokens[tile.batch];
-      const auto& cols_tokens = p.context_tokens[tile.batch];
-      std::vector<std::string> rows(rows_tokens.begin() + static_cast<long>(tile.row_begin),
-                                    rows_tokens.begin() + static_cast<long>(tile.row_end));
-      std::vector<std::string> cols(cols_tokens.begin() + static_cast<long>(tile.col_begin),
-                                    cols_tokens.begin() + static_cast<long>(tile.col_end));
-      first_state = fmt::format("{}head {} · query tile {} (rows {}–{}) × key tile {} (keys {}–{}){}",
-                                p.batched ? fmt::format("batch {} · ", tile.batch) : "", tile.head, tile.i,
-                                tile.row_begin, tile.row_end - 1, tile.j, tile.col_begin, tile.col_end - 1,
-                                tile.skipped ? ": skipped, the mask rules out every pair" : "");
-      if (!tile.skipped) {
-        const std::size_t r = rows.size(), c = cols.size(), d = tile.O.size() / std::max<std::size_t>(1, r);
-        std::vector<double> state;
-        for (std::size_t k = 0; k < r; ++k)
-          for (const Tensor<double>* v : {&tile.m_prev, &tile.m_new, &tile.alpha, &tile.l_prev, &tile.l_new})
-            state.push_back(v->values()[k]);
-        std::vector<std::string> features;
-        for (std::size_t k = 0; k < d; ++k) features.push_back(std::to_string(k));
-        first_tables += static_matrix("S", tile.S.values(), r, c, rows, cols, o.table_size);
-        first_tables += static_matrix("state", state, r, 5, rows, {"m_prev", "m_new", "alpha", "l_prev", "l_new"}, 5);
-        first_tables += static_matrix("P", tile.P.values(), r, c, rows, cols, o.table_size);
-        first_tables += static_matrix("O", tile.O.values(), r, d, rows, features, o.table_size);
-      }
+    std::string state = "The trace holds no tile that fits this page.";
+    std::string tables;
+    if (!walk_.empty() && !walk_.front().tiles.empty()) {
+      const FlashTile& tile = *walk_.front().tiles.front();
+      state = fmt::format("{}head {} · query tile {} (rows {}–{}) × key tile {} (keys {}–{}){}",
+                          p_.batched ? fmt::format("batch {} · ", tile.batch) : "", tile.head, tile.i, tile.row_begin,
+                          tile.row_end - 1, tile.j, tile.col_begin, tile.col_end - 1,
+                          tile.skipped ? ": skipped, the mask rules out every pair" : "");
+      if (!tile.skipped) tables = tile_tables(tile);
     }
-    flash_html += fmt::format(
+    out += fmt::format(
         "<p id=\"tile-state\" aria-live=\"polite\">{}</p><div class=\"walk needs-js\"><div "
         "id=\"tile-full\"></div><div id=\"tile-parts\"></div></div>",
-        page_text(first_state));
-    if (!first_tables.empty())
-      flash_html += fmt::format(
-          "<details class=\"numbers\" open><summary>the first tile's numbers</summary>{}</details>", first_tables);
+        page_text(state));
+    if (!tables.empty())
+      out += fmt::format("<details class=\"numbers\" open><summary>the first tile's numbers</summary>{}</details>",
+                         tables);
+    return out + "</section>\n";
   }
-  flash_html += "</section>\n";
 
-  std::string diff_html;
-  if (difference) {
-    std::string verdict = fmt::format("max |flash − naive| = {} over {} values ({})", short_number(max_diff),
-                                      difference->value.size(), name_of(trace.dtype));
-    if (trace.compare) {
-      const CompareRecord& c = *trace.compare;
+  // S, the running state, P and O of one tile, as tables.
+  std::string tile_tables(const FlashTile& tile) const {
+    const auto& row_tokens = p_.tokens[tile.batch];
+    const auto& col_tokens = p_.context_tokens[tile.batch];
+    const std::vector<std::string> rows(row_tokens.begin() + static_cast<long>(tile.row_begin),
+                                        row_tokens.begin() + static_cast<long>(tile.row_end));
+    const std::vector<std::string> cols(col_tokens.begin() + static_cast<long>(tile.col_begin),
+                                        col_tokens.begin() + static_cast<long>(tile.col_end));
+    const std::size_t r = rows.size(), c = cols.size(), d = tile.O.size() / std::max<std::size_t>(1, r);
+    std::vector<double> state;
+    for (std::size_t k = 0; k < r; ++k)
+      for (const Tensor<double>* v : {&tile.m_prev, &tile.m_new, &tile.alpha, &tile.l_prev, &tile.l_new})
+        state.push_back(v->values()[k]);
+    std::vector<std::string> features;
+    for (std::size_t k = 0; k < d; ++k) features.push_back(std::to_string(k));
+    return static_matrix("S", tile.S.values(), r, c, rows, cols, o_.table_size) +
+           static_matrix("state", state, r, 5, rows, {"m_prev", "m_new", "alpha", "l_prev", "l_new"}, 5) +
+           static_matrix("P", tile.P.values(), r, c, rows, cols, o_.table_size) +
+           static_matrix("O", tile.O.values(), r, d, rows, features, o_.table_size);
+  }
+
+  std::string diff_section() const {
+    if (!difference_) {
+      if (!t_.flash && t_.engine == Engine::naive) return "";
+      return "<section id=\"naive-vs-flash\" class=\"diff\"><h2>naive vs flash</h2>" +
+             note(t_.engine == Engine::both
+                      ? "The naive output is not in this trace (<code>--steps</code> left it out), so there is "
+                        "nothing to set the flash output against."
+                      : "Only one engine's output is in this trace; <code>--engine both</code> (the default of "
+                        "<code>report</code> for an input) shows how far flash is from naive.") +
+             "</section>\n";
+    }
+    std::string verdict = fmt::format("max |flash − naive| = {} over {} values ({})", short_number(max_diff_),
+                                      difference_->value.size(), name_of(t_.dtype));
+    if (t_.compare) {
+      const CompareRecord& c = *t_.compare;
       verdict += fmt::format(
           ". compare's verdict: <b class=\"{}\">{}</b>: max |flash − ref| = {} {} 2 · max |naive − ref| + noise = "
           "2 · {} + {} = {} (ref: naive attention in {})",
@@ -735,82 +811,67 @@ std::string report_html(const Trace& trace, const ReportOptions& o) {
           "<code>attn-trace compare</code> judges both against a wider reference.";
     }
     std::string tables;
-    for (std::size_t k = 0; k < diff_panels.size() && k < 4; ++k) {
-      Panel shown = diff_panels[k];
-      shown.caption = shown.caption.empty() ? "flash − naive" : shown.caption;
-      tables += static_table(shown, o.table_size);
+    for (std::size_t k = 0; k < diff_panels_.size() && k < 4; ++k) {
+      Panel shown = diff_panels_[k];
+      if (shown.caption.empty()) shown.caption = "flash − naive";
+      tables += static_table(shown, o_.table_size);
     }
-    diff_html = fmt::format(
+    return fmt::format(
         "<section id=\"naive-vs-flash\" class=\"diff\"><h2><a class=\"anchor\" href=\"#naive-vs-flash\">naive vs "
         "flash</a></h2><p class=\"formula\">D = O_flash − O_naive</p><p class=\"meaning\">How far the flash "
         "output is from the naive one, entry by entry (shape {}).</p><p class=\"verdict\" "
         "id=\"verdict\">{}</p>{}{}<div class=\"heatmaps needs-js\" id=\"diff-maps\"></div><details "
         "class=\"numbers\" open><summary>numbers</summary>{}</details></section>\n",
-        shape_text(difference->value.shape()), verdict, legend_svg(diff_range, false, "diff"),
-        diff_embedded ? "" : note("The difference map is too large for this page; the verdict above covers it all."),
+        shape_text(difference_->value.shape()), verdict, legend_svg(diff_range_, false, "diff"),
+        diff_embedded_ ? "" : note("The difference map is too large for this page; the verdict above covers it all."),
         tables);
-  } else if (trace.flash || trace.engine != Engine::naive) {
-    diff_html = "<section id=\"naive-vs-flash\" class=\"diff\"><h2>naive vs flash</h2>" +
-                note(trace.engine == Engine::both
-                         ? "The naive output is not in this trace (<code>--steps</code> left it out), so there is "
-                           "nothing to set the flash output against."
-                         : "Only one engine's output is in this trace; <code>--engine both</code> (the default of "
-                           "<code>report</code> for an input) shows how far flash is from naive.") +
-                "</section>\n";
   }
 
-  std::string notes_html;
-  for (const std::string& line : notes) notes_html += note(line);
-  for (const std::string& warning : trace.warnings)
-    notes_html += fmt::format("<p class=\"note warning\">{}</p>", page_text(warning));
-  if (!notes_html.empty()) notes_html = "<div class=\"notes\" id=\"notes\">" + notes_html + "</div>";
-
-  std::string tokens_html = fmt::format("<p class=\"tokens\">queries: {}</p>", token_line(p.tokens[0]));
-  if (p.cross) tokens_html += fmt::format("<p class=\"tokens\">keys: {}</p>", token_line(p.context_tokens[0]));
-
-  std::string nav = "<a href=\"#pipeline\">pipeline</a>";
-  for (const StepView& view : views) {
-    const std::string_view name = step_info(view.rec->step).name;
-    nav += fmt::format(" <a href=\"#step-{}\">{}</a>", name, name);
+  std::string notes_html() const {
+    std::string out;
+    for (const std::string& line : notes_) out += note(line);
+    for (const std::string& warning : t_.warnings)
+      out += fmt::format("<p class=\"note warning\">{}</p>", page_text(warning));
+    return out.empty() ? out : "<div class=\"notes\" id=\"notes\">" + out + "</div>";
   }
-  if (trace.flash) nav += " <a href=\"#flash\">tile walk</a>";
-  if (difference) nav += " <a href=\"#naive-vs-flash\">naive vs flash</a>";
 
-  const std::map<std::string_view, std::string> parts = {
-      {"nav", nav},
-      {"title", page_text(p.description.empty() ? "attention" : p.description)},
-      {"description", page_text(p.description)},
-      {"config", config_line(trace)},
-      {"tokens", tokens_html},
-      {"notes", notes_html},
-      {"pipeline", pipeline_svg(trace)},
-      {"steps", steps_html},
-      {"flash", flash_html},
-      {"diff", diff_html},
-      {"generator", page_text(fmt::format("attn-trace {}", o.version))},
-      {"css", std::string(report_css)},
-      {"js", std::string(report_js)},
-      {"data", data}};
-  // One pass over the template, so that nothing put in (a token that reads "{{js}}") is replaced again.
-  std::string page;
-  page.reserve(report_template.size() + data.size() + steps_html.size() + report_js.size() + report_css.size());
-  for (std::size_t at = 0; at < report_template.size();) {
-    const std::size_t open = report_template.find("{{", at);
-    if (open == std::string_view::npos) {
-      page.append(report_template.substr(at));
-      break;
+  std::string tokens_html() const {
+    std::string out = fmt::format("<p class=\"tokens\">queries: {}</p>", token_line(p_.tokens[0]));
+    if (p_.cross) out += fmt::format("<p class=\"tokens\">keys: {}</p>", token_line(p_.context_tokens[0]));
+    return out;
+  }
+
+  std::string nav() const {
+    std::string out = "<a href=\"#pipeline\">pipeline</a>";
+    for (const StepView& view : views_) {
+      const std::string_view name = step_info(view.rec->step).name;
+      out += fmt::format(" <a href=\"#step-{}\">{}</a>", name, name);
     }
-    const std::size_t close = report_template.find("}}", open);
-    if (close == std::string_view::npos) {
-      page.append(report_template.substr(at));
-      break;
-    }
-    page.append(report_template.substr(at, open - at));
-    const auto found = parts.find(report_template.substr(open + 2, close - open - 2));
-    page += found != parts.end() ? found->second : std::string(report_template.substr(open, close + 2 - open));
-    at = close + 2;
+    if (t_.flash) out += " <a href=\"#flash\">tile walk</a>";
+    if (difference_) out += " <a href=\"#naive-vs-flash\">naive vs flash</a>";
+    return out;
   }
-  return page;
-}
+
+  const Trace& t_;
+  const Problem& p_;
+  const ReportOptions& o_;
+  std::vector<std::string> notes_;  // what the page leaves out, as HTML sentences
+  // naive vs flash
+  std::optional<StepRecord> difference_;
+  std::vector<Panel> diff_panels_;
+  std::size_t diff_numbers_ = 0;
+  bool diff_embedded_ = false;
+  double max_diff_ = 0;
+  ColorRange diff_range_;
+  // the steps
+  std::vector<StepView> views_;
+  // the tile walk
+  std::vector<QueryTile> walk_;
+  std::size_t query_tiles_total_ = 0;
+};
+
+}  // namespace
+
+std::string report_html(const Trace& trace, const ReportOptions& options) { return Report(trace, options).html(); }
 
 }  // namespace attn
