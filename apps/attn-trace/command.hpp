@@ -22,5 +22,6 @@ Runner add_example(CLI::App& app);
 Runner add_show(CLI::App& app);
 Runner add_compare(CLI::App& app);
 Runner add_plot(CLI::App& app);
+Runner add_report(CLI::App& app);
 
 }  // namespace attn::cli

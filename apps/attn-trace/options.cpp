@@ -219,6 +219,8 @@ Trace input_or_trace(const TraceOptions& o) {
       throw UsageError(fmt::format("--head {}: this trace holds head {} only (it was saved with --head {})", *o.head,
                                    *trace.head, *trace.head));
     if (!o.steps.empty() || o.head) {
+      // The filter first: the order in which a call's arguments are evaluated is unspecified, and the
+      // moved-from trace has no problem left to check the filter against.
       const StepFilter filter = trace_filter(o, *trace.problem, trace.flash.has_value());
       trace = keep_only(std::move(trace), filter);
     }

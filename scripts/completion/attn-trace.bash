@@ -58,7 +58,7 @@ _attn_trace() {
   for ((i = 1; i < cword; i++)); do
     word=${COMP_WORDS[i]}
     if [[ -z $command ]]; then
-      case $word in run | compare | show | plot | example) command=$word ;; esac
+      case $word in run | compare | show | plot | report | example) command=$word ;; esac
       continue
     fi
     if ((takes_value)); then
@@ -79,7 +79,7 @@ _attn_trace() {
     if [[ $cur == -* ]]; then
       _attn_trace_words '--help --version' "$cur"
     else
-      _attn_trace_words 'run compare show plot example' "$cur"
+      _attn_trace_words 'run compare show plot report example' "$cur"
     fi
     return 0
   fi
@@ -88,7 +88,7 @@ _attn_trace() {
   if [[ $prev == --* || $prev == -o ]] && ((!after_dashdash)); then
     local values='' value_kind=words
     case $prev in
-      --engine) [[ $command == run || $command == plot ]] && values='naive flash both' ;;
+      --engine) [[ $command == run || $command == plot || $command == report ]] && values='naive flash both' ;;
       --dtype) values='float32 float64' ;;
       --color) values='auto always never' ;;
       --steps) value_kind=steps ;;
@@ -135,6 +135,7 @@ _attn_trace() {
     compare) options="$_attn_trace_trace_options --help" ;;
     show) options="$_attn_trace_display_options --help" ;;
     plot) options=$_attn_trace_plot_options ;;
+    report) options='--engine --dtype --block-q --block-k --steps --head --max-memory -o --output --help' ;;
     example) options='--list --help' ;;
   esac
   if [[ $cur == -* ]] && ((!after_dashdash)); then
@@ -145,7 +146,7 @@ _attn_trace() {
   fi
   if ((positionals == 0)); then
     case $command in
-      run | compare | show | plot) _attn_trace_json_files "$cur" ;;
+      run | compare | show | plot | report) _attn_trace_json_files "$cur" ;;
       example) _attn_trace_words "$(_attn_trace_examples "${COMP_WORDS[0]}")" "$cur" ;;
     esac
   elif [[ -z $cur ]]; then

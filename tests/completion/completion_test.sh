@@ -70,8 +70,9 @@ expect_has() {
 }
 
 # The commands and the top-level options.
-expect_exactly "run" attn-trace r
-expect_exactly "compare example plot run show" attn-trace ''
+expect_exactly "report run" attn-trace r
+expect_exactly "run" attn-trace ru
+expect_exactly "compare example plot report run show" attn-trace ''
 expect_exactly "--help --version" attn-trace --
 expect_exactly "--version" attn-trace --v
 
@@ -83,6 +84,9 @@ expect_exactly "${run_options/--engine/}" attn-trace compare x.json --
 expect_exactly "--max-memory --precision --color --max-rows --max-cols --help" attn-trace show t.json --
 expect_exactly "--list --help" attn-trace example --
 expect_exactly "--step --head --all-heads --batch -o --output --engine --dtype --max-memory --help" attn-trace plot x.json -
+expect_exactly "--engine --dtype --block-q --block-k --steps --head --max-memory --output --help" \
+  attn-trace report x.json --
+expect_exactly "naive flash both" attn-trace report x.json --engine ''
 expect_exactly "--max-memory --max-rows --max-cols" attn-trace run x.json --max-
 expect_exactly "--block-q --block-k" attn-trace compare - --b
 

@@ -1,0 +1,85 @@
+// attn-trace report FILE: one self-contained HTML page of a trace (docs/report.md).
+
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "attn/version.hpp"
+#include "command.hpp"
+#include "io/output.hpp"
+#include "options.hpp"
+#include "render/report.hpp"
+
+namespace attn::cli {
+
+namespace {
+
+struct ReportCommand {
+  TraceOptions trace;
+  std::string out;  // -o: "" or "-" for stdout
+};
+
+// A saved trace keeps the engine, dtype and tiles it was run with; asking for others is a mistake worth
+// a line, not something to ignore. (A run of an input always matches what was asked.)
+void check_saved_run(const CLI::App& cmd, const TraceOptions& o, const Trace& trace) {
+  const auto given = [&](const char* name) { return cmd.get_option(name)->count() > 0; };
+  const auto refuse = [&](std::string_view option, std::string_view saved) {
+    throw UsageError(
+        fmt::format("{}: {} is a saved trace, run with {}; run its input again to change it", option, o.file, saved));
+  };
+  if (given("--engine") && trace.engine != o.engine)
+    refuse(fmt::format("--engine {}", name_of(o.engine)), fmt::format("--engine {}", name_of(trace.engine)));
+  if (given("--dtype") && trace.dtype != o.dtype)
+    refuse(fmt::format("--dtype {}", name_of(o.dtype)), fmt::format("--dtype {}", name_of(trace.dtype)));
+  const auto tiles = [&](const char* option, const std::optional<std::size_t>& asked, bool rows) {
+    if (!asked) return;
+    if (!trace.flash) refuse(fmt::format("{} {}", option, *asked), "no flash pass");
+    const std::size_t saved = rows ? trace.flash->tile_size.Br : trace.flash->tile_size.Bc;
+    if (saved != *asked) refuse(fmt::format("{} {}", option, *asked), fmt::format("{} {}", option, saved));
+  };
+  tiles("--block-q", o.block_q, true);
+  tiles("--block-k", o.block_k, false);
+}
+
+int run(const CLI::App& cmd, const ReportCommand& c) {
+  const TraceOptions& o = c.trace;
+  if (o.engine == Engine::naive && (o.block_q || o.block_k))
+    throw UsageError(fmt::format("--{}: tile sizes apply to the flash pass; use --engine flash or --engine both",
+                                 o.block_q ? "block-q" : "block-k"));
+  const Trace trace = input_or_trace(o);
+  check_saved_run(cmd, o, trace);
+  ReportOptions options;
+  options.version = attn::version;
+  const std::string page = report_html(trace, options);
+  if (c.out.empty() || c.out == "-") write_stdout(page);
+  else write_output_file(c.out, page);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_report(CLI::App& app) {
+  auto c = std::make_shared<ReportCommand>();
+  c->trace.engine = Engine::both;  // so that the page has the tile walk and naive vs flash
+  CLI::App* cmd =
+      app.add_subcommand("report", "one self-contained HTML page of every step, the tile walk and the verdict");
+  add_run_options(*cmd, c->trace, /*with_engine=*/true);
+  // The page is the output: run's --json has no place here, and FILE may also be a saved trace.
+  cmd->remove_option(cmd->get_option("--json"));
+  cmd->get_option("FILE")->description(
+      "an input (docs/input-format.md) or a trace saved by run --json or compare --json; - reads standard input");
+  cmd->get_option("--engine")->default_str("both");
+  add_filter_options(*cmd, c->trace);
+  add_memory_option(*cmd, c->trace);
+  cmd->add_option("-o,--output", c->out, "write the page to this file; - (the default) writes it to stdout");
+  cmd->footer(
+      "Example:\n"
+      "  attn-trace report data/the_cat_sat.json -o cat.html\n"
+      "  attn-trace report data/gpt_causal.json --block-q 2 --block-k 2 -o gpt.html\n"
+      "  attn-trace run data/gqa.json --engine both --json gqa.json > /dev/null\n"
+      "  attn-trace report gqa.json --head 1 -o gqa-head1.html");
+  return [cmd, c] { return cmd->parsed() ? run(*cmd, *c) : -1; };
+}
+
+}  // namespace attn::cli

@@ -1,0 +1,668 @@
+/* attn-trace report: draws the page from its data (the JSON in #trace-data, docs/report.md). Plain
+   JavaScript, no framework, nothing fetched. The page reads without it; this adds the heatmaps (with
+   the value under the pointer), the head selector, the flash tile walk and the theme switch. When the
+   first screenful of drawing is done, <html> gets data-ready="1" (the tests and bench/ wait for it). */
+(function () {
+  'use strict';
+
+  var root = document.documentElement;
+  root.classList.add('js');
+  var data = JSON.parse(document.getElementById('trace-data').textContent);
+  var config = data.config;
+
+  // Matrices up to this size per head are SVG rects that carry data-value; larger ones a canvas.
+  var SVG_MAX = 64;
+
+  // ---- numbers ----
+
+  // A value of the data: a number, or "-inf", "inf", "nan" (JSON has no infinities).
+  function num(x) {
+    if (typeof x === 'number') return x;
+    if (x === '-inf') return -Infinity;
+    if (x === 'inf') return Infinity;
+    return NaN;
+  }
+  function nums(list) {
+    var out = new Float64Array(list.length);
+    for (var k = 0; k < list.length; k++) out[k] = num(list[k]);
+    return out;
+  }
+  // The value as the data writes it (data-value), so a test can compare it with the trace.
+  function raw(x) {
+    if (x === -Infinity) return '-inf';
+    if (x === Infinity) return 'inf';
+    if (x !== x) return 'nan';
+    return String(x);
+  }
+  // The value for people: 4 digits after the point, like the terminal; tiny and huge ones in 3 digits.
+  function show(x) {
+    if (x === -Infinity) return '-inf';
+    if (x === Infinity) return 'inf';
+    if (x !== x) return 'nan';
+    var a = Math.abs(x);
+    if (a !== 0 && (a >= 1e6 || a < 1e-4)) return x.toExponential(2);
+    return x.toFixed(4);
+  }
+  function esc(text) {
+    return String(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+  }
+  function cut(text, most) { return text.length > most ? text.slice(0, most - 1) + '…' : text; }
+
+  // ---- colours (render/colormap.hpp's tables, carried in the data) ----
+
+  function rgbOf(hex) { return [parseInt(hex.slice(1, 3), 16), parseInt(hex.slice(3, 5), 16), parseInt(hex.slice(5, 7), 16)]; }
+  var lut = {
+    sequential: { hex: data.colors.sequential, rgb: data.colors.sequential.map(rgbOf) },
+    diverging: { hex: data.colors.diverging, rgb: data.colors.diverging.map(rgbOf) }
+  };
+  var removedHex = data.colors.removed, removedRgb = rgbOf(removedHex);
+
+  // Where x falls in the colour range, as ColorRange::position does.
+  function position(scale, lo, hi, x) {
+    if (x !== x) return 0.5;
+    if (x === Infinity) return 1;
+    if (x === -Infinity) return 0;
+    if (!(hi > lo)) return scale === 'diverging' ? 0.5 : 0;
+    return Math.min(1, Math.max(0, (x - lo) / (hi - lo)));
+  }
+  function slot(scale, lo, hi, x) { return Math.round(position(scale, lo, hi, x) * (lut[scale].hex.length - 1)); }
+
+  // ---- the tooltip ----
+
+  var tooltip = document.getElementById('tooltip');
+  function showTip(text, event) {
+    tooltip.textContent = text;
+    tooltip.hidden = false;
+    var x = event.clientX + 14, y = event.clientY + 14;
+    var w = tooltip.offsetWidth, h = tooltip.offsetHeight;
+    if (x + w > window.innerWidth - 4) x = Math.max(4, event.clientX - w - 10);
+    if (y + h > window.innerHeight - 4) y = Math.max(4, event.clientY - h - 10);
+    tooltip.style.left = x + 'px';
+    tooltip.style.top = y + 'px';
+  }
+  function hideTip() { tooltip.hidden = true; }
+
+  // ---- one heatmap ----
+
+  // m: {rows, cols, values (Float64Array, row-major), removed (string of 0/1, or null), rowLabels,
+  //     colLabels, scale, lo, hi, tip(r, c) -> extra lines for the tooltip}
+  // Returns {el, box(r0, r1, c0, c1) -> the pixel rectangle of those cells inside el}.
+  function heatmap(m) {
+    var big = Math.max(m.rows, m.cols);
+    var svg = m.rows <= SVG_MAX && m.cols <= SVG_MAX;
+    var px = svg ? Math.max(6, Math.min(40, Math.floor(440 / big))) : Math.max(0.5, Math.min(4, 512 / big));
+    // A canvas keeps a narrow matrix (n × d_v) wide enough to see: its cells may be wider than tall.
+    var pxWide = svg ? px : Math.max(px, Math.min(6, 128 / m.cols));
+    var el, left = 0, top = 0;
+    function removed(k) { return m.removed && m.removed.charCodeAt(k) === 49; }
+    if (svg) {
+      var every = Math.max(1, Math.ceil(13 / px));
+      var longest = 1;
+      for (var a = 0; a < m.rowLabels.length; a += every) longest = Math.max(longest, cut(m.rowLabels[a], 10).length);
+      var colLongest = 1;
+      for (var b = 0; b < m.colLabels.length; b += every) colLongest = Math.max(colLongest, cut(m.colLabels[b], 10).length);
+      var turned = colLongest * 6.5 > px - 4;  // upright labels only where they fit their column
+      left = Math.min(80, 7 * longest + 8);
+      top = turned ? Math.min(74, 6.5 * colLongest + 8) : 18;
+      var width = left + m.cols * px, height = top + m.rows * px;
+      var parts = ['<svg xmlns="http://www.w3.org/2000/svg" class="hm" width="' + width + '" height="' + height + '" viewBox="0 0 ' +
+                   width + ' ' + height + '" role="img">'];
+      for (var r = 0; r < m.rows; r += every)
+        parts.push('<text x="' + (left - 4) + '" y="' + (top + r * px + px / 2 + 4) + '" text-anchor="end">' +
+                   esc(cut(m.rowLabels[r], 10)) + '</text>');
+      for (var c = 0; c < m.cols; c += every) {
+        var cx = left + c * px + px / 2;
+        parts.push(turned ? '<text x="' + (cx + 4) + '" y="' + (top - 4) + '" transform="rotate(-90 ' + (cx + 4) + ' ' +
+                            (top - 4) + ')">' + esc(cut(m.colLabels[c], 10)) + '</text>'
+                          : '<text x="' + cx + '" y="' + (top - 5) + '" text-anchor="middle">' +
+                            esc(cut(m.colLabels[c], 10)) + '</text>');
+      }
+      var hexes = lut[m.scale].hex;
+      for (var i = 0, k = 0; i < m.rows; i++) {
+        for (var j = 0; j < m.cols; j++, k++) {
+          var v = m.values[k];
+          var fill = removed(k) ? 'url(#removed-hatch)' : hexes[slot(m.scale, m.lo, m.hi, v)];
+          parts.push('<rect class="cell" x="' + (left + j * px) + '" y="' + (top + i * px) + '" width="' + px +
+                     '" height="' + px + '" fill="' + fill + '" data-value="' + raw(v) + '"/>');
+        }
+      }
+      parts.push('</svg>');
+      el = document.createElement('div');
+      el.className = 'svg-box';
+      el.style.position = 'relative';
+      el.innerHTML = parts.join('');
+    } else {
+      var canvas = document.createElement('canvas');
+      canvas.width = m.cols;
+      canvas.height = m.rows;
+      canvas.style.width = m.cols * pxWide + 'px';
+      canvas.style.height = m.rows * px + 'px';
+      canvas.setAttribute('role', 'img');
+      canvas.setAttribute('aria-label', m.rows + ' × ' + m.cols + ' heatmap');
+      var context = canvas.getContext('2d');
+      var image = context.createImageData(m.cols, m.rows);
+      var pixels = image.data, rgbs = lut[m.scale].rgb;
+      for (var n = 0; n < m.rows * m.cols; n++) {
+        var rgb = removed(n) ? removedRgb : rgbs[slot(m.scale, m.lo, m.hi, m.values[n])];
+        pixels[4 * n] = rgb[0];
+        pixels[4 * n + 1] = rgb[1];
+        pixels[4 * n + 2] = rgb[2];
+        pixels[4 * n + 3] = 255;
+      }
+      context.putImageData(image, 0, 0);
+      el = document.createElement('div');
+      el.className = 'canvas-box';
+      el.appendChild(canvas);
+      left = 1;  // the canvas's border
+      top = 1;
+    }
+    el.addEventListener('mousemove', function (event) {
+      var box = el.getBoundingClientRect();
+      var scale = el.offsetWidth ? box.width / el.offsetWidth : 1;
+      var c = Math.floor(((event.clientX - box.left) / scale - left) / pxWide);
+      var r = Math.floor(((event.clientY - box.top) / scale - top) / px);
+      if (r < 0 || c < 0 || r >= m.rows || c >= m.cols) return hideTip();
+      var k = r * m.cols + c;
+      var lines = [(m.rowLabels[r] || r) + ' → ' + (m.colLabels[c] || c) + '   (row ' + r + ', column ' + c + ')',
+                   (m.name || 'value') + ' = ' + show(m.values[k]) + (removed(k) ? '   removed by the mask' : '')];
+      if (m.tip) lines = lines.concat(m.tip(r, c));
+      showTip(lines.join('\n'), event);
+    });
+    el.addEventListener('mouseleave', hideTip);
+    return {
+      el: el,
+      box: function (r0, r1, c0, c1) {
+        return { left: left + c0 * pxWide, top: top + r0 * px, width: (c1 - c0) * pxWide, height: (r1 - r0) * px };
+      }
+    };
+  }
+
+  // A small legend: the colour map from lo to hi (0 in the middle of a diverging one), as the steps'
+  // legends that render/report.cpp writes.
+  var legends = 0;
+  function legend(scale, lo, hi) {
+    var id = 'walk-legend-' + (legends++), hexes = lut[scale].hex, stops = '';
+    for (var k = 0; k <= 10; k++)
+      stops += '<stop offset="' + k / 10 + '" stop-color="' + hexes[Math.round(k / 10 * (hexes.length - 1))] + '"/>';
+    var box = document.createElement('div');
+    box.innerHTML = '<svg class="legend small" viewBox="0 0 150 26" width="150" height="26" role="img" aria-label="colour ' +
+                    'scale from ' + show(lo) + ' to ' + show(hi) + '"><defs><linearGradient id="' + id + '">' + stops +
+                    '</linearGradient></defs><rect x="1" y="1" width="130" height="9" fill="url(#' + id + ')" ' +
+                    'class="legend-bar"/><text x="1" y="23">' + short(lo) + '</text><text x="131" y="23" ' +
+                    'text-anchor="end">' + short(hi) + '</text>' + (scale === 'diverging' ? '<text x="66" y="23" ' +
+                    'text-anchor="middle">0</text>' : '') + '</svg>';
+    return box.firstChild;
+  }
+  function short(x) { return isFinite(x) ? String(Number(x.toPrecision(3))) : show(x); }
+
+  // ---- drawing a little at a time, so a large page never freezes ----
+
+  var queue = [], pumping = false, ready = false;
+  function schedule(job) {
+    queue.push(job);
+    if (!pumping) {
+      pumping = true;
+      setTimeout(pump, 0);
+    }
+  }
+  function pump() {
+    var until = performance.now() + 40;
+    while (queue.length && performance.now() < until) queue.shift()();
+    if (queue.length) return setTimeout(pump, 0);
+    pumping = false;
+    if (!ready) {
+      ready = true;
+      root.setAttribute('data-ready', '1');
+      root.setAttribute('data-render-ms', String(Math.round(performance.now())));
+    }
+  }
+  function flush() { while (queue.length) queue.shift()(); }
+
+  // ---- the steps ----
+
+  var stepByName = {};
+  data.steps.forEach(function (step) { stepByName[step.name] = step; });
+
+  function panelAt(stepName, batch, head) {
+    var step = stepByName[stepName];
+    if (!step) return null;
+    for (var k = 0; k < step.panels.length; k++) {
+      var p = step.panels[k];
+      if (p.batch === batch && p.head === head && p.values) return p;
+    }
+    return null;
+  }
+  function valuesOf(panel) {
+    if (!panel.numbers) panel.numbers = nums(panel.values);
+    return panel.numbers;
+  }
+
+  // The extra tooltip lines of a step: the weights say which score they came from.
+  function tipFor(step, panel) {
+    if (step.name !== 'weights') return null;
+    var masked = panelAt('masked', panel.batch, panel.head) || panelAt('scaled', panel.batch, panel.head);
+    var scores = panelAt('scores', panel.batch, panel.head);
+    return function (r, c) {
+      var k = r * panel.cols + c, lines = [];
+      if (masked) lines.push('from the score S″ = ' + show(valuesOf(masked)[k]) + ' (scaled and masked: softmax\'s input)');
+      if (scores) lines.push('raw score S = q·k = ' + show(valuesOf(scores)[k]));
+      if (panel.empty_rows && panel.empty_rows.indexOf(r) >= 0) lines.push('this row has nothing to attend: all 0');
+      return lines;
+    };
+  }
+
+  // The query head chosen in the selector (null: all), and the key/value head it reads.
+  var chosen = null;
+  var group = Math.max(1, Math.round(config.n_heads / config.n_kv_heads));
+  function showsPanel(panel) {
+    if (chosen === null || panel.head === null) return true;
+    if (config.head !== null) return true;  // a trace of one head holds nothing else
+    return panel.head === (panel.kv ? Math.floor(chosen / group) : chosen);
+  }
+
+  var figures = [];  // {figure, panel, draw (once), drawn}
+  function leftOut(panel) {
+    var box = document.createElement('div');
+    box.className = 'left-out';
+    var size = panel.rows + ' × ' + panel.cols;
+    box.textContent = panel.left_out === 'too large'
+      ? 'not in this page: ' + size + ' is more than the ' + data.budget.step_numbers.toLocaleString('en') +
+        ' numbers a page holds (attn-trace run --json saves them all)'
+      : 'not in this page (' + size + '): its budget of numbers went to the heatmaps before it' +
+        (panel.head !== null && config.head === null ? '; attn-trace report FILE --head ' + panel.head + ' shows it' : '');
+    return box;
+  }
+  function addFigure(container, panel, caption, make) {
+    var figure = document.createElement('figure');
+    figure.className = 'heatmap';
+    figure.setAttribute('data-batch', panel.batch);
+    if (panel.head !== null) figure.setAttribute('data-head', panel.head);
+    var label = document.createElement('figcaption');
+    label.textContent = caption || '\u00a0';
+    figure.appendChild(label);
+    container.appendChild(figure);
+    var entry = { figure: figure, panel: panel, drawn: false };
+    entry.draw = function () {
+      if (entry.drawn) return;
+      entry.drawn = true;
+      figure.appendChild(panel.values ? make().el : leftOut(panel));
+      if (panel.values && (panel.rows > SVG_MAX || panel.cols > SVG_MAX)) {
+        var axis = document.createElement('div');
+        axis.className = 'axis-note';
+        axis.textContent = panel.rows + ' × ' + panel.cols + ' (drawn on a canvas): point at a cell for its value';
+        figure.appendChild(axis);
+      }
+    };
+    figures.push(entry);
+  }
+  function matrixOf(step, panel) {
+    return {
+      rows: panel.rows, cols: panel.cols, values: valuesOf(panel), removed: panel.removed || null,
+      rowLabels: panel.row_labels.map(function (label, r) {
+        return panel.empty_rows && panel.empty_rows.indexOf(r) >= 0 ? label + ' ∅' : label;
+      }),
+      colLabels: panel.col_labels, scale: step.scale, lo: num(step.range[0]), hi: num(step.range[1]),
+      name: step.name, tip: tipFor(step, panel)
+    };
+  }
+
+  // A step of a large batch has many heatmaps: the page draws the first ones and says how many it left.
+  var MAX_FIGURES = 96;
+  data.steps.forEach(function (step) {
+    var section = document.getElementById('step-' + step.name);
+    if (!section) return;
+    var container = section.querySelector('.heatmaps');
+    step.panels.slice(0, MAX_FIGURES).forEach(function (panel) {
+      addFigure(container, panel, panel.caption, function () { return heatmap(matrixOf(step, panel)); });
+    });
+    if (step.panels.length > MAX_FIGURES) {
+      var more = document.createElement('p');
+      more.className = 'note';
+      more.textContent = 'The page draws the first ' + MAX_FIGURES + ' of these ' + step.panels.length +
+                         ' heatmaps; --head H or a smaller batch shows the others.';
+      container.appendChild(more);
+    }
+  });
+
+  if (data.diff) {
+    var diffBox = document.getElementById('diff-maps');
+    if (diffBox) {
+      data.diff.panels.forEach(function (panel) {
+        addFigure(diffBox, panel, panel.caption || 'flash − naive', function () {
+          var m = matrixOf({ name: 'flash − naive', scale: data.diff.scale, range: data.diff.range }, panel);
+          m.tip = null;
+          return heatmap(m);
+        });
+      });
+    }
+  }
+
+  function applyHeads() {
+    figures.forEach(function (entry) {
+      var visible = showsPanel(entry.panel);
+      entry.figure.hidden = !visible;
+      if (visible && !entry.drawn) schedule(entry.draw);
+    });
+  }
+
+  // The head selector: every head, or one. Large traces start with one head, so the page opens quickly.
+  var select = document.getElementById('head-select');
+  (function () {
+    var heads = config.head !== null ? [config.head] : [];
+    if (config.head === null) for (var h = 0; h < config.n_heads; h++) heads.push(h);
+    var all = document.createElement('option');
+    all.value = 'all';
+    all.textContent = heads.length > 1 ? 'all heads' : 'head ' + heads[0];
+    select.appendChild(all);
+    if (heads.length > 1) {
+      heads.forEach(function (h) {
+        var option = document.createElement('option');
+        option.value = String(h);
+        option.textContent = 'head ' + h;
+        select.appendChild(option);
+      });
+    }
+    var cells = 0;
+    data.steps.forEach(function (step) {
+      step.panels.forEach(function (p) { if (p.values) cells += p.rows * p.cols; });
+    });
+    if (heads.length > 1 && cells > 150000) {
+      chosen = heads[0];
+      select.value = String(chosen);
+    }
+    select.addEventListener('change', function () {
+      chosen = select.value === 'all' ? null : Number(select.value);
+      applyHeads();
+      if (chosen !== null && walk) walk.toHead(chosen);
+    });
+  })();
+
+  // With scripts, the heatmaps carry the numbers: fold the tables away (they stay one click off).
+  Array.prototype.forEach.call(document.querySelectorAll('details.numbers'), function (d) { d.open = false; });
+
+  // ---- the flash tile walk ----
+
+  var walk = null;
+  if (data.flash && data.flash.walk.length && document.getElementById('tile-state')) walk = tileWalk(data.flash);
+
+  function tileWalk(flash) {
+    var state = document.getElementById('tile-state');
+    var full = document.getElementById('tile-full');
+    var partsBox = document.getElementById('tile-parts');
+    var tileSelect = document.getElementById('tile-select');
+    var prev = document.querySelector('[data-action="prev-tile"]');
+    var next = document.querySelector('[data-action="next-tile"]');
+    var dv = flash.d_v;
+
+    // Every key tile of every query tile, then the query tile's final division, in the engine's order.
+    var sequence = [];
+    flash.walk.forEach(function (q, qi) {
+      q.tiles.forEach(function (t, k) { sequence.push({ q: qi, k: k }); });
+      if (q.final) sequence.push({ q: qi, k: q.tiles.length, final: true });
+    });
+    flash.walk.forEach(function (q, qi) {
+      var option = document.createElement('option');
+      option.value = String(qi);
+      option.textContent = place(q) + 'query tile ' + q.i + ' (' + tokens(q.batch, q.rows, false) + ')';
+      tileSelect.appendChild(option);
+    });
+
+    function place(q) { return (config.batch !== null ? 'batch ' + q.batch + ' · ' : '') + 'head ' + q.head + ' · '; }
+    function tokens(batch, range, keys) {
+      var list = (keys ? data.context_tokens : data.tokens)[batch].slice(range[0], range[1]);
+      var text = list.slice(0, 4).join(', ');
+      return list.length > 4 ? text + ', … (' + list.length + ')' : text;
+    }
+    function labels(batch, range, keys) { return (keys ? data.context_tokens : data.tokens)[batch].slice(range[0], range[1]); }
+
+    // The whole score matrix of a batch item and head: the masked step when the page has it, else
+    // pieced together from the tiles (cells of tiles not in the page stay blank).
+    var matrices = {};
+    function scoreMatrix(q) {
+      var key = q.batch + ':' + q.head;
+      if (matrices[key]) return matrices[key];
+      var step = stepByName.masked, panel = panelAt('masked', q.batch, q.head);
+      var m;
+      if (panel) {
+        m = matrixOf(step, panel);
+        m.name = 'S″ (scaled, masked)';
+        m.tip = null;
+      } else {
+        var values = new Float64Array(config.n * config.m).fill(NaN), lo = 0, hi = 0;
+        flash.walk.forEach(function (w) {
+          if (w.batch !== q.batch || w.head !== q.head) return;
+          w.tiles.forEach(function (t) {
+            var S = t.skipped ? null : nums(t.S), width = t.cols[1] - t.cols[0];
+            for (var r = w.rows[0]; r < w.rows[1]; r++) {
+              for (var c = t.cols[0]; c < t.cols[1]; c++) {
+                var v = S ? S[(r - w.rows[0]) * width + (c - t.cols[0])] : -Infinity;
+                values[r * config.m + c] = v;
+                if (isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+              }
+            }
+          });
+        });
+        var removed = '';
+        for (var k = 0; k < values.length; k++) removed += values[k] === -Infinity ? '1' : '0';
+        var reach = Math.max(Math.abs(lo), Math.abs(hi));
+        m = { rows: config.n, cols: config.m, values: values, removed: removed, rowLabels: data.tokens[q.batch],
+              colLabels: data.context_tokens[q.batch], scale: 'diverging', lo: -reach, hi: reach,
+              name: 'S (scaled, masked)', tip: null };
+      }
+      var drawn = heatmap(m);
+      var box = document.createElement('div');
+      box.className = 'matrix-box';
+      box.appendChild(drawn.el);
+      var caption = document.createElement('div');
+      caption.className = 'matrix-caption';
+      caption.textContent = place(q) + m.name + ': the frame is the current tile';
+      var highlight = document.createElement('div');
+      highlight.className = 'tile-highlight';
+      highlight.id = 'tile-highlight';
+      box.appendChild(highlight);
+      var figure = document.createElement('figure');
+      figure.className = 'heatmap walk-matrix';
+      figure.appendChild(caption);
+      figure.appendChild(box);
+      figure.appendChild(legend(m.scale, m.lo, m.hi));
+      matrices[key] = { m: m, drawn: drawn, box: box, figure: figure, highlight: highlight, done: [] };
+      return matrices[key];
+    }
+
+    // O before this tile: the last O of this query tile so far, or zeros.
+    function previousO(q, k) {
+      for (var j = k - 1; j >= 0; j--) if (!q.tiles[j].skipped) return nums(q.tiles[j].O);
+      return new Float64Array((q.rows[1] - q.rows[0]) * dv);
+    }
+    // The range of O over this query tile, so its colours hold still while walking.
+    function oRange(q) {
+      var reach = 0;
+      q.tiles.forEach(function (t) {
+        if (!t.skipped) nums(t.O).forEach(function (v) { if (isFinite(v)) reach = Math.max(reach, Math.abs(v)); });
+      });
+      return reach;
+    }
+
+    function figureOf(title, m) {
+      var figure = document.createElement('figure');
+      figure.className = 'heatmap';
+      var caption = document.createElement('figcaption');
+      caption.textContent = title;
+      figure.appendChild(caption);
+      figure.appendChild(heatmap(m).el);
+      figure.appendChild(legend(m.scale, m.lo, m.hi));
+      return figure;
+    }
+
+    function stateTable(q, t, rowLabels) {
+      var table = document.createElement('table');
+      table.className = 'state';
+      var html = '<caption>the running state of each row</caption><thead><tr><th></th><th>m_prev</th><th>m_new</th>' +
+                 '<th>alpha</th><th>l_prev</th><th>l_new</th></tr></thead><tbody>';
+      var mp = nums(t.m_prev), mn = nums(t.m_new), al = nums(t.alpha), lp = nums(t.l_prev), ln = nums(t.l_new);
+      for (var r = 0; r < rowLabels.length && r < 48; r++) {
+        var rescaled = isFinite(mp[r]) && mn[r] > mp[r];
+        html += '<tr' + (rescaled ? ' class="rescaled" title="m rose: what earlier tiles added is multiplied by alpha"' : '') +
+                '><th>' + esc(cut(rowLabels[r], 12)) + '</th><td>' + show(mp[r]) + '</td><td' +
+                (mn[r] !== mp[r] ? ' class="changed"' : '') + '>' + show(mn[r]) + '</td><td' +
+                (rescaled ? ' class="changed"' : '') + '>' + show(al[r]) + '</td><td>' + show(lp[r]) + '</td><td' +
+                (ln[r] !== lp[r] ? ' class="changed"' : '') + '>' + show(ln[r]) + '</td></tr>';
+      }
+      if (rowLabels.length > 48) html += '<tr><th>⋮</th><td colspan="5">' + (rowLabels.length - 48) + ' more rows</td></tr>';
+      table.innerHTML = html + '</tbody>';
+      return table;
+    }
+
+    var current = 0;
+    function render() {
+      var at = sequence[current], q = flash.walk[at.q], matrix = scoreMatrix(q);
+      if (full.firstChild !== matrix.figure) {
+        full.innerHTML = '';
+        full.appendChild(matrix.figure);
+      }
+      // Outline the tiles of this query tile already walked; frame the current one.
+      matrix.done.forEach(function (d) { d.remove(); });
+      matrix.done = [];
+      var rows = q.rows, r0 = rows[0], r1 = rows[1], cols, text;
+      for (var j = 0; j < Math.min(at.k, q.tiles.length); j++) {
+        var b = matrix.drawn.box(r0, r1, q.tiles[j].cols[0], q.tiles[j].cols[1]);
+        var done = document.createElement('div');
+        done.className = 'tile-done';
+        done.style.left = b.left + 'px'; done.style.top = b.top + 'px';
+        done.style.width = b.width + 'px'; done.style.height = b.height + 'px';
+        matrix.box.appendChild(done);
+        matrix.done.push(done);
+      }
+      cols = at.final ? [0, config.m] : q.tiles[at.k].cols;
+      var box = matrix.drawn.box(r0, r1, cols[0], cols[1]);
+      var h = matrix.highlight;
+      h.style.left = box.left - 2 + 'px'; h.style.top = box.top - 2 + 'px';
+      h.style.width = box.width + 4 + 'px'; h.style.height = box.height + 4 + 'px';
+      h.setAttribute('data-rows', rows.join(','));
+      h.setAttribute('data-cols', cols.join(','));
+      h.setAttribute('data-step', String(current));
+
+      var rowLabels = labels(q.batch, rows, false);
+      var header = 'tile ' + (current + 1) + ' of ' + sequence.length + ' · ' + place(q) + 'query tile ' + q.i +
+                   ' (' + tokens(q.batch, rows, false) + ')';
+      // The tile's state on top, its matrices in a row below it.
+      partsBox.innerHTML = '';
+      var maps = document.createElement('div');
+      maps.className = 'tile-maps';
+      if (at.final) {
+        text = header + ' done: O / l, lse = m + log l\nEvery key tile has been seen: one division by l turns the ' +
+               'running sums into the softmax-weighted average of the values.';
+        var finalO = nums(q.final.O), lse = nums(q.final.lse);
+        var reach = 0;
+        finalO.forEach(function (v) { if (isFinite(v)) reach = Math.max(reach, Math.abs(v)); });
+        maps.appendChild(figureOf('O / l: this query tile\'s rows of head_outputs', {
+          rows: rowLabels.length, cols: dv, values: finalO, removed: null, rowLabels: rowLabels,
+          colLabels: dvLabels(), scale: 'diverging', lo: -reach, hi: reach, name: 'O / l', tip: null }));
+        var table = document.createElement('table');
+        table.className = 'state';
+        var html = '<caption>lse = m + log l</caption><tbody>';
+        for (var r = 0; r < rowLabels.length && r < 48; r++)
+          html += '<tr><th>' + esc(cut(rowLabels[r], 12)) + '</th><td>' + show(lse[r]) + '</td></tr>';
+        table.innerHTML = html + '</tbody>';
+        partsBox.appendChild(table);
+        partsBox.appendChild(maps);
+      } else {
+        var t = q.tiles[at.k], colLabels = labels(q.batch, cols, true);
+        text = header + ' × key tile ' + t.j + ' (' + tokens(q.batch, cols, true) + ')';
+        if (t.skipped) {
+          text += '\nskipped: the mask rules out every query-key pair of this tile, so m, l and O stay as they were.';
+          var skipped = document.createElement('p');
+          skipped.className = 'note';
+          skipped.textContent = 'No scores are computed for this tile.';
+          partsBox.appendChild(skipped);
+        } else {
+          var mp = nums(t.m_prev), mn = nums(t.m_new), rose = 0, first = 0;
+          for (var i = 0; i < mp.length; i++) {
+            if (mp[i] === -Infinity && mn[i] > -Infinity) first++;
+            else if (mn[i] > mp[i]) rose++;
+          }
+          var said = [], kept = mp.length - rose - first;
+          if (rose) said.push('m rose in ' + rose + ' row' + (rose > 1 ? 's' : '') + ': alpha = exp(m_prev − m_new) < 1 ' +
+                              'rescales what earlier tiles added');
+          if (first) said.push(first === mp.length ? 'every row meets its first key here: m_prev = -inf, so alpha = 0 ' +
+                                                     '(nothing yet to rescale)'
+                                                   : first + ' row' + (first > 1 ? 's meet their' : ' meets its') +
+                                                     ' first key here (alpha = 0)');
+          if (kept && kept < mp.length) said.push(kept + ' row' + (kept > 1 ? 's keep their' : ' keeps its') + ' maximum (alpha = 1)');
+          else if (kept) said.push('no row\'s maximum rose: alpha = 1, the new terms are simply added');
+          text += '\n' + said.join('; ') + '.';
+          var S = nums(t.S), P = nums(t.P), removed = '';
+          for (var n = 0; n < S.length; n++) removed += S[n] === -Infinity ? '1' : '0';
+          var width = cols[1] - cols[0];
+          maps.appendChild(figureOf('S: this tile of scaled scores', {
+            rows: rowLabels.length, cols: width, values: S, removed: removed, rowLabels: rowLabels, colLabels: colLabels,
+            scale: matrix.m.scale, lo: matrix.m.lo, hi: matrix.m.hi, name: 'S', tip: null }));
+          partsBox.appendChild(stateTable(q, t, rowLabels));
+          partsBox.appendChild(maps);
+          maps.appendChild(figureOf('P = exp(S − m_new)', {
+            rows: rowLabels.length, cols: width, values: P, removed: removed, rowLabels: rowLabels, colLabels: colLabels,
+            scale: 'sequential', lo: 0, hi: 1, name: 'P',
+            tip: function (r, c) { return ['from S = ' + show(S[r * width + c]) + ', m_new = ' + show(mn[r])]; } }));
+          var reachO = oRange(q);
+          maps.appendChild(figureOf('O_prev (before this tile)', {
+            rows: rowLabels.length, cols: dv, values: previousO(q, at.k), removed: null, rowLabels: rowLabels,
+            colLabels: dvLabels(), scale: 'diverging', lo: -reachO, hi: reachO, name: 'O_prev', tip: null }));
+          maps.appendChild(figureOf('O = alpha·O_prev + P·V', {
+            rows: rowLabels.length, cols: dv, values: nums(t.O), removed: null, rowLabels: rowLabels,
+            colLabels: dvLabels(), scale: 'diverging', lo: -reachO, hi: reachO, name: 'O', tip: null }));
+        }
+      }
+      state.textContent = text;
+      tileSelect.value = String(at.q);
+      prev.disabled = current === 0;
+      next.disabled = current === sequence.length - 1;
+    }
+    function dvLabels() { var out = []; for (var c = 0; c < dv; c++) out.push(String(c)); return out; }
+
+    function go(to) {
+      current = Math.max(0, Math.min(sequence.length - 1, to));
+      render();
+    }
+    prev.addEventListener('click', function () { go(current - 1); });
+    next.addEventListener('click', function () { go(current + 1); });
+    tileSelect.addEventListener('change', function () {
+      var qi = Number(tileSelect.value);
+      for (var k = 0; k < sequence.length; k++) if (sequence[k].q === qi) return go(k);
+    });
+    document.getElementById('flash').addEventListener('keydown', function (event) {
+      if (event.target.tagName === 'SELECT') return;
+      if (event.key === 'ArrowRight') { go(current + 1); event.preventDefault(); }
+      if (event.key === 'ArrowLeft') { go(current - 1); event.preventDefault(); }
+    });
+    schedule(render);
+    return {
+      // Follow the head selector: the first query tile of that head, when the walk holds one.
+      toHead: function (head) {
+        if (flash.walk[sequence[current].q].head === head) return;
+        for (var k = 0; k < sequence.length; k++) if (flash.walk[sequence[k].q].head === head) return go(k);
+      }
+    };
+  }
+
+  // ---- the theme ----
+
+  var themeButton = document.querySelector('[data-action="theme"]');
+  var darkQuery = window.matchMedia ? window.matchMedia('(prefers-color-scheme: dark)') : null;
+  function isDark() {
+    var chosenTheme = root.getAttribute('data-theme');
+    return chosenTheme ? chosenTheme === 'dark' : !!(darkQuery && darkQuery.matches);
+  }
+  function labelTheme() { themeButton.textContent = isDark() ? 'light theme' : 'dark theme'; }
+  themeButton.addEventListener('click', function () {
+    root.setAttribute('data-theme', isDark() ? 'light' : 'dark');
+    labelTheme();
+  });
+  if (darkQuery && darkQuery.addEventListener) darkQuery.addEventListener('change', labelTheme);
+  labelTheme();
+
+  // Print what is shown, drawn in full.
+  window.addEventListener('beforeprint', flush);
+
+  applyHeads();
+  if (!queue.length) schedule(function () {});
+})();

@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""The HTML report in a real browser: headless Chromium driven by Selenium, one session for every page.
+
+For the report of every example in data/ (and of saved traces read back as FILE), it checks that
+  - the page loads from file:// with no console error, fetches nothing (the browser's resource entries
+    are only file:, data: and blob: URLs) and names no external src or href;
+  - every step has its section (id="step-NAME");
+  - every heatmap cell's data-value is the trace's value (the trace of `run --json` with the same
+    engine, rounded to the 7 significant digits the page keeps);
+  - next-tile changes #tile-state and moves the highlighted tile, and prev-tile brings both back;
+  - a screenshot is taken and is not blank (its pixels, read back in the browser, have many colours);
+and, once, that the head selector and the theme switch work and that a token such as </script><b>
+stays text.
+
+usage: browser_test.py ATTN_TRACE SOURCE_DIR
+Needs Debian's chromium, chromium-driver and python3-selenium (scripts/setup.sh --tests).
+"""
+import base64
+import glob
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+
+STEPS = ["q", "k", "v", "q_heads", "k_heads", "v_heads", "scores", "scaled", "masked", "weights",
+         "head_outputs", "concat", "output"]
+
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print(f"FAIL: {what}", flush=True)
+    return ok
+
+
+def run(binary, *args, expect=(0,)):
+    r = subprocess.run([binary, *args], capture_output=True, text=True, timeout=60)
+    if r.returncode not in expect:
+        raise SystemExit(f"{' '.join(args)}: exit {r.returncode}: {r.stderr.strip()}")
+    return r
+
+
+def browser():
+    options = Options()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,900", "--hide-scrollbars", "--disable-extensions"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def load(driver, path):
+    driver.get("file://" + os.path.abspath(path))
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if driver.execute_script("return document.documentElement.getAttribute('data-ready')") == "1":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def value(text):
+    """A number as the trace or the page writes it: -inf, inf and nan as strings."""
+    special = {"-inf": -math.inf, "inf": math.inf, "nan": math.nan}
+    return special[text] if isinstance(text, str) and text in special else float(text)
+
+
+def flat(nested):
+    if isinstance(nested, list):
+        return [x for item in nested for x in flat(item)]
+    return [value(nested)]
+
+
+def same(page, trace):
+    if math.isinf(trace) or math.isnan(trace):
+        return page == trace or (math.isnan(page) and math.isnan(trace))
+    return abs(page - trace) <= 1e-6 * abs(trace) + 1e-300
+
+
+def panels_of(step, config):
+    """The trace step's values split as the page splits them: one 2-D matrix per batch item and head."""
+    batched = config["batch"] is not None
+    shape, data = step["shape"], flat(step["data"])
+    rows = shape[-2] if len(shape) >= 2 else 1
+    cols = shape[-1]
+    out = []
+    size = rows * cols
+    dims = step["dims"]
+    outer = shape[:-2] if len(shape) >= 2 else []
+    for k in range(len(data) // size if size else 0):
+        index, rest = [], k
+        for extent in reversed(outer):
+            index.insert(0, rest % extent)
+            rest //= extent
+        batch = index[0] if batched else 0
+        head = index[-1] if (len(outer) > (1 if batched else 0)) else None
+        if head is not None and config["head"] is not None:  # a trace of one head: its axes hold that head
+            group = config["n_heads"] // config["n_kv_heads"]
+            head = config["head"] // group if "kv_head" in step["dims"] else config["head"]
+        out.append((batch, head, data[k * size:(k + 1) * size]))
+    return out
+
+
+COLLECT = """
+const out = {};
+for (const section of document.querySelectorAll('section.step')) {
+  const figures = [];
+  for (const figure of section.querySelectorAll('figure.heatmap')) {
+    if (figure.hidden) continue;
+    figures.push({batch: Number(figure.dataset.batch),
+                  head: figure.dataset.head === undefined ? null : Number(figure.dataset.head),
+                  values: Array.from(figure.querySelectorAll('rect[data-value]'), r => r.getAttribute('data-value'))});
+  }
+  out[section.dataset.step] = figures;
+}
+return out;
+"""
+
+NETWORK = """
+const urls = performance.getEntriesByType('resource').map(e => e.name);
+urls.push(location.href);
+const attrs = [];
+for (const el of document.querySelectorAll('[src], [href], [xlink\\\\:href]'))
+  for (const name of ['src', 'href', 'xlink:href'])
+    if (el.hasAttribute(name)) attrs.push(el.getAttribute(name));
+return {urls, attrs, links: document.querySelectorAll('link, iframe, object, embed, img[src]').length};
+"""
+
+TILE = """
+const h = document.getElementById('tile-highlight');
+return {state: document.getElementById('tile-state').textContent,
+        rows: h && h.getAttribute('data-rows'), cols: h && h.getAttribute('data-cols'),
+        step: h && h.getAttribute('data-step'),
+        box: h && [h.style.left, h.style.top, h.style.width, h.style.height].join(' ')};
+"""
+
+# How many colours a PNG has, read back through a canvas in the browser.
+COLOURS = """
+const done = arguments[arguments.length - 1];
+const img = new Image();
+img.onload = () => {
+  const c = document.createElement('canvas');
+  c.width = img.width; c.height = img.height;
+  const g = c.getContext('2d');
+  g.drawImage(img, 0, 0);
+  const d = g.getImageData(0, 0, c.width, c.height).data;
+  const seen = new Set();
+  for (let k = 0; k < d.length; k += 4 * 7) seen.add((d[k] << 16) | (d[k + 1] << 8) | d[k + 2]);
+  done({width: img.width, height: img.height, colours: seen.size});
+};
+img.onerror = () => done(null);
+img.src = 'data:image/png;base64,' + arguments[0];
+"""
+
+
+def check_page(driver, name, path, trace, shots):
+    if not check(load(driver, path), f"{name}: the page sets data-ready within 30 s"):
+        return
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    check(not errors, f"{name}: no console error: {errors}")
+
+    net = driver.execute_script(NETWORK)
+    check(all(re.match(r"^(file|data|blob):", u) for u in net["urls"]),
+          f"{name}: the page fetched only file:, data: and blob: URLs: {net['urls']}")
+    check(all(a.startswith("#") for a in net["attrs"]), f"{name}: every src and href is within the page: {net['attrs']}")
+    check(net["links"] == 0, f"{name}: no link, iframe, object, embed or img element")
+
+    for step in STEPS:
+        check(driver.execute_script(f"return !!document.getElementById('step-{step}')"),
+              f"{name}: section id=step-{step} is present")
+
+    # Show every head, then compare every SVG cell with the trace.
+    driver.execute_script("const s = document.getElementById('head-select'); s.value = 'all';"
+                          "s.dispatchEvent(new Event('change'));")
+    deadline = time.time() + 10
+    while driver.execute_script("return document.querySelectorAll('figure.heatmap:not([hidden])').length !=="
+                                " document.querySelectorAll('figure.heatmap:not([hidden]) > :nth-child(2)').length"):
+        if time.time() > deadline:
+            break
+        time.sleep(0.05)
+    page = driver.execute_script(COLLECT)
+    compared = 0
+    for step in trace["steps"]:
+        figures = page.get(step["name"], [])
+        expected = panels_of(step, trace["config"])
+        check(len(figures) == len(expected),
+              f"{name}: step {step['name']} has {len(expected)} heatmaps, the page {len(figures)}")
+        for (batch, head, values), figure in zip(expected, figures):
+            where = f"{name}: {step['name']} batch {batch} head {head}"
+            check(figure["batch"] == batch and figure["head"] == head,
+                  f"{where}: the figure is batch {figure['batch']} head {figure['head']}")
+            if not check(len(figure["values"]) == len(values),
+                         f"{where}: {len(values)} cells in the trace, {len(figure['values'])} rects with data-value"):
+                continue
+            for k, (shown, want) in enumerate(zip(figure["values"], values)):
+                if not check(same(value(shown), want), f"{where} cell {k}: data-value {shown}, trace {want}"):
+                    break
+                compared += 1
+    check(compared > 0, f"{name}: some cells were compared")
+    print(f"{name}: {compared} cells compared", flush=True)
+
+    if trace.get("flash") and driver.execute_script("return !!document.querySelector('[data-action=next-tile]')"):
+        before = driver.execute_script(TILE)
+        driver.find_element("css selector", "[data-action=next-tile]").click()
+        after = driver.execute_script(TILE)
+        check(after["state"] != before["state"], f"{name}: next-tile changes #tile-state")
+        check((after["rows"], after["cols"], after["box"]) != (before["rows"], before["cols"], before["box"]),
+              f"{name}: next-tile moves the highlighted tile: {before} -> {after}")
+        driver.find_element("css selector", "[data-action=prev-tile]").click()
+        back = driver.execute_script(TILE)
+        check(back == before, f"{name}: prev-tile goes back: {before} -> {back}")
+
+    if shots:
+        png = driver.get_screenshot_as_png()
+        check(len(png) > 10000, f"{name}: the screenshot is a PNG of some size ({len(png)} bytes)")
+        seen = driver.execute_async_script(COLOURS, base64.b64encode(png).decode())
+        check(seen is not None and seen["colours"] >= 16, f"{name}: the screenshot is not blank: {seen}")
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    check(not errors, f"{name}: no console error while using the page: {errors}")
+
+
+def main():
+    binary, source = sys.argv[1], sys.argv[2]
+    examples = sorted(glob.glob(os.path.join(source, "data", "*.json")))
+    if not examples:
+        raise SystemExit(f"no examples in {source}/data")
+    driver = browser()
+    driver.set_script_timeout(20)
+    try:
+        with tempfile.TemporaryDirectory() as work:
+            pages = []
+            for example in examples:
+                name = os.path.basename(example)[:-5]
+                html = os.path.join(work, name + ".html")
+                run(binary, "report", example, "-o", html)
+                trace = json.loads(run(binary, "run", example, "--engine", "both", "--json", "-").stdout)
+                pages.append((name, html, trace))
+
+            # Saved traces as FILE: a run of both engines, and a comparison with its verdict.
+            saved = os.path.join(work, "gqa.trace.json")
+            run(binary, "run", os.path.join(source, "data", "gqa.json"), "--engine", "both", "--json", saved)
+            run(binary, "report", saved, "-o", os.path.join(work, "gqa-saved.html"))
+            pages.append(("gqa.json saved by run --json", os.path.join(work, "gqa-saved.html"),
+                          json.load(open(saved))))
+            compared = os.path.join(work, "gpt.compare.json")
+            run(binary, "compare", os.path.join(source, "data", "gpt_causal.json"), "--json", compared, expect=(0, 1))
+            run(binary, "report", compared, "-o", os.path.join(work, "gpt-compare.html"))
+            pages.append(("gpt_causal.json saved by compare --json", os.path.join(work, "gpt-compare.html"),
+                          json.load(open(compared))))
+
+            # One engine, and one head of a few steps.
+            gpt = os.path.join(source, "data", "gpt_causal.json")
+            for label, args in (("flash", ["--engine", "flash"]),
+                                ("head1", ["--head", "1", "--steps", "weights,output"])):
+                html = os.path.join(work, f"gpt-{label}.html")
+                run(binary, "report", gpt, *args, "-o", html)
+                engine = [] if "--engine" in args else ["--engine", "both"]
+                trace = json.loads(run(binary, "run", gpt, *engine, *args, "--json", "-").stdout)
+                pages.append((f"gpt_causal.json {' '.join(args)}", html, trace))
+
+            for name, html, trace in pages:
+                check_page(driver, name, html, trace, shots=True)
+
+            # The verdict of a comparison is on the page.
+            load(driver, os.path.join(work, "gpt-compare.html"))
+            verdict = driver.execute_script("return document.getElementById('verdict').textContent")
+            check("compare's verdict: pass" in verdict or "compare's verdict: fail" in verdict,
+                  f"the report of a compare trace gives its verdict: {verdict}")
+
+            # The head selector shows one head; the theme switch changes the colours.
+            load(driver, os.path.join(work, "gpt_causal.html"))
+            shown = driver.execute_script(
+                "const s = document.getElementById('head-select'); s.value = '1'; s.dispatchEvent(new Event('change'));"
+                "return Array.from(document.querySelectorAll('#step-weights figure.heatmap:not([hidden])'),"
+                " f => f.dataset.head);")
+            check(shown == ["1"], f"head 1 chosen: the weights show head 1 only, not {shown}")
+            themes = driver.execute_script(
+                "const before = getComputedStyle(document.body).backgroundColor;"
+                "document.querySelector('[data-action=theme]').click();"
+                "return [before, getComputedStyle(document.body).backgroundColor,"
+                " document.documentElement.getAttribute('data-theme')];")
+            check(themes[0] != themes[1] and themes[2] in ("dark", "light"), f"the theme switch: {themes}")
+
+            # A token that tries to end the script, and one that tries to drive a terminal.
+            with open(os.path.join(source, "data", "the_cat_sat.json")) as f:
+                doc = json.load(f)
+            doc["tokens"] = ["</script><b>bold</b>", "\u001b[31mred", "<!--"]
+            hostile = os.path.join(work, "hostile.json")
+            with open(hostile, "w") as f:
+                json.dump(doc, f)
+            run(binary, "report", hostile, "-o", os.path.join(work, "hostile.html"))
+            check(load(driver, os.path.join(work, "hostile.html")), "hostile tokens: the page still loads")
+            errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+            check(not errors, f"hostile tokens: no console error: {errors}")
+            tokens = driver.execute_script(
+                "return [Array.from(document.querySelectorAll('b')).filter(b => b.textContent === 'bold').length,"
+                " Array.from(document.querySelectorAll('.token'), t => t.textContent)];")
+            check(tokens[0] == 0, f"hostile tokens: no <b> element came from a token ({tokens[0]})")
+            check(tokens[1] == ["</script><b>bold</b>", "\\x1b[31mred", "<!--"],
+                  f"hostile tokens: shown as text, ESC written out: {tokens[1]}")
+    finally:
+        driver.quit()
+
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        sys.exit(1)
+    print("browser: every report checked")
+
+
+if __name__ == "__main__":
+    main()
