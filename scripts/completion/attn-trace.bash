@@ -8,7 +8,7 @@
 # (a comma list) and --step, the names of `attn-trace example`, and *.json files (or -) for FILE.
 
 # The options of each command, as apps/attn-trace/*.cpp declares them.
-_attn_trace_display_options='--max-memory --precision --color --max-rows --max-cols'
+_attn_trace_display_options='--max-memory --precision --color --max-rows --max-cols --view'
 _attn_trace_trace_options="--dtype --block-q --block-k --steps --head --json $_attn_trace_display_options"
 _attn_trace_plot_options='--step --head --all-heads --batch -o --output --engine --dtype --max-memory --help'
 _attn_trace_steps='q k v q_heads k_heads v_heads scores scaled masked weights head_outputs concat output tiles'
@@ -91,6 +91,7 @@ _attn_trace() {
       --engine) [[ $command == run || $command == plot || $command == report ]] && values='naive flash both' ;;
       --dtype) values='float32 float64' ;;
       --color) values='auto always never' ;;
+      --view) values='numbers heatmap auto' ;;
       --steps) value_kind=steps ;;
       --step) values=${_attn_trace_steps% tiles} ;;
       --json | -o | --output) value_kind=output ;;
@@ -133,7 +134,7 @@ _attn_trace() {
   case $command in
     run) options="--engine $_attn_trace_trace_options --help" ;;
     compare) options="$_attn_trace_trace_options --help" ;;
-    show) options="$_attn_trace_display_options --help" ;;
+    show) options="--steps --head $_attn_trace_display_options --help" ;;
     plot) options=$_attn_trace_plot_options ;;
     report) options='--engine --dtype --block-q --block-k --steps --head --max-memory -o --output --help' ;;
     example) options='--list --help' ;;

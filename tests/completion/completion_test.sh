@@ -78,10 +78,10 @@ expect_exactly "--version" attn-trace --v
 
 # Each command's options.
 run_options="--engine --dtype --block-q --block-k --steps --head --json --max-memory --precision --color
-             --max-rows --max-cols --help"
+             --max-rows --max-cols --view --help"
 expect_exactly "$run_options" attn-trace run x.json --
 expect_exactly "${run_options/--engine/}" attn-trace compare x.json --
-expect_exactly "--max-memory --precision --color --max-rows --max-cols --help" attn-trace show t.json --
+expect_exactly "--steps --head --max-memory --precision --color --max-rows --max-cols --view --help" attn-trace show t.json --
 expect_exactly "--list --help" attn-trace example --
 expect_exactly "--step --head --all-heads --batch -o --output --engine --dtype --max-memory --help" attn-trace plot x.json -
 expect_exactly "--engine --dtype --block-q --block-k --steps --head --max-memory --output --help" \
@@ -99,6 +99,8 @@ expect_exactly "" attn-trace compare x.json --engine ''
 expect_exactly "float32 float64" attn-trace compare x.json --dtype ''
 expect_exactly "float64" attn-trace run x.json --dtype float6
 expect_exactly "auto always never" attn-trace show t.json --color ''
+expect_exactly "numbers heatmap auto" attn-trace run x.json --view ''
+expect_exactly "heatmap" attn-trace compare x.json --view h
 expect_exactly "auto always" attn-trace run x.json --color a
 expect_exactly "" attn-trace run x.json --head ''
 expect_exactly "" attn-trace run x.json --max-memory ''
