@@ -114,7 +114,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # ASCII only when the locale is not UTF-8, whatever says so (or nothing does).
     for env in ({"LC_ALL": "C"}, {"LANG": "POSIX"}, {}, {"LC_ALL": "C", "LANG": "en_US.UTF-8"}):
-        for args in commands + [["run", "--help"], ["--help"], ["plot", "--help"]]:
+        for args in commands + [["run", "--help"], ["--help"], ["plot", "--help"], ["report", "--help"]]:
             for color in ("never", "always"):
                 extra = ["--color", color] if args[-1] != "--help" else []
                 r = run(args + extra, env, check=False)
