@@ -8,8 +8,6 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
-#include "io/json_pointer.hpp"
-#include "io/output.hpp"
 #include "options.hpp"
 #include "render/svg.hpp"
 
@@ -24,17 +22,6 @@ struct PlotCommand {
   std::size_t batch = 0;
   std::string out;  // "" or "-": stdout
 };
-
-// --step NAME as a step, or a UsageError that suggests the nearest name, as --steps does.
-Step step_named(const std::string& name) {
-  if (const std::optional<Step> step = step_from_name(name)) return *step;
-  std::vector<std::string_view> names;
-  for (const Step s : all_steps()) names.push_back(step_info(s).name);
-  const std::string near = nearest_word(name, names);
-  throw UsageError(fmt::format("--step: unknown step \"{}\"{}; the steps are {}", name,
-                               near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
-                               fmt::join(names, ",")));
-}
 
 // What can be told from the command line alone, before anything is read or run.
 void check_request(const PlotCommand& c, Step step) {
@@ -86,14 +73,13 @@ const StepRecord& drawable_record(const Trace& trace, Step step, std::size_t bat
 }
 
 int run(PlotCommand& c) {
-  const Step step = step_named(c.step);
+  const Step step = step_by_name("--step", c.step);
   check_request(c, step);
   c.trace.steps = {c.step};  // an input runs, and a saved trace keeps, the step drawn and no other
   const Trace trace = input_or_trace(c.trace);
   drawable_record(trace, step, c.batch);
   const std::string svg = render_svg(trace, PlotOptions{step, c.trace.head, c.all_heads, c.batch});
-  if (c.out.empty() || c.out == "-") write_stdout(svg);
-  else write_output_file(c.out, svg);
+  write_result(c.out, svg);
   return 0;
 }
 

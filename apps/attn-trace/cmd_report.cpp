@@ -7,7 +7,6 @@
 
 #include "attn/version.hpp"
 #include "command.hpp"
-#include "io/output.hpp"
 #include "options.hpp"
 #include "render/report.hpp"
 
@@ -52,8 +51,7 @@ int run(const CLI::App& cmd, const ReportCommand& c) {
   ReportOptions options;
   options.version = attn::version;
   const std::string page = report_html(trace, options);
-  if (c.out.empty() || c.out == "-") write_stdout(page);
-  else write_output_file(c.out, page);
+  write_result(c.out, page);
   return 0;
 }
 

@@ -91,6 +91,21 @@ void add_display_options(CLI::App& command, TraceOptions& o) {
       ->default_str("auto");
 }
 
+Step step_by_name(std::string_view option, const std::string& name) {
+  if (const std::optional<Step> step = step_from_name(name)) return *step;
+  std::vector<std::string_view> names;
+  for (const Step s : all_steps()) names.push_back(step_info(s).name);
+  const std::string near = nearest_word(name, names);
+  throw UsageError(fmt::format("{}: unknown step \"{}\"{}; the steps are {}", option, name,
+                               near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
+                               fmt::join(names, ",")));
+}
+
+void write_result(const std::string& out, const std::string& text) {
+  if (out.empty() || out == "-") write_stdout(text);
+  else write_output_file(out, text);
+}
+
 StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles) {
   StepFilter filter;
   if (options.head && *options.head >= problem.h) {
@@ -111,17 +126,9 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem, boo
       filter.tiles = true;
       continue;
     }
-    const std::optional<Step> step = step_from_name(name);
-    if (!step) {
-      std::vector<std::string_view> names;
-      for (const Step s : all_steps()) names.push_back(step_info(s).name);
-      const std::string near = nearest_word(name, names);
-      throw UsageError(fmt::format("--steps: unknown step \"{}\"{}; the steps are {}", name,
-                                   near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
-                                   fmt::join(names, ",")));
-    }
-    if (is_score_step(*step)) filter.tiles = true;
-    filter.only.push_back(*step);
+    const Step step = step_by_name("--steps", name);
+    if (is_score_step(step)) filter.tiles = true;
+    filter.only.push_back(step);
   }
   filter.none = !options.steps.empty() && filter.only.empty();  // --steps tiles: the tiles alone
   return filter;

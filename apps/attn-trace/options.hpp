@@ -53,6 +53,12 @@ MemoryLimit memory_limit(const TraceOptions& options);
 // flash pass, without which --steps tiles is a UsageError that says how to get one.
 StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles);
 
+// The step called `name`, or a UsageError naming `option` that suggests the nearest step name.
+Step step_by_name(std::string_view option, const std::string& name);
+
+// `text` to the file `out` (written as every file is, io/output.hpp), or to stdout when `out` is "" or "-".
+void write_result(const std::string& out, const std::string& text);
+
 // What record_run and record_compare are asked: the engine, the dtype, the tiles (--block-q/--block-k
 // or the defaults for this problem's lengths) and the filter.
 RunRequest run_request(const TraceOptions& options, const Problem& problem, StepFilter filter);
