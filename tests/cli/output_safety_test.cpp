@@ -444,7 +444,11 @@ TEST_CASE("A stream of white space is read only up to --max-memory, then refused
   writer.join();
   std::signal(SIGPIPE, old_handler);
   check_usage_error(r, {fifo, "--max-memory 16M", "reading stopped at"});
-  CHECK(r.max_rss_kib < baseline_rss_kib() + 16 * 1024);
+  // The limit holds the text and its growth (src/io/read.cpp); beside them the reader has its 64 KiB
+  // chunk, and the allocator its bookkeeping: 1 MiB for both. Under ASan (redzones, quarantine) this
+  // run measured 16.0 to 16.2 MiB above the baseline; in a release build about 8 MiB. A reader that
+  // kept a second copy of the text would be 32 MiB above it.
+  CHECK(r.max_rss_kib < baseline_rss_kib() + 16 * 1024 + 1024);
 }
 
 TEST_CASE("A regular file larger than --max-memory is refused before it is read", "[cli][input][limit]") {
