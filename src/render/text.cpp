@@ -107,6 +107,7 @@ std::string_view ascii_spelling(char32_t cp) {
     case U'η': return "eta";
     case U'γ': return "gamma";
     case U'δ': return "delta";
+    case U'π': return "pi";
     case U'▀':
     case U'█': return "#";
     default: return {};

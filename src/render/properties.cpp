@@ -1,0 +1,91 @@
+#include "render/properties.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "render/text.hpp"
+#include "render/visible.hpp"
+
+namespace attn {
+
+namespace {
+
+std::string figure(double x) { return x == 0 ? "0" : fmt::format("{:.3g}", x); }
+
+// One property as the table's cells: property, result, figure, tolerance, expected.
+std::array<std::string, 5> cells(const PropertyCheck& c) {
+  return {c.name, c.holds ? "holds" : "does not hold", figure(c.figure), figure(c.tolerance),
+          c.expected ? "yes" : "no"};
+}
+
+class Printer {
+ public:
+  explicit Printer(const RenderOptions& o) : o_(o) {}
+
+  // `text` wrapped to the width, the lines after the first starting with `indent`.
+  void para(std::string_view text, std::string_view indent) {
+    const std::string plain = o_.unicode ? std::string(text) : to_ascii(text);
+    for (const std::string& l : wrap(plain, std::max<std::size_t>(o_.width, 1), indent)) out_ += l + "\n";
+  }
+  void line(std::string_view text) { para(text, ""); }
+  std::string take() { return std::move(out_); }
+
+ private:
+  const RenderOptions& o_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string render_properties(std::span<const PropertyCheck> checks, std::string_view title,
+                              const RenderOptions& options) {
+  Printer out(options);
+  out.para(visible(title), "  ");
+  out.line("");
+
+  const std::array<std::string, 5> head = {"property", "result", "figure", "tolerance", "expected"};
+  std::array<std::size_t, 5> widths{};
+  for (std::size_t k = 0; k < head.size(); ++k) widths[k] = display_width(head[k]);
+  for (const PropertyCheck& c : checks) {
+    const auto row = cells(c);
+    for (std::size_t k = 0; k < row.size(); ++k) widths[k] = std::max(widths[k], display_width(row[k]));
+  }
+  std::size_t total = 2 * (widths.size() - 1);
+  for (const std::size_t w : widths) total += w;
+
+  if (total <= options.width) {
+    // The table: left-aligned words, right-aligned numbers.
+    const auto table_row = [&](const std::array<std::string, 5>& row) {
+      out.line(fmt::format("{:<{}}  {:<{}}  {:>{}}  {:>{}}  {:<{}}", row[0], widths[0], row[1], widths[1], row[2],
+                           widths[2], row[3], widths[3], row[4], widths[4]));
+    };
+    table_row(head);
+    for (const PropertyCheck& c : checks) table_row(cells(c));
+    out.line("");
+    for (const PropertyCheck& c : checks) out.para(fmt::format("{}: {}", c.name, c.reason), "  ");
+  } else {
+    // Too narrow for the table: one block per property.
+    for (const PropertyCheck& c : checks) {
+      out.para(fmt::format("{}: {}{}", c.name, c.holds ? "holds" : "does not hold",
+                           c.expected ? "" : " (not expected to)"),
+               "  ");
+      out.para(fmt::format("  figure {}, tolerance {}", figure(c.figure), figure(c.tolerance)), "    ");
+      out.para(fmt::format("  {}", c.reason), "    ");
+    }
+  }
+
+  out.line("");
+  std::vector<std::string> failed;
+  for (const PropertyCheck& c : checks)
+    if (c.expected && !c.holds) failed.push_back(c.name);
+  if (failed.empty()) out.para("verdict: every property expected to hold holds", "  ");
+  else out.para(fmt::format("verdict: expected but does not hold: {}", fmt::join(failed, ", ")), "  ");
+  return out.take();
+}
+
+}  // namespace attn
