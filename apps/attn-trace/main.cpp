@@ -53,7 +53,8 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<attn::
     return fail(fmt::format("{} (see 'attn-trace --help')", e.what()));
   }
   if (app.get_subcommands().empty()) {
-    return fail("a command is needed: run, compare, properties, show, plot, report or example (see 'attn-trace --help')");
+    return fail(
+        "a command is needed: run, compare, properties, show, plot, report or example (see 'attn-trace --help')");
   }
   for (const auto& runner : runners) {
     const int code = runner();
@@ -76,9 +77,8 @@ int main(int argc, char** argv) {
       "  attn-trace example --list                 the other bundled examples\n"
       "Run 'attn-trace COMMAND --help' for a command's options.");
   const std::vector<attn::cli::Runner> runners = {
-      attn::cli::add_run(app),  attn::cli::add_compare(app), attn::cli::add_properties(app),
-      attn::cli::add_show(app), attn::cli::add_plot(app),    attn::cli::add_report(app),
-      attn::cli::add_example(app)};
+      attn::cli::add_run(app),  attn::cli::add_compare(app), attn::cli::add_properties(app), attn::cli::add_show(app),
+      attn::cli::add_plot(app), attn::cli::add_report(app),  attn::cli::add_example(app)};
 
   try {
     const int code = parse_and_run(app, argc, argv, runners);

@@ -71,9 +71,9 @@ std::string render_properties(std::span<const PropertyCheck> checks, std::string
   } else {
     // Too narrow for the table: one block per property.
     for (const PropertyCheck& c : checks) {
-      out.para(fmt::format("{}: {}{}", c.name, c.holds ? "holds" : "does not hold",
-                           c.expected ? "" : " (not expected to)"),
-               "  ");
+      out.para(
+          fmt::format("{}: {}{}", c.name, c.holds ? "holds" : "does not hold", c.expected ? "" : " (not expected to)"),
+          "  ");
       out.para(fmt::format("  figure {}, tolerance {}", figure(c.figure), figure(c.tolerance)), "    ");
       out.para(fmt::format("  {}", c.reason), "    ");
     }

@@ -18,9 +18,7 @@ namespace attn {
 namespace {
 
 // The unit roundoff of `dtype`: the largest relative error of one operation.
-double unit_roundoff(DType dtype) {
-  return dtype == DType::float32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
-}
+double unit_roundoff(DType dtype) { return dtype == DType::float32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53); }
 
 void require_weights(const Tensor<double>& A, const char* who) {
   if (A.rank() != 4)
@@ -66,8 +64,8 @@ PropertyCheck rows_sum_to_one(const Tensor<double>& A, std::span<const EmptyRow>
   c.holds = c.figure <= c.tolerance && empty_sum == 0;
   c.reason = fmt::format("softmax divides each row by its own sum; tolerance (m + 2)·u, m = {}", m);
   if (!empty.empty())
-    c.reason += fmt::format("; the {} the mask empties sum to {} (zero weights)",
-                            plural(empty.size(), "row", "rows"), empty_sum == 0 ? "0" : fmt::format("{:.3g}", empty_sum));
+    c.reason += fmt::format("; the {} the mask empties sum to {} (zero weights)", plural(empty.size(), "row", "rows"),
+                            empty_sum == 0 ? "0" : fmt::format("{:.3g}", empty_sum));
   return c;
 }
 
@@ -87,8 +85,9 @@ PropertyCheck columns_sum_to_one(const Tensor<double>& A, DType dtype) {
         c.figure = std::isnan(dev) ? dev : std::max(c.figure, dev);
       }
   c.holds = c.figure <= c.tolerance;
-  c.reason = "not expected: softmax normalises each query's row; a key's column sums to how much attention it "
-             "draws";
+  c.reason =
+      "not expected: softmax normalises each query's row; a key's column sums to how much attention it "
+      "draws";
   return c;
 }
 
@@ -110,7 +109,7 @@ PropertyCheck masked_keys_get_zero(const Tensor<double>& A, const Mask& mask) {
   c.holds = c.figure <= c.tolerance;  // exactly 0, NaN fails
   c.reason = forbidden == 0
                  ? fmt::format("the mask ({}) forbids no key here: nothing to check", mask.summary())
-                 : fmt::format("{} forbidden in every head ({}): their score is -∞ and exp(-∞) = 0 exactly",
+                 : fmt::format("{} forbidden ({}), in every head: their score is -∞ and exp(-∞) = 0 exactly",
                                plural(forbidden, "(query, key) pair is", "(query, key) pairs are"), mask.summary());
   return c;
 }
@@ -178,8 +177,8 @@ Expectation equivariance_expected(const Problem& p) {
   switch (p.mask.kind) {
     case MaskKind::causal:
     case MaskKind::sliding_window:
-      return {false, fmt::format("not expected: the {} mask depends on positions, so a moved token sees other "
-                                 "keys (so would positions added to X after the shuffle)",
+      return {false, fmt::format("not expected: the {} mask depends on positions, so a token moved elsewhere sees "
+                                 "other keys (positions added after the shuffle would break it too)",
                                  p.mask.kind == MaskKind::causal ? "causal" : "sliding-window")};
     case MaskKind::padding:
       if (!p.cross) return {true, "self-attention has no notion of order; the padding was moved with its tokens"};
@@ -190,8 +189,9 @@ Expectation equivariance_expected(const Problem& p) {
     case MaskKind::none: break;
   }
   if (p.cross) return {true, "cross-attention: each query's output depends on itself and the unmoved context only"};
-  return {true, "self-attention has no notion of order: it sees the tokens as a set (positions already in X move "
-                "with them)"};
+  return {true,
+          "self-attention has no notion of order: it sees the tokens as a set (positions already in X move "
+          "with them)"};
 }
 
 PropertyCheck permutation_equivariance(const Problem& p, const Tensor<double>& Y, const Tensor<double>& Y_permuted,
@@ -211,7 +211,8 @@ PropertyCheck permutation_equivariance(const Problem& p, const Tensor<double>& Y
       }
   c.holds = c.figure <= c.tolerance;
   std::string order;
-  for (std::size_t i = 0; i < std::min<std::size_t>(pi.size(), 8); ++i) order += fmt::format("{}{}", i ? "," : "", pi[i]);
+  for (std::size_t i = 0; i < std::min<std::size_t>(pi.size(), 8); ++i)
+    order += fmt::format("{}{}", i ? "," : "", pi[i]);
   if (pi.size() > 8) order += ",…";
   c.reason = fmt::format("{}; π = [{}]", e.reason, order);
   return c;

@@ -17,20 +17,20 @@
 namespace attn {
 
 struct PropertyCheck {
-  std::string name;         // "rows sum to 1"
-  bool holds = false;       // figure <= tolerance
-  bool expected = true;     // whether attention promises it for this input
-  double figure = 0;        // what was measured: the largest deviation
-  double tolerance = 0;     // how far rounding may move it
-  std::string reason;       // one line: why it holds, or why it need not
+  std::string name;      // "rows sum to 1"
+  bool holds = false;    // figure <= tolerance
+  bool expected = true;  // whether attention promises it for this input
+  double figure = 0;     // what was measured: the largest deviation
+  double tolerance = 0;  // how far rounding may move it
+  std::string reason;    // one line: why it holds, or why it need not
 };
 
 // ------------------------------------------------------------------ checks on the weights
 // A (B, h, n, m): the weights of every batch item and head.
 
 // max |Σ_j a_ij - 1| over the rows that have a key to attend, within (m + 2)·u: the sum's m - 1 roundings
-// and the division's one, with room to spare; u is the unit roundoff of `dtype`. The rows the mask empties (`empty`) must
-// sum to exactly 0.
+// and the division's one, with room to spare; u is the unit roundoff of `dtype`. The rows the mask empties (`empty`)
+// must sum to exactly 0.
 PropertyCheck rows_sum_to_one(const Tensor<double>& A, std::span<const EmptyRow> empty, DType dtype);
 
 // max |Σ_i a_ij - 1|: not expected, since softmax normalises each query's row, not each key's column.

@@ -84,9 +84,9 @@ TEST_CASE("A malformed input creates no --json file and leaves an existing one a
   for (const Expected& e : manifest) {
     const std::string path = bad_dir + "/" + e.file;
     INFO("input: " << e.file);
-    for (const char* command : {"run", "compare"}) {
+    for (const char* command : {"run", "compare", "properties"}) {
       INFO("command: " << command);
-      // The fragments are run's messages (compare's memory refusal has no hint about flash).
+      // The fragments are run's messages (the memory refusal of compare and properties has no hint about flash).
       const std::vector<std::string> fragments =
           std::string(command) == "run" ? std::vector{e.fragment} : std::vector<std::string>{};
       check_error(run_binary({command, path, "--json", kept}), "attn-trace: error: " + path + ": ", fragments);
