@@ -24,5 +24,6 @@ Runner add_compare(CLI::App& app);
 Runner add_plot(CLI::App& app);
 Runner add_report(CLI::App& app);
 Runner add_properties(CLI::App& app);
+Runner add_new(CLI::App& app);
 
 }  // namespace attn::cli

@@ -54,7 +54,7 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<attn::
   }
   if (app.get_subcommands().empty()) {
     return fail(
-        "a command is needed: run, compare, properties, show, plot, report or example (see 'attn-trace --help')");
+        "a command is needed: run, compare, properties, show, plot, report, example or new (see 'attn-trace --help')");
   }
   for (const auto& runner : runners) {
     const int code = runner();
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
       "Run 'attn-trace COMMAND --help' for a command's options.");
   const std::vector<attn::cli::Runner> runners = {
       attn::cli::add_run(app),  attn::cli::add_compare(app), attn::cli::add_properties(app), attn::cli::add_show(app),
-      attn::cli::add_plot(app), attn::cli::add_report(app),  attn::cli::add_example(app)};
+      attn::cli::add_plot(app), attn::cli::add_report(app),  attn::cli::add_example(app),    attn::cli::add_new(app)};
 
   try {
     const int code = parse_and_run(app, argc, argv, runners);

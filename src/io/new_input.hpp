@@ -1,0 +1,67 @@
+#pragma once
+// `attn-trace new`: an input (docs/input-format.md) of the sizes a teacher asks for, filled with
+// seeded numbers that are the same on every machine, and a description saying what was asked.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/mask.hpp"
+
+namespace attn {
+
+// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", 2014), written
+// out because std's distributions, and so their numbers, differ between standard libraries.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
+
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+    return z ^ (z >> 31);
+  }
+
+  // A whole number in [lo, hi], hi - lo < 2^32, from the top 32 bits (multiply and shift, as Lemire's
+  // "Fast random integer generation in an interval"): the low bits of the first outputs for small
+  // seeds alternate (seed 0: 1, 0, 1, 0, … for twelve outputs), so `% 2` would too.
+  long long between(long long lo, long long hi) {
+    const auto span = static_cast<std::uint64_t>(hi - lo) + 1;
+    return lo + static_cast<long long>(((next() >> 32) * span) >> 32);
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+// What `attn-trace new` was asked for; the sizes are checked by the command before it gets here.
+struct NewInputRequest {
+  std::vector<std::string> tokens;          // the queries, one row of X each
+  std::vector<std::string> context_tokens;  // cross-attention's keys and values; empty: self-attention
+  std::size_t d_model = 4;
+  std::size_t heads = 1;
+  std::size_t kv_heads = 1;        // divides heads
+  std::size_t d_k = 4;             // also d_v
+  MaskKind mask = MaskKind::none;  // none, causal or sliding_window
+  std::size_t window = 0;          // sliding_window only
+  bool output_projection = false;  // write W_o, (heads·d_k, d_model)
+  bool integers = false;           // whole numbers: X in 0..1, weights in -1..1
+  std::uint64_t seed = 0;
+};
+
+// The input's numbers: X (and the context's X), then W_q, W_k, W_v and W_o, row by row from one
+// SplitMix64 stream. Decimals: X uniform in [-1, 1] and weights in [-1, 1]/√d_model, both in
+// hundredths; whole numbers: X in 0..1 and weights in -1..1, so that a class can multiply them by hand.
+// The JSON has one matrix row per line, its columns aligned.
+std::string make_new_input(const NewInputRequest& request);
+
+// An upper bound on the memory make_new_input takes (the matrices' texts, the whole text, its growth), computed from
+// the sizes alone and saturating instead of overflowing: checked against --max-memory before building.
+std::size_t new_input_bytes(const NewInputRequest& request);
+
+// "made by attn-trace new: 4 tokens, d_model 4, 2 heads of d_k 2, …, seed 0": the input's description.
+std::string new_input_description(const NewInputRequest& request);
+
+}  // namespace attn
