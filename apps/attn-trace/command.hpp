@@ -23,5 +23,6 @@ Runner add_show(CLI::App& app);
 Runner add_compare(CLI::App& app);
 Runner add_plot(CLI::App& app);
 Runner add_report(CLI::App& app);
+Runner add_scaling(CLI::App& app);
 
 }  // namespace attn::cli

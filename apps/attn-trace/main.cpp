@@ -53,7 +53,7 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<attn::
     return fail(fmt::format("{} (see 'attn-trace --help')", e.what()));
   }
   if (app.get_subcommands().empty()) {
-    return fail("a command is needed: run, compare, show, plot, report or example (see 'attn-trace --help')");
+    return fail("a command is needed: run, compare, show, plot, report, scaling or example (see 'attn-trace --help')");
   }
   for (const auto& runner : runners) {
     const int code = runner();
@@ -75,9 +75,9 @@ int main(int argc, char** argv) {
       "  attn-trace example > my.json              an input to edit\n"
       "  attn-trace example --list                 the other bundled examples\n"
       "Run 'attn-trace COMMAND --help' for a command's options.");
-  const std::vector<attn::cli::Runner> runners = {attn::cli::add_run(app),    attn::cli::add_compare(app),
-                                                  attn::cli::add_show(app),   attn::cli::add_plot(app),
-                                                  attn::cli::add_report(app), attn::cli::add_example(app)};
+  const std::vector<attn::cli::Runner> runners = {
+      attn::cli::add_run(app),    attn::cli::add_compare(app), attn::cli::add_show(app),   attn::cli::add_plot(app),
+      attn::cli::add_report(app), attn::cli::add_scaling(app), attn::cli::add_example(app)};
 
   try {
     const int code = parse_and_run(app, argc, argv, runners);
