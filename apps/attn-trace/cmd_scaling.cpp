@@ -68,13 +68,18 @@ Runner add_scaling(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "scaling", "why attention divides q·k by √d_k: score variance, softmax gradient and saturation across d_k");
   cmd->add_option("--d-k", options->d_k, "the key dimensions to try, a comma list of positive integers")
+      ->type_name("LIST")
       ->delimiter(',')
       ->default_str("1,16,64,256,1024");
   cmd->add_option("--samples", options->samples, "N: how many random (q, k) pairs per d_k, 2 or more")
+      ->type_name("N")
       ->default_str("1000");
-  cmd->add_option("--seed", options->seed, "where the random numbers start (SplitMix64, Box-Muller)")->default_str("0");
+  cmd->add_option("--seed", options->seed, "where the random numbers start (SplitMix64, Box-Muller)")
+      ->type_name("S")
+      ->default_str("0");
   cmd->add_option("--json", options->common.json_out,
-                  "also write the figures as JSON to this file; - writes the JSON to stdout instead of the text");
+                  "also write the figures as JSON to this file; - writes the JSON to stdout instead of the text")
+      ->type_name("OUT");
   add_memory_option(*cmd, options->common);
   cmd->add_option("--precision", options->common.precision, "significant digits of the figures")
       ->check(CLI::Range(1, 17))
