@@ -21,7 +21,7 @@ namespace {
 
 struct ScalingOptions {
   std::vector<std::string> d_k = {"1", "16", "64", "256", "1024"};
-  std::size_t samples = 1000;
+  std::int64_t samples = 1000;  // signed, so that -5 is refused rather than read as 2^64 - 5
   std::uint64_t seed = 0;
   TraceOptions common;  // --json, --max-memory, --precision
 };
@@ -47,12 +47,13 @@ int run(const ScalingOptions& o) {
         fmt::format("--samples {}: a softmax over fewer than 2 samples always gives 1; use 2 or more", o.samples));
   // Refused before anything is allocated.
   const MemoryLimit limit = memory_limit(o.common);
-  const std::size_t need = scaling_memory(o.samples, d_ks);
+  const auto samples = static_cast<std::size_t>(o.samples);
+  const std::size_t need = scaling_memory(samples, d_ks);
   if (need > limit.bytes)
     throw UsageError(fmt::format("--samples {}: q and k at d_k {} need about {}, over --max-memory {}", o.samples,
                                  *std::max_element(d_ks.begin(), d_ks.end()), describe_bytes(need), limit.text));
 
-  const ScalingResult result = scaling_experiment(d_ks, o.samples, o.seed);
+  const ScalingResult result = scaling_experiment(d_ks, samples, o.seed);
   if (!o.common.json_out.empty()) {
     write_result(o.common.json_out, scaling_to_json(result));
     if (o.common.json_out == "-") return 0;
@@ -76,6 +77,7 @@ Runner add_scaling(CLI::App& app) {
       ->default_str("1000");
   cmd->add_option("--seed", options->seed, "where the random numbers start (SplitMix64, Box-Muller)")
       ->type_name("S")
+      ->check(CLI::NonNegativeNumber)
       ->default_str("0");
   cmd->add_option("--json", options->common.json_out,
                   "also write the figures as JSON to this file; - writes the JSON to stdout instead of the text")

@@ -73,9 +73,11 @@ TEST_CASE("scaling refuses d_k 0, one sample, and a sample count over --max-memo
       {{"--d-k", "-3"}, "--d-k -3: expected a positive integer"},
       {{"--samples", "1"}, "--samples 1: a softmax over fewer than 2 samples"},
       {{"--samples", "0"}, "--samples 0:"},
+      {{"--samples", "-5"}, "--samples -5:"},
+      {{"--seed", "-1"}, "--seed"},
       {{"--samples", "100000000"}, "--samples 100000000: q and k at d_k 1024 need about ...over --max-memory 4G"},
       {{"--samples", "1000", "--max-memory", "1M"}, "over --max-memory 1M"},
-      {{"--samples", "18446744073709551615"}, "over --max-memory 4G"},
+      {{"--samples", "9223372036854775807"}, "over --max-memory 4G"},
       {{"--max-memory", "lots"}, "--max-memory: expected a size"},
   };
   for (const Case& c : cases) {
