@@ -25,5 +25,6 @@ Runner add_plot(CLI::App& app);
 Runner add_report(CLI::App& app);
 Runner add_properties(CLI::App& app);
 Runner add_new(CLI::App& app);
+Runner add_scaling(CLI::App& app);
 
 }  // namespace attn::cli
