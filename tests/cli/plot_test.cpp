@@ -66,7 +66,7 @@ TEST_CASE("plot draws a saved trace exactly as it draws the input the trace was 
   CHECK(contains(run_binary({"plot", dir / "head3.json", "--step", "k_heads"}).out, "data-head=\"1\""));
 }
 
-TEST_CASE("plot --engine both draws the naive engine's matrices; flash draws the steps it forms", "[cli][plot]") {
+TEST_CASE("plot --engine both draws the naive engine's matrices, flash draws the steps it forms", "[cli][plot]") {
   const RunResult both = run_binary({"plot", gpt, "--engine", "both"});
   check_success(both);
   CHECK(both.out == run_binary({"plot", gpt}).out);

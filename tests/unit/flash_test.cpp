@@ -676,7 +676,7 @@ TEMPLATE_TEST_CASE(
 
 // ---------------------------------------------------------------------------------------- memory
 
-TEMPLATE_TEST_CASE("Flash holds at most 2·Br·Bc scores whatever n·m; naive holds 2·B·h·n·m", "[flash][memory]", float,
+TEMPLATE_TEST_CASE("Flash holds at most 2·Br·Bc scores whatever n·m, naive holds 2·B·h·n·m", "[flash][memory]", float,
                    double) {
   using T = TestType;
   for (const auto& [Br, Bc] : {std::pair<std::size_t, std::size_t>{4, 3}, {1, 1}, {2, 5}, {7, 7}}) {

@@ -17,7 +17,7 @@ std::string with_keep(const std::string& keep) {
 
 }  // namespace
 
-TEST_CASE("Padding flags are the numbers 0 and 1, written 1 or 1.0; true, 0.5 and \"1\" are refused", "[loader]") {
+TEST_CASE("Padding flags are the numbers 0 and 1, written 1 or 1.0, true, 0.5 and \"1\" are refused", "[loader]") {
   const Problem p = load_problem(with_keep("[1, 1.0]"), "keep.json");
   CHECK(p.mask.allows(0, 0, 0));
   CHECK(p.mask.allows(0, 0, 1));

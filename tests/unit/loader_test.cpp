@@ -376,7 +376,7 @@ TEST_CASE("A context whose width does not match W_k's rows is refused at /W_k", 
   CHECK(error_pointer(doc({{"context", R"({"X": [[1, 0]], "extra": 1})"}})) == "/context/extra");
 }
 
-TEST_CASE("Text that is not JSON is an InputError saying so; a document that is not an object is refused at \"\"",
+TEST_CASE("Text that is not JSON is an InputError saying so, a document that is not an object is refused at \"\"",
           "[loader]") {
   // where a syntax error points (the whole document, or the place the parser stopped) is the
   // loader's choice; that it is an InputError about invalid JSON is not

@@ -21,7 +21,7 @@ TEST_CASE("SplitMix64 seeded with 0 gives the reference outputs of Vigna's split
   CHECK(rng.next() == 0xf88bb8a8724c81ecULL);
 }
 
-TEST_CASE("uniform_open0 takes the top 53 bits plus one, so it is in (0, 1]", "[scaling][random]") {
+TEST_CASE("uniform_open0 takes the top 53 bits plus one, so it is above 0 and at most 1", "[scaling][random]") {
   SplitMix64 rng(0);
   // ((0xe220a8397b1dcdaf >> 11) + 1) / 2^53
   CHECK(uniform_open0(rng) == 0.8833108082136427);
@@ -118,7 +118,7 @@ TEST_CASE("the experiment is deterministic: the same seed the same figures, anot
   CHECK(a.rows[0].raw_mean_grad == a.rows[0].scaled_mean_grad);
 }
 
-TEST_CASE("the experiment shows what the explainer meant: variance d_k raw, 1 scaled; raw saturates",
+TEST_CASE("the experiment shows what the explainer meant: variance d_k raw, 1 scaled, raw saturates",
           "[scaling][experiment]") {
   const std::vector<std::size_t> d_ks = {1024};
   const ScalingRow row = scaling_experiment(d_ks, 1000, 0).rows.at(0);

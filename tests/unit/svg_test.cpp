@@ -151,7 +151,7 @@ TEST_CASE("All heads (--all-heads) are one panel each, with one colour bar for a
   CHECK(kv.find("kv head 1 (read by query heads 2–3)") != std::string::npos);
 }
 
-TEST_CASE("One head is head 0 unless chosen; a key/value step shows the head the query head reads", "[svg][plot]") {
+TEST_CASE("One head is head 0 unless chosen, a key/value step shows the head the query head reads", "[svg][plot]") {
   const Trace gqa = trace_of("data/gqa.json");  // query heads 2 and 3 read key/value head 1
   const auto head_of = [](const std::string& svg) {
     const auto panels = elements(svg, "g", "panel");

@@ -61,7 +61,7 @@ TEST_CASE("A locale is UTF-8 when its name says so, in either spelling", "[rende
   CHECK_FALSE(utf8_locale("en_US.ISO-8859-1"));
 }
 
-TEST_CASE("Weights are viridis from purple to yellow; signed values blue, white at 0, red; masked cells grey",
+TEST_CASE("Weights are viridis from purple to yellow, signed values blue, white at 0, red, masked cells grey",
           "[render][colormap]") {
   CHECK(hex(color_at(ColorScale::sequential, 0)) == "#440154");
   CHECK(hex(color_at(ColorScale::sequential, 1)) == "#fde725");
