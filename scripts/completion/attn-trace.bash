@@ -58,7 +58,7 @@ _attn_trace() {
   for ((i = 1; i < cword; i++)); do
     word=${COMP_WORDS[i]}
     if [[ -z $command ]]; then
-      case $word in run | compare | show | plot | report | example) command=$word ;; esac
+      case $word in run | compare | properties | scaling | show | plot | report | example | new) command=$word ;; esac
       continue
     fi
     if ((takes_value)); then
@@ -70,7 +70,8 @@ _attn_trace() {
       positionals=$((positionals + 1))
     elif [[ $word == -- ]]; then
       after_dashdash=1
-    elif [[ $word != *=* && $word != --help && $word != -h && $word != --list && $word != --all-heads ]]; then
+    elif [[ $word != *=* && $word != --help && $word != -h && $word != --list && $word != --all-heads &&
+            $word != --integers && $word != --output-projection ]]; then
       takes_value=1
     fi
   done
@@ -79,7 +80,7 @@ _attn_trace() {
     if [[ $cur == -* ]]; then
       _attn_trace_words '--help --version' "$cur"
     else
-      _attn_trace_words 'run compare show plot report example' "$cur"
+      _attn_trace_words 'run compare properties scaling show plot report example new' "$cur"
     fi
     return 0
   fi
@@ -95,7 +96,9 @@ _attn_trace() {
       --steps) value_kind=steps ;;
       --step) values=${_attn_trace_steps% tiles} ;;
       --json | -o | --output) value_kind=output ;;
-      --block-q | --block-k | --head | --batch | --max-memory | --precision | --max-rows | --max-cols)
+      --mask) [[ $command == new ]] && values='none causal' ;;  # or sliding_window:W
+      --block-q | --block-k | --head | --batch | --max-memory | --precision | --max-rows | --max-cols | --seed | \
+        --samples | --d-k | --d-model | --heads | --kv-heads | --tokens | --context-tokens)
         return 0 ;;  # a number: nothing to offer
       *) value_kind=none ;;
     esac
@@ -138,17 +141,23 @@ _attn_trace() {
     plot) options=$_attn_trace_plot_options ;;
     report) options='--engine --dtype --block-q --block-k --steps --head --max-memory -o --output --help' ;;
     example) options='--list --help' ;;
+    properties) options='--dtype --seed --json --max-memory --help' ;;
+    scaling) options='--d-k --samples --seed --json --max-memory --precision --help' ;;
+    new) options='--tokens --context-tokens --d-model --heads --kv-heads --d-k --mask --output-projection --integers
+                  --seed -o --output --max-memory --help' ;;
   esac
   if [[ $cur == -* ]] && ((!after_dashdash)); then
     _attn_trace_words "$options" "$cur"
     # A lone "-" may also be FILE: standard input.
-    [[ $cur == - && $command != example ]] && ((positionals == 0)) && COMPREPLY+=(-)
+    [[ $cur == - && $command != example && $command != scaling && $command != new ]] && ((positionals == 0)) &&
+      COMPREPLY+=(-)
     return 0
   fi
   if ((positionals == 0)); then
     case $command in
-      run | compare | show | plot | report) _attn_trace_json_files "$cur" ;;
+      run | compare | properties | show | plot | report) _attn_trace_json_files "$cur" ;;
       example) _attn_trace_words "$(_attn_trace_examples "${COMP_WORDS[0]}")" "$cur" ;;
+      scaling | new) _attn_trace_words "$options" "$cur" ;;  # no FILE: only options
     esac
   elif [[ -z $cur ]]; then
     _attn_trace_words "$options" ''  # the one positional is given: only options remain

@@ -72,7 +72,14 @@ expect_has() {
 # The commands and the top-level options.
 expect_exactly "report run" attn-trace r
 expect_exactly "run" attn-trace ru
-expect_exactly "compare example plot report run show" attn-trace ''
+expect_exactly "compare example new plot properties report run scaling show" attn-trace ''
+expect_exactly "properties plot" attn-trace p
+expect_exactly "--dtype --seed --json --max-memory --help" attn-trace properties x.json --
+expect_exactly "--d-k --samples --seed --json --max-memory --precision --help" attn-trace scaling ''
+expect_exactly "--d-k --d-model" attn-trace new --d-
+expect_exactly "none causal" attn-trace new --heads 2 --integers --mask ''
+expect_exactly "--output --output-projection" attn-trace new --output
+expect_exactly "" attn-trace scaling --samples ''
 expect_exactly "--help --version" attn-trace --
 expect_exactly "--version" attn-trace --v
 
