@@ -8,33 +8,9 @@
 #include <vector>
 
 #include "model/mask.hpp"
+#include "ops/random.hpp"
 
 namespace attn {
-
-// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", 2014), written
-// out because std's distributions, and so their numbers, differ between standard libraries.
-class SplitMix64 {
- public:
-  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-    return z ^ (z >> 31);
-  }
-
-  // A whole number in [lo, hi], hi - lo < 2^32, from the top 32 bits (multiply and shift, as Lemire's
-  // "Fast random integer generation in an interval"): the low bits of the first outputs for small
-  // seeds alternate (seed 0: 1, 0, 1, 0, … for twelve outputs), so `% 2` would too.
-  long long between(long long lo, long long hi) {
-    const auto span = static_cast<std::uint64_t>(hi - lo) + 1;
-    return lo + static_cast<long long>(((next() >> 32) * span) >> 32);
-  }
-
- private:
-  std::uint64_t state_;
-};
 
 // What `attn-trace new` was asked for; the sizes are checked by the command before it gets here.
 struct NewInputRequest {

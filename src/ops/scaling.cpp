@@ -9,14 +9,6 @@
 
 namespace attn {
 
-std::uint64_t SplitMix64::next() {
-  state_ += 0x9e3779b97f4a7c15ULL;  // 2^64 / φ, odd: the walk visits every state once
-  std::uint64_t z = state_;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 double uniform_open0(SplitMix64& rng) {
   constexpr double two_to_minus_53 = 1.0 / 9007199254740992.0;
   return static_cast<double>((rng.next() >> 11) + 1) * two_to_minus_53;

@@ -10,18 +10,9 @@
 #include <span>
 #include <vector>
 
+#include "ops/random.hpp"
+
 namespace attn {
-
-// SplitMix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014;
-// Vigna's splitmix64.c): the state walks by the golden-ratio constant, each step mixed into an output.
-class SplitMix64 {
- public:
-  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next();
-
- private:
-  std::uint64_t state_;
-};
 
 // A uniform number in (0, 1]: the top 53 bits, plus one, times 2^-53; never 0, so its log is finite.
 double uniform_open0(SplitMix64& rng);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "observe/steps.hpp"
+#include "ops/random.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
 
@@ -115,14 +116,7 @@ PropertyCheck masked_keys_get_zero(const Tensor<double>& A, const Mask& mask) {
 }
 
 std::vector<std::size_t> seeded_permutation(std::size_t n, std::uint64_t seed) {
-  std::uint64_t state = seed;
-  // SplitMix64: one 64-bit state, a Weyl step, then a mix (Steele, Lea and Flood, OOPSLA 2014).
-  const auto next = [&state] {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  };
+  SplitMix64 rng(seed);
   std::vector<std::size_t> pi(n);
   const auto identity = [&pi] {
     for (std::size_t i = 0; i < pi.size(); ++i)
@@ -133,7 +127,7 @@ std::vector<std::size_t> seeded_permutation(std::size_t n, std::uint64_t seed) {
     std::iota(pi.begin(), pi.end(), std::size_t{0});
     // Fisher–Yates: swap each position, from the last, with one at or before it (the modulo's bias is
     // below 2^-40 for any n a problem can have, and every permutation stays reachable)
-    for (std::size_t k = n; k > 1; --k) std::swap(pi[k - 1], pi[next() % k]);
+    for (std::size_t k = n; k > 1; --k) std::swap(pi[k - 1], pi[rng.next() % k]);
   } while (n >= 2 && identity());
   return pi;
 }

@@ -1,0 +1,35 @@
+#pragma once
+// The one random generator of attn-trace (scaling's samples, new's numbers, properties' permutation):
+// written out, because std's engines are portable but its distributions differ between standard
+// libraries, and every figure the tool prints from a seed must be the same on every machine.
+
+#include <cstdint>
+
+namespace attn {
+
+// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014;
+// Vigna's splitmix64.c): the state walks by the golden-ratio constant, each step mixed into an output.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
+
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);  // 2^64 / φ, odd: the walk visits every state once
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+
+  // A whole number in [lo, hi], hi - lo < 2^32, from the top 32 bits (multiply and shift, as Lemire's
+  // "Fast random integer generation in an interval"): the low bits of the first outputs for small
+  // seeds alternate (seed 0: 1, 0, 1, 0, … for twelve outputs), so `% 2` would too.
+  long long between(long long lo, long long hi) {
+    const auto span = static_cast<std::uint64_t>(hi - lo) + 1;
+    return lo + static_cast<long long>(((next() >> 32) * span) >> 32);
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+}  // namespace attn
