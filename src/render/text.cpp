@@ -15,21 +15,9 @@ namespace {
 // One UTF-8 sequence at text[k]: its code point and length. A byte that does not start a valid
 // sequence is itself (as U+FFFD) with length 1; visible() has written such bytes out before here.
 std::pair<char32_t, std::size_t> decode(std::string_view text, std::size_t k) {
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned char lead = byte(k);
-  std::size_t length = 0;
   char32_t cp = 0;
-  if (lead < 0x80) return {lead, 1};
-  if ((lead & 0xE0) == 0xC0) length = 2, cp = lead & 0x1F;
-  else if ((lead & 0xF0) == 0xE0) length = 3, cp = lead & 0x0F;
-  else if ((lead & 0xF8) == 0xF0) length = 4, cp = lead & 0x07;
-  else return {0xFFFD, 1};
-  if (k + length > text.size()) return {0xFFFD, 1};
-  for (std::size_t i = 1; i < length; ++i) {
-    if ((byte(k + i) & 0xC0) != 0x80) return {0xFFFD, 1};
-    cp = (cp << 6) | (byte(k + i) & 0x3F);
-  }
-  return {cp, length};
+  const std::size_t length = utf8_sequence(text, k, cp);
+  return length == 0 ? std::pair<char32_t, std::size_t>{0xFFFD, 1} : std::pair{cp, length};
 }
 
 // The length of the ANSI escape sequence at text[k] (ESC [ parameters final-byte), or 0.
@@ -115,6 +103,26 @@ std::string_view ascii_spelling(char32_t cp) {
 }
 
 }  // namespace
+
+std::size_t utf8_sequence(std::string_view text, std::size_t at, char32_t& code) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(at);
+  std::size_t length = 0;
+  if (lead < 0x80) length = 1, code = lead;
+  else if (lead >= 0xC2 && lead <= 0xDF) length = 2, code = lead & 0x1Fu;
+  else if (lead >= 0xE0 && lead <= 0xEF) length = 3, code = lead & 0x0Fu;
+  else if (lead >= 0xF0 && lead <= 0xF4) length = 4, code = lead & 0x07u;
+  else return 0;
+  if (at + length > text.size()) return 0;
+  for (std::size_t i = 1; i < length; ++i) {
+    if ((byte(at + i) & 0xC0u) != 0x80u) return 0;
+    code = (code << 6) | (byte(at + i) & 0x3Fu);
+  }
+  if ((length == 3 && code < 0x800) || (length == 4 && (code < 0x10000 || code > 0x10FFFF)) ||
+      (code >= 0xD800 && code <= 0xDFFF))
+    return 0;
+  return length;
+}
 
 std::size_t display_width(std::string_view text) {
   std::size_t width = 0;

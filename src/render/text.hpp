@@ -10,6 +10,10 @@
 
 namespace attn {
 
+// The length of the UTF-8 sequence that starts at text[at] and its code point, or 0 when the bytes
+// there are not well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF).
+std::size_t utf8_sequence(std::string_view text, std::size_t at, char32_t& code);
+
 // The number of terminal columns `text` takes: East Asian wide and fullwidth characters (猫, ｘ, most
 // emoji) two, combining marks and zero-width characters none, the others one. ANSI escape sequences
 // (ESC [ … final byte), which only the printer itself writes, take none.
