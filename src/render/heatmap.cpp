@@ -50,8 +50,8 @@ int xterm_index(Rgb c) {
 std::vector<std::string> code_points(std::string_view s) {
   std::vector<std::string> out;
   for (std::size_t k = 0; k < s.size();) {
-    std::size_t n = 1;
-    while (k + n < s.size() && (static_cast<unsigned char>(s[k + n]) & 0xC0) == 0x80) ++n;
+    char32_t code = 0;
+    const std::size_t n = std::max<std::size_t>(1, utf8_sequence(s, k, code));
     out.emplace_back(s.substr(k, n));
     k += n;
   }
@@ -116,11 +116,6 @@ void Renderer::heatmap(const Panel& panel) {
   const ColorRange range = panel_range({&panel});
   const bool weights = panel.step == Step::weights;
 
-  // Row sums of the weights: 1 for every row but those the mask emptied.
-  std::vector<double> row_sum(panel.rows, 0);
-  for (std::size_t r = 0; r < panel.rows; ++r)
-    for (std::size_t c = 0; c < panel.cols; ++c) row_sum[r] += panel.values[r * panel.cols + c];
-
   // Rows: one a line, or pooled a few to a line.
   const std::size_t row_pool = panel.rows <= max_heat_lines ? 1 : (panel.rows + max_heat_lines - 1) / max_heat_lines;
   const std::size_t lines = (panel.rows + row_pool - 1) / row_pool;
@@ -135,7 +130,10 @@ void Renderer::heatmap(const Panel& panel) {
 
   // The sum column, then the columns of cells: two characters a cell when they fit, else one, else
   // pooled.
+  // Beside the weights, each line's row sum (the mean of its rows when pooled): 1 for every row but
+  // those the mask emptied.
   std::vector<std::string> sum_text(lines);
+  std::vector<bool> empty_line(lines, false);
   std::size_t sum_col = 0;
   if (weights) {
     for (std::size_t k = 0; k < lines; ++k) {
@@ -143,9 +141,10 @@ void Renderer::heatmap(const Panel& panel) {
       bool all_empty = true;
       double mean = 0;
       for (std::size_t r = r0; r < r1; ++r) {
-        all_empty = all_empty && !panel.empty_row.empty() && panel.empty_row[r];
-        mean += row_sum[r] / static_cast<double>(r1 - r0);
+        all_empty = all_empty && panel.is_empty_row(r);
+        mean += panel.row_sum(r) / static_cast<double>(r1 - r0);
       }
+      empty_line[k] = all_empty;
       sum_text[k] = all_empty ? "empty: masked" : text(fmt::format("Σ {}", format_value(mean, o_.precision)));
       sum_col = std::max(sum_col, display_width(sum_text[k]));
     }
@@ -205,7 +204,7 @@ void Renderer::heatmap(const Panel& panel) {
                               : pool(panel, r0, r1, c0, c1);
       row += heat_cell(cell.value, cell.removed, range, cw);
     }
-    if (weights) row += "  " + (sum_text[k] == "empty: masked" ? style_.warning(sum_text[k]) : sum_text[k]);
+    if (weights) row += "  " + (empty_line[k] ? style_.warning(sum_text[k]) : sum_text[k]);
     line("{}", row);
   }
   line("{}", legend(range, !panel.removed.empty() &&
@@ -222,8 +221,8 @@ void Renderer::heatmap(const Panel& panel) {
 
 void Renderer::empty_rows_note(const Panel& panel) {
   std::vector<std::string> names;
-  for (std::size_t r = 0; r < panel.empty_row.size(); ++r)
-    if (panel.empty_row[r]) names.push_back(label(panel.row_labels[r]));
+  for (std::size_t r = 0; r < panel.rows; ++r)
+    if (panel.is_empty_row(r)) names.push_back(label(panel.row_labels[r]));
   if (names.empty()) return;
   para(fmt::format("  the mask left {} with no key to attend: {} weights are all 0 and sum to 0, not 1",
                    fmt::join(names, ", "), names.size() == 1 ? "its" : "their"),

@@ -30,6 +30,12 @@ std::vector<std::string> axis_labels(const Problem& p, Step step, Axis axis, std
 
 }  // namespace
 
+double Panel::row_sum(std::size_t r) const {
+  double sum = 0;
+  for (std::size_t c = 0; c < cols; ++c) sum += values[r * cols + c];
+  return sum;
+}
+
 std::string kv_head_caption(const Problem& p, std::size_t kv) {
   if (p.g == p.h) return fmt::format("head {}", kv);
   const std::size_t group = p.h / p.g;

@@ -29,6 +29,9 @@ struct Panel {
   std::vector<bool> empty_row;
 
   bool is_removed(std::size_t r, std::size_t c) const { return !removed.empty() && removed[r * cols + c] != 0; }
+  bool is_empty_row(std::size_t r) const { return !empty_row.empty() && empty_row[r]; }
+  // The sum of row r: 1 up to rounding for a row of weights, 0 for one the mask emptied.
+  double row_sum(std::size_t r) const;
 };
 
 // The panels of `rec`, one per batch item and head, in the order of its values.

@@ -256,12 +256,9 @@ void draw_row_sums(std::string& out, const Panel& panel, const PanelLayout& l) {
                      num(l.label_size));
   out += fmt::format("<text x=\"{}\" y=\"{}\">Σ</text>\n", num(x), num(l.grid_y() - 5));
   for (std::size_t r = 0; r < panel.rows; r += l.label_every) {
-    double sum = 0;
-    for (std::size_t c = 0; c < panel.cols; ++c) sum += panel.values[r * panel.cols + c];
-    const bool empty = !panel.empty_row.empty() && panel.empty_row[r];
     out += fmt::format("<text x=\"{}\" y=\"{}\" dy=\"0.35em\">{}</text>\n", num(x),
                        num(l.grid_y() + (static_cast<double>(r) + 0.5) * l.cell),
-                       empty ? "empty" : fmt::format("{:.3f}", sum));
+                       panel.is_empty_row(r) ? "empty" : fmt::format("{:.3f}", panel.row_sum(r)));
   }
   out += "</g>\n";
 }
