@@ -10,17 +10,17 @@
 #include "command.hpp"
 #include "io/load.hpp"
 #include "options.hpp"
-#include "trace/record.hpp"
 
 namespace attn::cli {
 
 namespace {
 
-// The score steps that the flash engine never forms as whole matrices, among those asked for.
-std::vector<std::string> steps_flash_never_forms(const StepFilter& filter) {
+// The score steps that the flash engine never forms as whole matrices, among those --steps names (in
+// trace order, as run_problem has checked every name).
+std::vector<std::string> steps_flash_never_forms(const std::vector<std::string>& steps) {
   std::vector<std::string> names;
   for (const Step s : all_steps())
-    if (is_score_step(s) && std::find(filter.only.begin(), filter.only.end(), s) != filter.only.end())
+    if (is_score_step(s) && std::find(steps.begin(), steps.end(), step_info(s).name) != steps.end())
       names.emplace_back(step_info(s).name);
   return names;
 }
@@ -31,14 +31,10 @@ int run(const TraceOptions& o) {
         fmt::format("--{}: tile sizes apply to the flash pass; add --engine flash or --engine both, or use "
                     "attn-trace compare",
                     o.block_q ? "block-q" : "block-k"));
-  auto problem = std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o)));
-  const RunRequest request = run_request(o, *problem, trace_filter(o, *problem, o.engine != Engine::naive));
-  if (o.dtype == DType::float32) check_float32_range(*problem, display_name(o.file));
-  check_memory(o, request, *problem, o.engine != Engine::flash, o.engine != Engine::naive);
-  const Trace trace = record_run(problem, request);
+  const Trace trace = run_problem(o, std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o))));
 
   RenderOptions render = render_options(o);
-  if (const std::vector<std::string> never = steps_flash_never_forms(request.filter);
+  if (const std::vector<std::string> never = steps_flash_never_forms(o.steps);
       o.engine == Engine::flash && !never.empty())
     render.notes.push_back(fmt::format(
         "flash never forms the whole {} matrix: see its tiles below, or use --engine both", fmt::join(never, ", ")));

@@ -2,11 +2,8 @@
 
 #include <memory>
 
-#include <fmt/format.h>
-
 #include "command.hpp"
 #include "io/load.hpp"
-#include "io/trace_json.hpp"
 #include "options.hpp"
 
 namespace attn::cli {
@@ -14,15 +11,7 @@ namespace attn::cli {
 namespace {
 
 int run(const TraceOptions& o) {
-  Trace trace = trace_from_json(read_text(o.file, memory_limit(o)), display_name(o.file));
-  if (!o.steps.empty() || o.head) {
-    if (o.head && trace.head && *o.head != *trace.head)
-      throw UsageError(fmt::format("--head {}: this trace holds head {} only (it was saved with --head {})", *o.head,
-                                   *trace.head, *trace.head));
-    const StepFilter filter = trace_filter(o, *trace.problem, trace.flash.has_value());
-    trace = keep_only(std::move(trace), filter);
-  }
-  emit(trace, o, render_options(o));
+  emit(saved_trace(o, read_text(o.file, memory_limit(o))), o, render_options(o));
   return 0;
 }
 

@@ -218,26 +218,31 @@ RunRequest run_request(const TraceOptions& options, const Problem& problem, Step
   return request;
 }
 
-Trace input_or_trace(const TraceOptions& o) {
-  const std::string text = read_text(o.file, memory_limit(o));
-  if (looks_like_trace(text)) {
-    Trace trace = trace_from_json(text, display_name(o.file));
-    if (o.head && trace.head && *o.head != *trace.head)
-      throw UsageError(fmt::format("--head {}: this trace holds head {} only (it was saved with --head {})", *o.head,
-                                   *trace.head, *trace.head));
-    if (!o.steps.empty() || o.head) {
-      // The filter first: the order in which a call's arguments are evaluated is unspecified, and the
-      // moved-from trace has no problem left to check the filter against.
-      const StepFilter filter = trace_filter(o, *trace.problem, trace.flash.has_value());
-      trace = keep_only(std::move(trace), filter);
-    }
-    return trace;
+Trace saved_trace(const TraceOptions& o, std::string_view text) {
+  Trace trace = trace_from_json(text, display_name(o.file));
+  if (o.head && trace.head && *o.head != *trace.head)
+    throw UsageError(fmt::format("--head {}: this trace holds head {} only (it was saved with --head {})", *o.head,
+                                 *trace.head, *trace.head));
+  if (!o.steps.empty() || o.head) {
+    // The filter first: the order in which a call's arguments are evaluated is unspecified, and the
+    // moved-from trace has no problem left to check the filter against.
+    const StepFilter filter = trace_filter(o, *trace.problem, trace.flash.has_value());
+    trace = keep_only(std::move(trace), filter);
   }
-  auto problem = std::make_shared<const Problem>(load_problem(text, display_name(o.file)));
+  return trace;
+}
+
+Trace run_problem(const TraceOptions& o, const std::shared_ptr<const Problem>& problem) {
   const RunRequest request = run_request(o, *problem, trace_filter(o, *problem, o.engine != Engine::naive));
   if (o.dtype == DType::float32) check_float32_range(*problem, display_name(o.file));
   check_memory(o, request, *problem, o.engine != Engine::flash, o.engine != Engine::naive);
   return record_run(problem, request);
+}
+
+Trace input_or_trace(const TraceOptions& o) {
+  const std::string text = read_text(o.file, memory_limit(o));
+  if (looks_like_trace(text)) return saved_trace(o, text);
+  return run_problem(o, std::make_shared<const Problem>(load_problem(text, display_name(o.file))));
 }
 
 namespace {

@@ -2,8 +2,10 @@
 // The options that the tracing commands share (docs/cli.md), and their checks.
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -68,6 +70,14 @@ RunRequest run_request(const TraceOptions& options, const Problem& problem, Step
 // `reference`: compare's wider naive reference runs too.
 void check_memory(const TraceOptions& options, const RunRequest& request, const Problem& problem, bool naive,
                   bool flash, bool reference = false);
+
+// A trace saved by --json, read back from `text` and cut down to --steps and --head (a --head other
+// than the one it was saved with is a UsageError).
+Trace saved_trace(const TraceOptions& options, std::string_view text);
+
+// `problem` run as --engine, --dtype, the tiles, --steps and --head ask, once float32's range and
+// --max-memory have been checked.
+Trace run_problem(const TraceOptions& options, const std::shared_ptr<const Problem>& problem);
 
 // FILE as a trace, for the commands that draw pictures (plot, report): a saved trace (run --json) read
 // back and cut down to --steps/--head, or an input run by --engine, checked like `run` checks it.
