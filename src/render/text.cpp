@@ -181,7 +181,9 @@ std::vector<std::string> wrap(std::string_view text, std::size_t width, std::str
       break;
     }
     const std::size_t w = display_width(word);
-    if (!fresh && used + spaces.size() + w > width) {
+    // A word too wide for any line starts where it is; one that fits a fresh line moves there.
+    const bool fits_a_line = display_width(indent) + w <= width;
+    if (!fresh && used + spaces.size() + w > width && (fits_a_line || used + spaces.size() >= width)) {
       lines.push_back(std::move(current));
       current = std::string(indent);
       used = display_width(indent);
@@ -189,10 +191,26 @@ std::vector<std::string> wrap(std::string_view text, std::size_t width, std::str
       current += spaces;
       used += spaces.size();
     }
-    const std::size_t room = width > used ? width - used : 1;
-    const std::string piece = w > room ? truncate_to(word, room) : std::string(word);
-    current += piece;
-    used += display_width(piece);
+    // A word wider than the line (a long path, say) is broken across lines, never cut short.
+    std::string_view rest = word;
+    while (display_width(rest) > (width > used ? width - used : 0)) {
+      const std::size_t room = width > used ? width - used : 0;
+      std::size_t taken = 0, columns = 0;
+      while (taken < rest.size()) {
+        const auto [cp, length] = decode(rest, taken);
+        if (columns + columns_of(cp) > room && (taken > 0 || used > display_width(indent))) break;
+        columns += columns_of(cp);
+        taken += length;
+      }
+      current += rest.substr(0, taken);
+      rest.remove_prefix(taken);
+      if (rest.empty()) break;
+      lines.push_back(std::move(current));
+      current = std::string(indent);
+      used = display_width(indent);
+    }
+    current += rest;
+    used += display_width(rest);
     fresh = false;
   }
   lines.push_back(std::move(current));

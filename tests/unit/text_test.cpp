@@ -41,6 +41,15 @@ TEST_CASE("Wrapping breaks at spaces, keeps the first line's indent and runs of 
   CHECK(lines[2] == "    four");
   for (const std::string& l : wrap("猫猫 猫猫 猫猫 猫猫", 9, "")) CHECK(display_width(l) <= 9);
   CHECK(wrap("", 10, "  ") == std::vector<std::string>{""});
+  // A word longer than the line is broken across lines, nothing cut: joined again it is whole.
+  const auto path = wrap("file /check/work/main/data/padded_batch.json", 12, "  ");
+  REQUIRE(path.size() == 5);
+  CHECK(path[0] == "file /check/");
+  CHECK(path[1] == "  work/main/");
+  CHECK(path[3] == "  d_batch.js");
+  CHECK(path[4] == "  on");
+  for (const std::string& l : path) CHECK(display_width(l) <= 12);
+  for (const std::string& l : wrap("猫猫猫猫猫猫猫", 5, "")) CHECK(display_width(l) <= 5);
 }
 
 TEST_CASE("Plain ASCII spells the printer's symbols out and writes other characters as \\u escapes", "[render][text]") {
