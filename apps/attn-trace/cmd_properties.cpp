@@ -12,7 +12,7 @@
 #include "io/properties_json.hpp"
 #include "options.hpp"
 #include "render/properties.hpp"
-#include "trace/properties.hpp"
+#include "lessons/properties.hpp"
 
 namespace attn::cli {
 

@@ -11,7 +11,7 @@
 #include "command.hpp"
 #include "io/read.hpp"
 #include "io/scaling_json.hpp"
-#include "ops/scaling.hpp"
+#include "lessons/scaling.hpp"
 #include "options.hpp"
 #include "render/scaling.hpp"
 

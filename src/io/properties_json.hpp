@@ -11,7 +11,7 @@
 #include <string>
 
 #include "model/run.hpp"
-#include "trace/properties.hpp"
+#include "lessons/properties.hpp"
 
 namespace attn {
 

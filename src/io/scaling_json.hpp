@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "ops/scaling.hpp"
+#include "lessons/scaling.hpp"
 
 namespace attn {
 

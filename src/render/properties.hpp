@@ -6,7 +6,7 @@
 #include <string>
 
 #include "render/terminal.hpp"
-#include "trace/properties.hpp"
+#include "lessons/properties.hpp"
 
 namespace attn {
 

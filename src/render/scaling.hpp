@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "ops/scaling.hpp"
+#include "lessons/scaling.hpp"
 #include "render/terminal.hpp"
 
 namespace attn {

@@ -1,7 +1,7 @@
 """`attn-trace scaling --json -` recomputed from scratch (docs/cli.md, "scaling").
 
 The generator (SplitMix64) and the normal sampler (Box-Muller, cosine then sine) are written again
-here with numpy, from their definitions in src/ops/scaling.hpp, and every figure of the JSON is
+here with numpy, from their definitions in src/lessons/scaling.hpp, and every figure of the JSON is
 recomputed: the numbers must agree to 1e-12 relative. Then the statistics the experiment is about,
 within bounds that a correct run misses with a tiny probability:
 

@@ -11,7 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "io/load.hpp"
-#include "trace/properties.hpp"
+#include "lessons/properties.hpp"
 
 using namespace attn;
 

@@ -1,4 +1,4 @@
-// The experiment of `attn-trace scaling` (src/ops/scaling.hpp): its random numbers against values
+// The experiment of `attn-trace scaling` (src/lessons/scaling.hpp): its random numbers against values
 // worked out independently, its statistics on cases small enough to check by hand, and its determinism.
 
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "ops/scaling.hpp"
+#include "lessons/scaling.hpp"
 
 using namespace attn;
 

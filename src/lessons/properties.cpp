@@ -1,4 +1,4 @@
-#include "trace/properties.hpp"
+#include "lessons/properties.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "ops/scaling.hpp"
+#include "lessons/scaling.hpp"
 
 #include <algorithm>
 #include <cmath>
