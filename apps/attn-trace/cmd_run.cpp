@@ -7,9 +7,14 @@
 
 #include <fmt/format.h>
 
+#include "attn/version.hpp"
 #include "command.hpp"
 #include "io/load.hpp"
+#include "io/mistake_json.hpp"
+#include "io/output.hpp"
+#include "lessons/mistakes.hpp"
 #include "options.hpp"
+#include "render/mistakes.hpp"
 
 namespace attn::cli {
 
@@ -23,6 +28,39 @@ std::vector<std::string> steps_flash_never_forms(const std::vector<std::string>&
     if (is_score_step(s) && std::find(steps.begin(), steps.end(), step_info(s).name) != steps.end())
       names.emplace_back(step_info(s).name);
   return names;
+}
+
+struct RunOptions {
+  TraceOptions trace;
+  std::string mistake;  // --mistake NAME, or "list"
+};
+
+// run --mistake NAME: the intended naive computation beside the mistaken one. The options that choose
+// what a trace shows (--engine, the tiles, --steps, --head) have no meaning here and are refused.
+int run_mistake(const TraceOptions& o, const std::string& name, const CLI::App& cmd) {
+  const std::optional<Mistake> mistake = mistake_from_name(name);
+  if (!mistake) {
+    std::vector<std::string> names;
+    for (const MistakeInfo& m : all_mistakes()) names.emplace_back(m.name);
+    throw UsageError(
+        fmt::format("--mistake: no mistake called \"{}\"; the mistakes are {} (--mistake list says "
+                    "what each one is)",
+                    name, fmt::join(names, ", ")));
+  }
+  for (const char* option : {"--engine", "--block-q", "--block-k", "--steps", "--head"})
+    if (cmd.count(option) != 0)
+      throw UsageError(
+          fmt::format("{}: --mistake compares every step of the naive computation; leave {} out", option, option));
+  auto problem = std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o)));
+  if (const std::optional<std::string> why = mistake_refused(*mistake, *problem))
+    throw UsageError(fmt::format("--mistake {}: {}", name, *why));
+  if (o.dtype == DType::float32) check_float32_range(*problem, display_name(o.file));
+  // Two naive runs that keep every step: the memory of one, twice.
+  check_memory(o, run_request(o, *problem, {}), *problem, true, false);
+  const MistakeResult result = run_mistake(problem, *mistake, o.dtype);
+  if (!o.json_out.empty()) write_result(o.json_out, mistake_to_json(result, fmt::format("attn-trace {}", version)));
+  if (o.json_out != "-") write_stdout(render_mistake(result, render_options(o)));
+  return 0;
 }
 
 int run(const TraceOptions& o) {
@@ -45,7 +83,8 @@ int run(const TraceOptions& o) {
 }  // namespace
 
 Runner add_run(CLI::App& app) {
-  auto options = std::make_shared<TraceOptions>();
+  auto all = std::make_shared<RunOptions>();
+  TraceOptions* options = &all->trace;
   CLI::App* cmd = app.add_subcommand("run", "trace every step of the attention in FILE");
   cmd->footer(
       "Example:\n"
@@ -53,12 +92,28 @@ Runner add_run(CLI::App& app) {
       "  attn-trace run data/gpt_causal.json --steps scores,weights --head 1 --dtype float64\n"
       "  attn-trace run data/the_cat_sat.json --engine flash --block-q 2 --block-k 1\n"
       "  attn-trace run data/the_cat_sat.json --json trace.json\n"
-      "  attn-trace example | attn-trace run -");
+      "  attn-trace example | attn-trace run -\n"
+      "  attn-trace run data/gpt_causal.json --mistake no-mask\n"
+      "  attn-trace run --mistake list");
   add_run_options(*cmd, *options, /*with_engine=*/true);
+  // FILE may be left out for --mistake list alone; run() asks for it otherwise.
+  cmd->get_option("FILE")->required(false);
   add_filter_options(*cmd, *options);
   add_memory_option(*cmd, *options);
   add_display_options(*cmd, *options);
-  return [cmd, options] { return cmd->parsed() ? run(*options) : -1; };
+  cmd->add_option("--mistake", all->mistake,
+                  "make one of the common mistakes on purpose and show what it changes, step by step, and what it "
+                  "costs; --mistake list lists them");
+  return [cmd, all] {
+    if (!cmd->parsed()) return -1;
+    const TraceOptions& o = all->trace;
+    if (all->mistake == "list") {
+      write_stdout(render_mistake_list(render_options(o)));
+      return 0;
+    }
+    if (o.file.empty()) throw UsageError("FILE is required: the input JSON to trace (attn-trace run --help)");
+    return all->mistake.empty() ? run(o) : run_mistake(o, all->mistake, *cmd);
+  };
 }
 
 }  // namespace attn::cli

@@ -26,14 +26,6 @@ void require_weights(const Tensor<double>& A, const char* who) {
     throw std::invalid_argument(fmt::format("{}: expects weights (B, h, n, m), got rank {}", who, A.rank()));
 }
 
-// `value` with a batch axis of extent 1 in front when the trace dropped it (an input that is not batched).
-Tensor<double> with_batch_axis(const Tensor<double>& value, std::size_t rank) {
-  if (value.rank() == rank) return value;
-  Shape shape = value.shape();
-  shape.insert(shape.begin(), 1);
-  return Tensor<double>(std::move(shape), std::vector<double>(value.values().begin(), value.values().end()));
-}
-
 std::string plural(std::size_t count, std::string_view one, std::string_view many) {
   return fmt::format("{} {}", count, count == 1 ? one : many);
 }
@@ -226,8 +218,7 @@ PropertyCheck flash_equals_naive(const CompareRecord& r) {
 namespace {
 
 const Tensor<double>& step_value(const Trace& trace, Step step) {
-  for (const StepRecord& s : trace.steps)
-    if (s.step == step) return s.value;
+  if (const StepRecord* rec = find_step(trace, step)) return rec->value;
   throw std::logic_error(fmt::format("check_properties: the trace has no step {}", step_info(step).name));
 }
 

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "lessons/mistakes.hpp"
 #include "render/colormap.hpp"
 #include "render/number.hpp"
 #include "render/panel.hpp"
@@ -79,6 +80,9 @@ class Renderer {
       : t_(trace), p_(*trace.problem), o_(options), style_{options.color, options.truecolor} {}
 
   std::string run();
+  // run --mistake: the input's header, then the intended and the mistaken computation compared
+  // (mistake_section.cpp). The renderer's trace is the intended one.
+  std::string run_mistake(const MistakeResult& result);
 
  private:
   // One line of output: in ASCII when the locale is not UTF-8, and cut to the width.
@@ -124,6 +128,12 @@ class Renderer {
 
   // When both engines ran: how far the flash output is from the naive one.
   void comparison();
+
+  // ---- a mistake ----
+  void mistake_steps(const MistakeResult& r);
+  void mistake_first_difference(const MistakeResult& r);
+  void mistake_costs(const MistakeResult& r);
+  std::string query_label(std::size_t batch, std::size_t head, std::size_t index, bool key) const;
 
   // ---- compare ----
   std::string sci(double x) const;

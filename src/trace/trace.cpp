@@ -100,6 +100,19 @@ Shape traced_shape(Step step, const Problem& p, bool one_head) {
   return shape;
 }
 
+const StepRecord* find_step(const Trace& trace, Step step) {
+  for (const StepRecord& rec : trace.steps)
+    if (rec.step == step) return &rec;
+  return nullptr;
+}
+
+Tensor<double> with_batch_axis(const Tensor<double>& value, std::size_t rank) {
+  if (value.rank() == rank) return value;
+  Shape shape = value.shape();
+  shape.insert(shape.begin(), 1);
+  return Tensor<double>(std::move(shape), std::vector<double>(value.values().begin(), value.values().end()));
+}
+
 Tensor<double> select_head(const Tensor<double>& value, std::size_t axis, std::size_t keep) {
   Shape shape = value.shape();
   std::size_t outer = 1;

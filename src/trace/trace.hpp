@@ -85,6 +85,13 @@ Tensor<double> select_head(const Tensor<double>& value, std::size_t axis, std::s
 // still holds them all) and the tiles of that head, or no tiles. `attn-trace show --steps --head`.
 Trace keep_only(Trace trace, const StepFilter& filter);
 
+// The recorded value of `step`, or nullptr when the trace does not hold it.
+const StepRecord* find_step(const Trace& trace, Step step);
+
+// `value` with a batch axis of extent 1 in front when the trace dropped it (an input that is not
+// batched), so that it has `rank` axes.
+Tensor<double> with_batch_axis(const Tensor<double>& value, std::size_t rank);
+
 // The head that position `index` of a head axis of `trace` stands for.
 std::size_t head_at(const Trace& trace, bool kv_axis, std::size_t index);
 

@@ -1,0 +1,558 @@
+#include "lessons/mistakes.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "engine/common.hpp"
+#include "engine/naive.hpp"
+#include "trace/collector.hpp"
+#include "trace/record.hpp"
+
+namespace attn {
+
+namespace {
+
+const std::vector<MistakeInfo> mistakes = {
+    {Mistake::no_scale, "no-scale", "forget to divide the scores by √d_k: sharper, more saturated weights",
+     "S' = S / √d_k", "S' = S",
+     "Unscaled scores grow with d_k (their variance is about d_k), so the softmax saturates: one key takes almost "
+     "all the weight and the gradient through the others vanishes."},
+    {Mistake::no_mask, "no-mask", "leave the mask out: queries see the keys they must not (leakage)",
+     "S'' = S' where allowed, −∞ elsewhere", "S'' = S'",
+     "A decoder that sees later tokens in training learns to copy them; at inference they are not there."},
+    {Mistake::mask_after_softmax, "mask-after-softmax", "mask the weights after the softmax: rows no longer sum to 1",
+     "A = softmax(S'') with S'' = −∞ where forbidden", "A = softmax(S'), then 0 where forbidden",
+     "The forbidden keys still took their share of each row's sum, so what is left sums to less than 1: every "
+     "output is shrunk by a different amount."},
+    {Mistake::softmax_columns, "softmax-columns",
+     "take the softmax over the queries (columns) instead of the keys: columns sum to 1, rows do not",
+     "A = softmax(S'') along each row (over the keys)", "A = softmax(S'') down each column (over the queries)",
+     "Each key then shares one unit of weight among the queries, instead of each query sharing one unit among "
+     "the keys: a query's output is no longer an average of the values."},
+    {Mistake::shared_qkv, "shared-qkv", "use one projection for queries, keys and values: Q = K = V, symmetric scores",
+     "Q = X·W_q, K = X·W_k, V = X·W_v", "Q = K = V = X·W_q",
+     "With K = Q the scores are symmetric (S = Q·Qᵀ) and each token tends to attend most to itself: the "
+     "separate roles of asking, offering and carrying information are lost."},
+    {Mistake::wrong_reshape, "wrong-reshape",
+     "split the heads by a reshape without the transpose: features mixed across heads and tokens",
+     "reshape (n, h·d) -> (n, h, d), then transpose -> (h, n, d)", "reshape (n, h·d) -> (h, n, d) directly",
+     "Without the transpose a head's row is a slice of consecutive features that belongs to some other token "
+     "and head: every head sees scrambled tokens."},
+    {Mistake::minus_1e9, "minus-1e9", "use −1e9 for a forbidden score instead of −∞: emptied rows get uniform weights",
+     "S'' = S' where allowed, −∞ elsewhere", "S'' = S' where allowed, −1e9 elsewhere",
+     "exp(−1e9 − max) is 0 as long as one key is allowed; in a row where the mask allows nothing, every score is "
+     "−1e9, the row max is −1e9 and the softmax hands out 1/m to each forbidden key instead of nothing."},
+};
+
+// ------------------------------------------------------------------ the mistaken steps
+
+// Heads by a reshape alone: (B, n, h·d) read as (B, h, n, d) in the same memory order.
+// H[b][hd][i][c] = Y.flat[b][(hd·n + i)·d + c]
+template <class T>
+Tensor<T> reshape_heads(const Tensor<T>& Y, std::size_t heads) {
+  const std::size_t B = Y.dim(0), n = Y.dim(1), d = Y.dim(2) / heads;
+  return Tensor<T>({B, heads, n, d}, std::vector<T>(Y.values().begin(), Y.values().end()));
+}
+
+// The inverse mistake: (B, h, n, d) read back as (B, n, h·d) in the same memory order.
+template <class T>
+Tensor<T> reshape_merge(const Tensor<T>& O) {
+  const std::size_t B = O.dim(0), heads = O.dim(1), n = O.dim(2), d = O.dim(3);
+  return Tensor<T>({B, n, heads * d}, std::vector<T>(O.values().begin(), O.values().end()));
+}
+
+// The forbidden scores set to `fill` (−1e9 for the mistake; ops/attention.hpp's apply_mask uses −∞).
+template <class T>
+Tensor<T> fill_forbidden(const Tensor<T>& S, const Mask& mask, T fill) {
+  Tensor<T> out = S;
+  for (std::size_t b = 0; b < S.dim(0); ++b)
+    for (std::size_t hd = 0; hd < S.dim(1); ++hd)
+      for (std::size_t i = 0; i < S.dim(2); ++i)
+        for (std::size_t j = 0; j < S.dim(3); ++j)
+          if (!mask.allows(b, i, j)) out(b, hd, i, j) = fill;
+  return out;
+}
+
+// A = softmax down each column: A[i][j] = exp(S[i][j] - max_i' S[i'][j]) / Σ_i' exp(S[i'][j] - max).
+// A column whose every score is −∞ gets zeros, as an emptied row does in softmax_rows.
+template <class T>
+Tensor<T> softmax_columns(const Tensor<T>& S) {
+  Tensor<T> A(S.shape());
+  const T minus_inf = -std::numeric_limits<T>::infinity();
+  for (std::size_t b = 0; b < S.dim(0); ++b)
+    for (std::size_t hd = 0; hd < S.dim(1); ++hd)
+      for (std::size_t j = 0; j < S.dim(3); ++j) {
+        T max = minus_inf;
+        for (std::size_t i = 0; i < S.dim(2); ++i) max = std::max(max, S(b, hd, i, j));
+        if (max == minus_inf) continue;
+        T sum = 0;
+        for (std::size_t i = 0; i < S.dim(2); ++i) sum += A(b, hd, i, j) = std::exp(S(b, hd, i, j) - max);
+        for (std::size_t i = 0; i < S.dim(2); ++i) A(b, hd, i, j) /= sum;
+      }
+  return A;
+}
+
+// The naive engine's passes with one of the mistakes that change how a step is computed (the others
+// are a different problem run by the naive engine itself: see mistaken_problem).
+template <class T>
+void run_mistaken(const Problem& p, Mistake mistake, Observer& observer) {
+  const Inputs<T> in(p);
+  const auto allows = [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j); };
+
+  // pass 1: the projections, and the heads split (by a reshape alone, for wrong-reshape)
+  Heads<T> heads;
+  if (mistake == Mistake::wrong_reshape) {
+    const Tensor<T> Q = project(in.X, in.W_q, std::span<const T>(in.b_q));
+    report(observer, Step::q, Q);
+    const Tensor<T> K = project(in.C, in.W_k, std::span<const T>(in.b_k));
+    report(observer, Step::k, K);
+    const Tensor<T> V = project(in.C, in.W_v, std::span<const T>(in.b_v));
+    report(observer, Step::v, V);
+    heads = {reshape_heads(Q, p.h), reshape_heads(K, p.g), reshape_heads(V, p.g)};
+    report(observer, Step::q_heads, heads.Q);
+    report(observer, Step::k_heads, heads.K);
+    report(observer, Step::v_heads, heads.V);
+  } else {
+    heads = project_heads(p, in, observer);
+  }
+
+  // pass 2: scores, scaled, masked (or not), softmax (of rows, or of columns)
+  const Tensor<T> S = scores(heads.Q, heads.K);
+  report(observer, Step::scores, S);
+  const Tensor<T> S_scaled = scale(S, static_cast<T>(p.scale));
+  report(observer, Step::scaled, S_scaled);
+  Tensor<T> S_masked;
+  if (mistake == Mistake::mask_after_softmax) S_masked = S_scaled;
+  // −1e9 on purpose: this is the mistake being shown.
+  else if (mistake == Mistake::minus_1e9) S_masked = fill_forbidden(S_scaled, p.mask, static_cast<T>(-1e9));
+  else S_masked = apply_mask(S_scaled, allows);
+  report(observer, Step::masked, S_masked);
+  Tensor<T> A = mistake == Mistake::softmax_columns ? softmax_columns(S_masked) : softmax_rows(S_masked);
+  if (mistake == Mistake::mask_after_softmax) A = fill_forbidden(A, p.mask, T{0});
+  report(observer, Step::weights, A);
+
+  // pass 3: the weighted sum of the values
+  const Tensor<T> O_h = weighted_sum(A, heads.V);
+  report(observer, Step::head_outputs, O_h);
+
+  // pass 4: the heads merged (by a reshape alone, for wrong-reshape) and projected out
+  if (mistake == Mistake::wrong_reshape) {
+    Tensor<T> O = reshape_merge(O_h);
+    report(observer, Step::concat, O);
+    Tensor<T> Y = p.has_output_projection() ? project(O, in.W_o, std::span<const T>(in.b_o)) : std::move(O);
+    report(observer, Step::output, Y);
+  } else {
+    merge_and_project(p, in, O_h, observer);
+  }
+}
+
+// The problem the mistaken run computes, for the mistakes that are a different problem: no scale, no
+// mask, one shared projection.
+Problem mistaken_problem(const Problem& p, Mistake mistake) {
+  Problem q = p;
+  if (mistake == Mistake::no_scale) {
+    q.scale = 1;
+    q.scale_given = true;
+  } else if (mistake == Mistake::no_mask) {
+    q.mask = Mask{.n = p.n, .m = p.m};
+  } else if (mistake == Mistake::shared_qkv) {
+    q.W_k = q.W_v = p.W_q;
+    q.b_k = q.b_v = p.b_q;
+    q.g = p.h;
+    q.d_v = p.d_k;
+    if (!p.has_output_projection()) q.d_out = p.h * p.d_k;
+  }
+  return q;
+}
+
+// The steps the mistake changes, each with its mistaken formula.
+std::vector<std::pair<Step, std::string_view>> changed_steps(Mistake mistake) {
+  const std::string_view formula = mistake_info(mistake).mistaken;
+  switch (mistake) {
+    case Mistake::mask_after_softmax:
+      return {{Step::masked, "S'' = S' (the mask comes after the softmax)"}, {Step::weights, formula}};
+    case Mistake::shared_qkv: return {{Step::k, "K = X·W_q (= Q)"}, {Step::v, "V = X·W_q (= Q)"}};
+    case Mistake::wrong_reshape:
+      return {{Step::q_heads, "reshape (n, h·d_k) -> (h, n, d_k), no transpose"},
+              {Step::k_heads, "reshape (m, g·d_k) -> (g, m, d_k), no transpose"},
+              {Step::v_heads, "reshape (m, g·d_v) -> (g, m, d_v), no transpose"},
+              {Step::concat, "reshape (h, n, d_v) -> (n, h·d_v), no transpose"}};
+    case Mistake::no_scale: return {{Step::scaled, formula}};
+    case Mistake::no_mask:
+    case Mistake::minus_1e9: return {{Step::masked, formula}};
+    case Mistake::softmax_columns: return {{Step::weights, formula}};
+  }
+  return {};
+}
+
+template <class T>
+Trace record_mistaken(const std::shared_ptr<const Problem>& problem, Mistake mistake, DType dtype) {
+  TraceCollector collector(problem, dtype);
+  const bool engine_itself =
+      mistake == Mistake::no_scale || mistake == Mistake::no_mask || mistake == Mistake::shared_qkv;
+  if (engine_itself) run_naive<T>(*problem, collector);
+  else run_mistaken<T>(*problem, mistake, collector);
+  // The rows the mask empties stay empty unless the mistake fills them.
+  std::vector<EmptyRow> empty = mistake == Mistake::minus_1e9 ? std::vector<EmptyRow>() : find_empty_rows(*problem);
+  Trace trace = std::move(collector).finish(std::move(empty));
+  const MistakeInfo& info = mistake_info(mistake);
+  for (const auto& [step, formula] : changed_steps(mistake))
+    for (StepRecord& rec : trace.steps)
+      if (rec.step == step) {
+        rec.formula = std::string(formula);
+        rec.description = fmt::format("{} (the mistake {})", rec.description, info.name);
+      }
+  return trace;
+}
+
+// ------------------------------------------------------------------ differences
+
+std::vector<std::size_t> unravel(std::size_t flat, const Shape& shape) {
+  std::vector<std::size_t> at(shape.size());
+  for (std::size_t a = shape.size(); a-- > 0;) {
+    at[a] = shape[a] == 0 ? 0 : flat % shape[a];
+    flat = shape[a] == 0 ? 0 : flat / shape[a];
+  }
+  return at;
+}
+
+// |x - y|, with two equal infinities the same and one infinity against a finite number infinitely far.
+double distance(double x, double y) {
+  if (x == y) return 0;
+  if (std::isnan(x) || std::isnan(y)) return std::numeric_limits<double>::infinity();
+  return std::fabs(x - y);
+}
+
+StepDifference difference(const StepRecord& a, const StepRecord& b) {
+  StepDifference d{.step = a.step, .intended_shape = a.value.shape(), .mistaken_shape = b.value.shape()};
+  d.same_shape = d.intended_shape == d.mistaken_shape;
+  if (!d.same_shape) return d;
+  const auto x = a.value.values(), y = b.value.values();
+  std::size_t worst = 0;
+  for (std::size_t k = 0; k < x.size(); ++k)
+    if (const double e = distance(x[k], y[k]); e > d.max_abs) {
+      d.max_abs = e;
+      worst = k;
+    }
+  if (d.max_abs != 0) {
+    d.flat = worst;
+    d.at = unravel(worst, d.intended_shape);
+    d.intended = x[worst];
+    d.mistaken = y[worst];
+  }
+  return d;
+}
+
+// ------------------------------------------------------------------ the costs
+
+struct Weights {
+  Tensor<double> intended, mistaken;  // (B, h, n, m)
+};
+
+Weights weights_of(const MistakeResult& r) {
+  return {with_batch_axis(find_step(r.intended, Step::weights)->value, 4),
+          with_batch_axis(find_step(r.mistaken, Step::weights)->value, 4)};
+}
+
+double row_sum(const Tensor<double>& A, std::size_t b, std::size_t hd, std::size_t i) {
+  long double s = 0;
+  for (std::size_t j = 0; j < A.dim(3); ++j) s += A(b, hd, i, j);
+  return static_cast<double>(s);
+}
+
+double row_max(const Tensor<double>& A, std::size_t b, std::size_t hd, std::size_t i) {
+  double best = 0;
+  for (std::size_t j = 0; j < A.dim(3); ++j) best = std::max(best, A(b, hd, i, j));
+  return best;
+}
+
+bool row_empty(const Problem& p, std::size_t b, std::size_t i) {
+  for (std::size_t j = 0; j < p.m; ++j)
+    if (p.mask.allows(b, i, j)) return false;
+  return true;
+}
+
+std::size_t forbidden_pairs(const Problem& p) {
+  std::size_t count = 0;
+  for (std::size_t b = 0; b < p.B; ++b)
+    for (std::size_t i = 0; i < p.n; ++i)
+      for (std::size_t j = 0; j < p.m; ++j) count += p.mask.allows(b, i, j) ? 0 : 1;
+  return count;
+}
+
+std::string token(const Problem& p, std::size_t b, std::size_t i) { return fmt::format("\"{}\"", p.tokens[b][i]); }
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (const double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+// Every query row, as the tables list them.
+template <class F>
+void each_row(const Problem& p, F&& f) {
+  for (std::size_t b = 0; b < p.B; ++b)
+    for (std::size_t hd = 0; hd < p.h; ++hd)
+      for (std::size_t i = 0; i < p.n; ++i) f(b, hd, i);
+}
+
+void cost_no_scale(const Problem& p, MistakeResult& r) {
+  const Weights w = weights_of(r);
+  CostTable t{.title = "per query: the largest weight of its row and the row's entropy (nats; ln m when uniform)",
+              .measures = {"largest weight", "entropy"}};
+  std::vector<double> max_a, max_b, ent_a, ent_b;
+  each_row(p, [&](std::size_t b, std::size_t hd, std::size_t i) {
+    if (row_empty(p, b, i)) return;
+    const double ma = row_max(w.intended, b, hd, i), mb = row_max(w.mistaken, b, hd, i);
+    const double ea = row_entropy(w.intended, b, hd, i), eb = row_entropy(w.mistaken, b, hd, i);
+    t.rows.push_back({b, hd, i, {ma, ea}, {mb, eb}});
+    max_a.push_back(ma), max_b.push_back(mb), ent_a.push_back(ea), ent_b.push_back(eb);
+  });
+  r.costs.push_back(std::move(t));
+  if (p.scale == 1) {
+    r.findings.push_back("the scale of this input is 1, so leaving it out changes nothing here");
+    return;
+  }
+  r.findings.push_back(fmt::format("the scores are {:.4g} times larger than intended (1/scale)", 1 / p.scale));
+  r.findings.push_back(fmt::format("the largest weight of a row is {:.4f} on average instead of {:.4f}", mean(max_b),
+                                   mean(max_a)));
+  r.findings.push_back(fmt::format("the entropy of a row is {:.4f} nats on average instead of {:.4f}: {}", mean(ent_b),
+                                   mean(ent_a), mean(ent_b) < mean(ent_a) ? "sharper" : "flatter"));
+}
+
+void cost_no_mask(const Problem& p, MistakeResult& r) {
+  const Weights w = weights_of(r);
+  CostTable t{.title = "per query that the mask restricts: the weight it puts on keys the mask forbids",
+              .measures = {"forbidden weight"}};
+  double worst = 0;
+  std::string worst_where;
+  each_row(p, [&](std::size_t b, std::size_t hd, std::size_t i) {
+    double a = 0, m = 0;
+    bool restricted = false;
+    for (std::size_t j = 0; j < p.m; ++j)
+      if (!p.mask.allows(b, i, j)) {
+        restricted = true;
+        a += w.intended(b, hd, i, j);
+        m += w.mistaken(b, hd, i, j);
+      }
+    if (!restricted) return;
+    t.rows.push_back({b, hd, i, {a}, {m}});
+    if (m > worst) worst = m, worst_where = fmt::format("{} (head {})", token(p, b, i), hd);
+  });
+  const std::size_t forbidden = forbidden_pairs(p), rows = t.rows.size();
+  r.costs.push_back(std::move(t));
+  if (forbidden == 0) {
+    r.findings.push_back(
+        fmt::format("the mask of this input ({}) forbids nothing, so leaving it out changes nothing here",
+                    p.mask.summary()));
+    return;
+  }
+  r.findings.push_back(fmt::format("{} query rows (over all heads) may not see some keys; without the mask they put "
+                                   "weight on them, at most {:.4f} by {}",
+                                   rows, worst, worst_where));
+}
+
+void cost_mask_after_softmax(const Problem& p, MistakeResult& r) {
+  const Weights w = weights_of(r);
+  CostTable t{.title = "per query that the mask restricts: the sum of its row of weights", .measures = {"row sum"}};
+  double smallest = 1;
+  each_row(p, [&](std::size_t b, std::size_t hd, std::size_t i) {
+    bool restricted = false;
+    for (std::size_t j = 0; j < p.m; ++j) restricted = restricted || !p.mask.allows(b, i, j);
+    if (!restricted) return;
+    const double mb = row_sum(w.mistaken, b, hd, i);
+    t.rows.push_back({b, hd, i, {row_sum(w.intended, b, hd, i)}, {mb}});
+    smallest = std::min(smallest, mb);
+  });
+  r.costs.push_back(std::move(t));
+  if (forbidden_pairs(p) == 0) {
+    r.findings.push_back(fmt::format("the mask of this input ({}) forbids nothing, so the order changes nothing here",
+                                     p.mask.summary()));
+    return;
+  }
+  r.findings.push_back(fmt::format(
+      "rows the mask restricts sum to as little as {:.4f} instead of 1: the forbidden keys took the rest", smallest));
+}
+
+void cost_softmax_columns(const Problem& p, MistakeResult& r) {
+  const Weights w = weights_of(r);
+  CostTable rows{.title = "per query: the sum of its row of weights", .measures = {"row sum"}};
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  each_row(p, [&](std::size_t b, std::size_t hd, std::size_t i) {
+    const double mb = row_sum(w.mistaken, b, hd, i);
+    rows.rows.push_back({b, hd, i, {row_sum(w.intended, b, hd, i)}, {mb}});
+    lo = std::min(lo, mb), hi = std::max(hi, mb);
+  });
+  CostTable cols{.title = "per key: the sum of its column of weights", .measures = {"column sum"}, .by_key = true};
+  double column_error = 0;  // max |Σ_i a_ij - 1| over the columns some query may attend
+  for (std::size_t b = 0; b < p.B; ++b)
+    for (std::size_t hd = 0; hd < p.h; ++hd)
+      for (std::size_t j = 0; j < p.m; ++j) {
+        long double a = 0, m = 0;
+        for (std::size_t i = 0; i < p.n; ++i) a += w.intended(b, hd, i, j), m += w.mistaken(b, hd, i, j);
+        cols.rows.push_back({b, hd, j, {static_cast<double>(a)}, {static_cast<double>(m)}});
+        bool seen = false;  // a column no query may attend is all 0, as an emptied row is
+        for (std::size_t i = 0; i < p.n; ++i) seen = seen || p.mask.allows(b, i, j);
+        if (seen) column_error = std::max(column_error, std::fabs(static_cast<double>(m) - 1));
+      }
+  r.costs.push_back(std::move(rows));
+  r.costs.push_back(std::move(cols));
+  r.findings.push_back(fmt::format("the rows of weights sum to between {:.4f} and {:.4f} instead of 1, while the "
+                                   "columns sum to 1 (within {:.3g})",
+                                   lo, hi, column_error));
+}
+
+void cost_shared_qkv(const Problem& p, MistakeResult& r) {
+  const Weights w = weights_of(r);
+  const Tensor<double> Sa = with_batch_axis(find_step(r.intended, Step::scores)->value, 4);
+  const Tensor<double> Sb = with_batch_axis(find_step(r.mistaken, Step::scores)->value, 4);
+  // max |S - Sᵀ|: 0 exactly when the scores are symmetric
+  double asym_a = 0, asym_b = 0;
+  for (std::size_t b = 0; b < p.B; ++b)
+    for (std::size_t hd = 0; hd < p.h; ++hd)
+      for (std::size_t i = 0; i < p.n; ++i)
+        for (std::size_t j = 0; j < p.n; ++j) {
+          asym_a = std::max(asym_a, std::fabs(Sa(b, hd, i, j) - Sa(b, hd, j, i)));
+          asym_b = std::max(asym_b, std::fabs(Sb(b, hd, i, j) - Sb(b, hd, j, i)));
+        }
+  CostTable t{.title = "per query: the weight it puts on itself, and whether that is the largest of its row",
+              .measures = {"weight on itself", "itself largest"}};
+  std::size_t self_a = 0, self_b = 0, rows = 0;
+  each_row(p, [&](std::size_t b, std::size_t hd, std::size_t i) {
+    if (row_empty(p, b, i)) return;
+    const double da = w.intended(b, hd, i, i), db = w.mistaken(b, hd, i, i);
+    const bool la = da == row_max(w.intended, b, hd, i), lb = db == row_max(w.mistaken, b, hd, i);
+    t.rows.push_back({b, hd, i, {da, la ? 1.0 : 0.0}, {db, lb ? 1.0 : 0.0}});
+    self_a += la, self_b += lb, ++rows;
+  });
+  r.costs.push_back(std::move(t));
+  r.findings.push_back(fmt::format("the scores' asymmetry max|S − Sᵀ| is {:.4g} instead of {:.4g}", asym_b, asym_a));
+  r.findings.push_back(fmt::format("{} of {} query rows attend most to their own token instead of {}", self_b, rows,
+                                   self_a));
+}
+
+void cost_wrong_reshape(const Problem& p, MistakeResult& r) {
+  // Which token and head each feature of a query head's row comes from follows from the memory order:
+  // feature c of row i of head hd is element (hd·n + i)·d + c of the token's (n, h·d) block.
+  const std::size_t d = p.d_k, n = p.n, h = p.h;
+  CostTable t{.title = "per query head row: the share of its features that belong to that token and that head",
+              .measures = {"own features"}};
+  std::size_t mixed = 0;
+  each_row(p, [&](std::size_t b, std::size_t hd, std::size_t i) {
+    std::size_t own = 0;
+    for (std::size_t c = 0; c < d; ++c) {
+      const std::size_t flat = (hd * n + i) * d + c;
+      const std::size_t from_token = flat / (h * d), from_head = (flat % (h * d)) / d;
+      own += from_token == i && from_head == hd ? 1 : 0;
+    }
+    const double share = d == 0 ? 1 : static_cast<double>(own) / static_cast<double>(d);
+    t.rows.push_back({b, hd, i, {1.0}, {share}});
+    mixed += own == d ? 0 : 1;
+  });
+  const std::size_t rows = t.rows.size();
+  r.costs.push_back(std::move(t));
+  if (h == 1) {
+    r.findings.push_back("with one head the reshape and the transpose agree: nothing changes here");
+    return;
+  }
+  r.findings.push_back(fmt::format("{} of {} query head rows hold features of another token or another head", mixed,
+                                   rows));
+}
+
+void cost_minus_1e9(const Problem& p, MistakeResult& r) {
+  const Weights w = weights_of(r);
+  CostTable t{.title = "per query the mask empties: the sum and the largest of its weights",
+              .measures = {"row sum", "largest weight"}};
+  each_row(p, [&](std::size_t b, std::size_t hd, std::size_t i) {
+    if (!row_empty(p, b, i)) return;
+    t.rows.push_back({b, hd, i, {row_sum(w.intended, b, hd, i), row_max(w.intended, b, hd, i)},
+                      {row_sum(w.mistaken, b, hd, i), row_max(w.mistaken, b, hd, i)}});
+  });
+  const std::size_t emptied = t.rows.size();
+  r.costs.push_back(std::move(t));
+  if (emptied == 0) {
+    r.findings.push_back(
+        "no row of this input is emptied by the mask: exp(−1e9 − max) underflows to 0, so the weights are exactly "
+        "those of −∞ (a custom mask with a row of zeros, or a bottom_right causal mask with more queries than keys, "
+        "empties rows)");
+    return;
+  }
+  r.findings.push_back(fmt::format("{} query rows (over all heads) that the mask empties get weights of 1/m = {:.4f} "
+                                   "on every key instead of none, and so the mean of the values as output instead of 0",
+                                   emptied, 1.0 / static_cast<double>(p.m)));
+}
+
+}  // namespace
+
+const std::vector<MistakeInfo>& all_mistakes() { return mistakes; }
+
+const MistakeInfo& mistake_info(Mistake mistake) {
+  for (const MistakeInfo& info : mistakes)
+    if (info.mistake == mistake) return info;
+  throw std::logic_error("mistake_info: unknown mistake");
+}
+
+std::optional<Mistake> mistake_from_name(std::string_view name) {
+  for (const MistakeInfo& info : mistakes)
+    if (info.name == name) return info.mistake;
+  return std::nullopt;
+}
+
+std::optional<std::string> mistake_refused(Mistake mistake, const Problem& p) {
+  if (mistake != Mistake::shared_qkv) return std::nullopt;
+  if (p.cross)
+    return std::string(
+        "shared-qkv needs self-attention: this input's keys and values come from a context, which Q = K = V cannot "
+        "describe");
+  if (p.d_v != p.d_k && p.has_output_projection())
+    return fmt::format("shared-qkv needs d_v = d_k for W_o to fit (this input has d_k = {}, d_v = {})", p.d_k, p.d_v);
+  return std::nullopt;
+}
+
+double row_entropy(const Tensor<double>& A, std::size_t b, std::size_t hd, std::size_t i) {
+  double h = 0;
+  for (std::size_t j = 0; j < A.dim(3); ++j)
+    if (const double a = A(b, hd, i, j); a > 0) h -= a * std::log(a);
+  return h;
+}
+
+MistakeResult run_mistake(const std::shared_ptr<const Problem>& problem, Mistake mistake, DType dtype) {
+  if (const auto why = mistake_refused(mistake, *problem)) throw std::invalid_argument(*why);
+  const Problem& p = *problem;
+
+  // pass 1: the intended computation and the mistaken one, every step kept
+  const auto mistaken = std::make_shared<const Problem>(mistaken_problem(p, mistake));
+  MistakeResult r{.mistake = mistake,
+                  .intended = record_run(problem, {.dtype = dtype}),
+                  .mistaken = dtype == DType::float64 ? record_mistaken<double>(mistaken, mistake, dtype)
+                                                      : record_mistaken<float>(mistaken, mistake, dtype)};
+
+  // pass 2: step by step, how far apart they are
+  for (const StepRecord& a : r.intended.steps)
+    if (const StepRecord* b = find_step(r.mistaken, a.step)) {
+      r.steps.push_back(difference(a, *b));
+      if (!r.first_difference && r.steps.back().differs()) r.first_difference = a.step;
+    }
+
+  // pass 3: what it costs, measured
+  switch (mistake) {
+    case Mistake::no_scale: cost_no_scale(p, r); break;
+    case Mistake::no_mask: cost_no_mask(p, r); break;
+    case Mistake::mask_after_softmax: cost_mask_after_softmax(p, r); break;
+    case Mistake::softmax_columns: cost_softmax_columns(p, r); break;
+    case Mistake::shared_qkv: cost_shared_qkv(p, r); break;
+    case Mistake::wrong_reshape: cost_wrong_reshape(p, r); break;
+    case Mistake::minus_1e9: cost_minus_1e9(p, r); break;
+  }
+  if (const StepDifference* out = r.steps.empty() ? nullptr : &r.steps.back(); out && out->step == Step::output)
+    r.findings.push_back(out->differs() ? fmt::format("the output is off by up to {:.4g}", out->max_abs)
+                                        : std::string("the output is exactly the same"));
+  return r;
+}
+
+}  // namespace attn

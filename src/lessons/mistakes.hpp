@@ -1,0 +1,93 @@
+#pragma once
+// attn-trace run --mistake NAME: the common mistakes of writing attention, made on purpose. The intended
+// computation and the mistaken one run on the same input; every step of both is kept, the first step
+// where they differ is found, and what the mistake costs is measured on this input.
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/problem.hpp"
+#include "model/run.hpp"
+#include "observe/steps.hpp"
+#include "trace/trace.hpp"
+
+namespace attn {
+
+enum class Mistake {
+  no_scale,            // S' = S: the 1/√d_k left out
+  no_mask,             // the mask left out: queries see the keys they must not
+  mask_after_softmax,  // softmax first, then the forbidden weights set to 0
+  softmax_columns,     // the softmax taken over the queries (down each column) instead of the keys
+  shared_qkv,          // one projection for all three: Q = K = V = X·W_q
+  wrong_reshape,       // heads split (and merged) by a reshape without the transpose
+  minus_1e9,           // -1e9 for a forbidden score instead of -infinity
+};
+
+struct MistakeInfo {
+  Mistake mistake;
+  std::string_view name;      // "no-scale", as --mistake takes it
+  std::string_view summary;   // one line for --mistake list
+  std::string_view intended;  // the right formula of the step the mistake changes
+  std::string_view mistaken;  // and the mistaken one
+  std::string_view why;       // what goes wrong, in a sentence or two
+};
+
+const std::vector<MistakeInfo>& all_mistakes();
+const MistakeInfo& mistake_info(Mistake mistake);
+std::optional<Mistake> mistake_from_name(std::string_view name);
+
+// How far one step of the mistaken run is from the intended one.
+struct StepDifference {
+  Step step;
+  bool same_shape = true;
+  Shape intended_shape, mistaken_shape;
+  double max_abs = 0;          // max |intended - mistaken| (inf where only one side is infinite); 0: identical
+  std::size_t flat = 0;         // where that largest difference is, in the traced value's row-major order
+  std::vector<std::size_t> at;  // and as one index per axis of the traced shape
+  double intended = 0, mistaken = 0;  // the two values there
+  bool differs() const { return !same_shape || max_abs != 0; }
+};
+
+// One measured figure per row (a query of one batch item and head, or a key's column), intended beside
+// mistaken: "largest weight" 0.77 vs 0.94.
+struct CostRow {
+  std::size_t batch = 0, head = 0, index = 0;  // index: the query (or the key, for a column table)
+  std::vector<double> intended, mistaken;      // one per measure
+};
+
+struct CostTable {
+  std::string title;                  // "per query: the largest weight and the entropy of its row"
+  std::vector<std::string> measures;  // "largest weight", "entropy (nats)"
+  bool by_key = false;                // rows are keys (columns of the weights), not queries
+  std::vector<CostRow> rows;
+};
+
+struct MistakeResult {
+  Mistake mistake;
+  Trace intended;  // every step of the naive engine on the input
+  Trace mistaken;  // every step of the same computation with the mistake made
+  std::vector<StepDifference> steps;  // in pipeline order, one per step both traces hold
+  std::optional<Step> first_difference;
+  std::vector<CostTable> costs;
+  std::vector<std::string> findings;  // measured sentences: "the largest weight rises from 0.77 to 0.94 on average"
+};
+
+// Whether `mistake` can be made on `p`, or the reason it cannot (shared-qkv needs self-attention with d_v = d_k).
+std::optional<std::string> mistake_refused(Mistake mistake, const Problem& p);
+
+// Runs the intended computation and the mistaken one in `dtype` on `problem` (naive engine, every step
+// kept) and measures the difference. Precondition: mistake_refused() is empty.
+MistakeResult run_mistake(const std::shared_ptr<const Problem>& problem, Mistake mistake, DType dtype);
+
+// ------------------------------------------------------------------ the measures, for tests
+// A (B, h, n, m) weights as a trace holds them (with or without the batch axis).
+
+// Σ_j a_ij · ln(1 / a_ij) over the row's nonzero weights: 0 when one key takes everything, ln m when
+// all are equal.
+double row_entropy(const Tensor<double>& A, std::size_t b, std::size_t hd, std::size_t i);
+
+}  // namespace attn
