@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/trace_json.hpp"
+#include "io/json_number.hpp"
 
 namespace attn {
 
@@ -13,11 +13,9 @@ namespace {
 
 using ojson = nlohmann::ordered_json;  // keeps the keys in the order the docs list them
 
-ojson number(double x) { return std::isfinite(x) ? ojson(x) : ojson(format_trace_number(x, false)); }
-
 ojson numbers(const std::vector<double>& xs) {
   ojson out = ojson::array();
-  for (const double x : xs) out.push_back(number(x));
+  for (const double x : xs) out.push_back(json_number(x));
   return out;
 }
 
@@ -33,15 +31,15 @@ std::string mistake_to_json(const MistakeResult& r, const std::string& generator
                      {"same_shape", d.same_shape},
                      {"intended_shape", d.intended_shape},
                      {"mistaken_shape", d.mistaken_shape},
-                     {"max_abs_difference", d.same_shape ? number(d.max_abs) : ojson(nullptr)}});
+                     {"max_abs_difference", d.same_shape ? json_number(d.max_abs) : ojson(nullptr)}});
     if (r.first_difference && *r.first_difference == d.step) {
       first = {{"step", std::string(step_info(d.step).name)}};
       if (d.same_shape) {
         first["index"] = d.at;
         first["dims"] = dim_names(d.step, p.batched);
-        first["intended"] = number(d.intended);
-        first["mistaken"] = number(d.mistaken);
-        first["max_abs_difference"] = number(d.max_abs);
+        first["intended"] = json_number(d.intended);
+        first["mistaken"] = json_number(d.mistaken);
+        first["max_abs_difference"] = json_number(d.max_abs);
       } else {
         first["index"] = nullptr;
       }
@@ -59,10 +57,8 @@ std::string mistake_to_json(const MistakeResult& r, const std::string& generator
                       {"intended", numbers(row.intended)},
                       {"mistaken", numbers(row.mistaken)}});
     }
-    costs.push_back({{"title", t.title},
-                     {"by", t.by_key ? "key" : "query"},
-                     {"measures", t.measures},
-                     {"rows", std::move(rows)}});
+    costs.push_back(
+        {{"title", t.title}, {"by", t.by_key ? "key" : "query"}, {"measures", t.measures}, {"rows", std::move(rows)}});
   }
   const ojson out = {{"format", "attn-trace.mistake"},
                      {"version", mistake_format_version},

@@ -4,16 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/trace_json.hpp"
+#include "io/json_number.hpp"
 
 namespace attn {
 
 namespace {
 
 using ojson = nlohmann::ordered_json;  // keeps the keys in the order the docs list them
-
-// A finite number as it is; inf and nan as the strings a trace uses, since JSON has no such numbers.
-ojson number(double x) { return std::isfinite(x) ? ojson(x) : ojson(format_trace_number(x, false)); }
 
 }  // namespace
 
@@ -24,8 +21,8 @@ std::string properties_to_json(std::span<const PropertyCheck> checks, DType dtyp
     properties.push_back({{"name", c.name},
                           {"holds", c.holds},
                           {"expected", c.expected},
-                          {"figure", number(c.figure)},
-                          {"tolerance", number(c.tolerance)},
+                          {"figure", json_number(c.figure)},
+                          {"tolerance", json_number(c.tolerance)},
                           {"reason", c.reason}});
   const ojson out = {{"format", "attn-trace.properties"},
                      {"version", properties_format_version},

@@ -319,8 +319,8 @@ void cost_no_scale(const Problem& p, MistakeResult& r) {
     return;
   }
   r.findings.push_back(fmt::format("the scores are {:.4g} times larger than intended (1/scale)", 1 / p.scale));
-  r.findings.push_back(fmt::format("the largest weight of a row is {:.4f} on average instead of {:.4f}", mean(max_b),
-                                   mean(max_a)));
+  r.findings.push_back(
+      fmt::format("the largest weight of a row is {:.4f} on average instead of {:.4f}", mean(max_b), mean(max_a)));
   r.findings.push_back(fmt::format("the entropy of a row is {:.4f} nats on average instead of {:.4f}: {}", mean(ent_b),
                                    mean(ent_a), mean(ent_b) < mean(ent_a) ? "sharper" : "flatter"));
 }
@@ -347,14 +347,14 @@ void cost_no_mask(const Problem& p, MistakeResult& r) {
   const std::size_t forbidden = forbidden_pairs(p), rows = t.rows.size();
   r.costs.push_back(std::move(t));
   if (forbidden == 0) {
-    r.findings.push_back(
-        fmt::format("the mask of this input ({}) forbids nothing, so leaving it out changes nothing here",
-                    p.mask.summary()));
+    r.findings.push_back(fmt::format(
+        "the mask of this input ({}) forbids nothing, so leaving it out changes nothing here", p.mask.summary()));
     return;
   }
-  r.findings.push_back(fmt::format("{} query rows (over all heads) may not see some keys; without the mask they put "
-                                   "weight on them, at most {:.4f} by {}",
-                                   rows, worst, worst_where));
+  r.findings.push_back(
+      fmt::format("{} query rows (over all heads) may not see some keys; without the mask they put "
+                  "weight on them, at most {:.4f} by {}",
+                  rows, worst, worst_where));
 }
 
 void cost_mask_after_softmax(const Problem& p, MistakeResult& r) {
@@ -402,9 +402,10 @@ void cost_softmax_columns(const Problem& p, MistakeResult& r) {
       }
   r.costs.push_back(std::move(rows));
   r.costs.push_back(std::move(cols));
-  r.findings.push_back(fmt::format("the rows of weights sum to between {:.4f} and {:.4f} instead of 1, while the "
-                                   "columns sum to 1 (within {:.3g})",
-                                   lo, hi, column_error));
+  r.findings.push_back(
+      fmt::format("the rows of weights sum to between {:.4f} and {:.4f} instead of 1, while the "
+                  "columns sum to 1 (within {:.3g})",
+                  lo, hi, column_error));
 }
 
 void cost_shared_qkv(const Problem& p, MistakeResult& r) {
@@ -432,8 +433,8 @@ void cost_shared_qkv(const Problem& p, MistakeResult& r) {
   });
   r.costs.push_back(std::move(t));
   r.findings.push_back(fmt::format("the scores' asymmetry max|S − Sᵀ| is {:.4g} instead of {:.4g}", asym_b, asym_a));
-  r.findings.push_back(fmt::format("{} of {} query rows attend most to their own token instead of {}", self_b, rows,
-                                   self_a));
+  r.findings.push_back(
+      fmt::format("{} of {} query rows attend most to their own token instead of {}", self_b, rows, self_a));
 }
 
 void cost_wrong_reshape(const Problem& p, MistakeResult& r) {
@@ -460,8 +461,8 @@ void cost_wrong_reshape(const Problem& p, MistakeResult& r) {
     r.findings.push_back("with one head the reshape and the transpose agree: nothing changes here");
     return;
   }
-  r.findings.push_back(fmt::format("{} of {} query head rows hold features of another token or another head", mixed,
-                                   rows));
+  r.findings.push_back(
+      fmt::format("{} of {} query head rows hold features of another token or another head", mixed, rows));
 }
 
 void cost_minus_1e9(const Problem& p, MistakeResult& r) {
@@ -470,7 +471,10 @@ void cost_minus_1e9(const Problem& p, MistakeResult& r) {
               .measures = {"row sum", "largest weight"}};
   each_row(p, [&](std::size_t b, std::size_t hd, std::size_t i) {
     if (!row_empty(p, b, i)) return;
-    t.rows.push_back({b, hd, i, {row_sum(w.intended, b, hd, i), row_max(w.intended, b, hd, i)},
+    t.rows.push_back({b,
+                      hd,
+                      i,
+                      {row_sum(w.intended, b, hd, i), row_max(w.intended, b, hd, i)},
                       {row_sum(w.mistaken, b, hd, i), row_max(w.mistaken, b, hd, i)}});
   });
   const std::size_t emptied = t.rows.size();
@@ -482,9 +486,10 @@ void cost_minus_1e9(const Problem& p, MistakeResult& r) {
         "empties rows)");
     return;
   }
-  r.findings.push_back(fmt::format("{} query rows (over all heads) that the mask empties get weights of 1/m = {:.4f} "
-                                   "on every key instead of none, and so the mean of the values as output instead of 0",
-                                   emptied, 1.0 / static_cast<double>(p.m)));
+  r.findings.push_back(
+      fmt::format("{} query rows (over all heads) that the mask empties get weights of 1/m = {:.4f} "
+                  "on every key instead of none, and so the mean of the values as output instead of 0",
+                  emptied, 1.0 / static_cast<double>(p.m)));
 }
 
 }  // namespace

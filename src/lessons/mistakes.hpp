@@ -45,9 +45,9 @@ struct StepDifference {
   Step step;
   bool same_shape = true;
   Shape intended_shape, mistaken_shape;
-  double max_abs = 0;          // max |intended - mistaken| (inf where only one side is infinite); 0: identical
-  std::size_t flat = 0;         // where that largest difference is, in the traced value's row-major order
-  std::vector<std::size_t> at;  // and as one index per axis of the traced shape
+  double max_abs = 0;                 // max |intended - mistaken| (inf where only one side is infinite); 0: identical
+  std::size_t flat = 0;               // where that largest difference is, in the traced value's row-major order
+  std::vector<std::size_t> at;        // and as one index per axis of the traced shape
   double intended = 0, mistaken = 0;  // the two values there
   bool differs() const { return !same_shape || max_abs != 0; }
 };
@@ -68,8 +68,8 @@ struct CostTable {
 
 struct MistakeResult {
   Mistake mistake;
-  Trace intended;  // every step of the naive engine on the input
-  Trace mistaken;  // every step of the same computation with the mistake made
+  Trace intended;                     // every step of the naive engine on the input
+  Trace mistaken;                     // every step of the same computation with the mistake made
   std::vector<StepDifference> steps;  // in pipeline order, one per step both traces hold
   std::optional<Step> first_difference;
   std::vector<CostTable> costs;

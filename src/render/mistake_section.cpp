@@ -68,7 +68,8 @@ void Renderer::mistake_first_difference(const MistakeResult& r) {
     return;
   }
   const Step step = *r.first_difference;
-  const StepDifference& d = *std::find_if(r.steps.begin(), r.steps.end(), [&](const auto& s) { return s.step == step; });
+  const StepDifference& d =
+      *std::find_if(r.steps.begin(), r.steps.end(), [&](const auto& s) { return s.step == step; });
   heading(fmt::format("first difference: {}", step_info(step).name));
   const StepRecord& a = *find_step(r.intended, step);
   const StepRecord& b = *find_step(r.mistaken, step);
@@ -82,7 +83,8 @@ void Renderer::mistake_first_difference(const MistakeResult& r) {
   }
   const std::vector<std::string> dims = dim_names(step, p_.batched);
   std::vector<std::string> where;
-  for (std::size_t k = 0; k < d.at.size() && k < dims.size(); ++k) where.push_back(fmt::format("{} {}", dims[k], d.at[k]));
+  for (std::size_t k = 0; k < d.at.size() && k < dims.size(); ++k)
+    where.push_back(fmt::format("{} {}", dims[k], d.at[k]));
   para(fmt::format("the largest difference is at [{}]: {} intended, {} mistaken", fmt::join(where, ", "),
                    format_value(d.intended, o_.precision), format_value(d.mistaken, o_.precision)),
        "");

@@ -95,8 +95,7 @@ TEST_CASE("no-scale changes nothing when the scale is 1, and says so", "[mistake
 }
 
 TEST_CASE("no-mask lets the first token see the second: its leak is e^2 / (e^1 + e^2)", "[mistakes]") {
-  const MistakeResult r =
-      run_mistake(from_text(two_tokens(R"({"type": "causal"})")), Mistake::no_mask, DType::float64);
+  const MistakeResult r = run_mistake(from_text(two_tokens(R"({"type": "causal"})")), Mistake::no_mask, DType::float64);
   REQUIRE(r.first_difference == Step::masked);
   const double leak = std::exp(2.0) / (std::exp(1.0) + std::exp(2.0));  // 0.7311
   REQUIRE(r.costs.size() == 1);
@@ -112,7 +111,7 @@ TEST_CASE("mask-after-softmax leaves the first row summing to e^1 / (e^1 + e^2)"
   const MistakeResult r =
       run_mistake(from_text(two_tokens(R"({"type": "causal"})")), Mistake::mask_after_softmax, DType::float64);
   REQUIRE(r.first_difference == Step::masked);
-  const Tensor<double>& A = value(r.mistaken, Step::weights);  // (h, n, m)
+  const Tensor<double>& A = value(r.mistaken, Step::weights);           // (h, n, m)
   const double kept = std::exp(1.0) / (std::exp(1.0) + std::exp(2.0));  // 0.2689
   CHECK(A(0, 0, 0) == Approx(kept).epsilon(1e-12));
   CHECK(A(0, 0, 1) == 0);
@@ -154,8 +153,7 @@ TEST_CASE("shared-qkv makes every head's scores symmetric, and is refused where 
   CHECK_FALSE(mistake_refused(Mistake::no_mask, *example("cross_attention.json")).has_value());
 }
 
-TEST_CASE("wrong-reshape reads the rows a b and c d of Q as heads a b and c d instead of a c and b d",
-          "[mistakes]") {
+TEST_CASE("wrong-reshape reads the rows a b and c d of Q as heads a b and c d instead of a c and b d", "[mistakes]") {
   // Two tokens, two heads of width 1, projections the identity: Q = X = [[1, 2], [3, 4]].
   const std::string input = R"({"tokens": ["x", "y"], "X": [[1, 2], [3, 4]], "n_heads": 2,
     "W_q": [[1, 0], [0, 1]], "W_k": [[1, 0], [0, 1]], "W_v": [[1, 0], [0, 1]]})";
@@ -185,11 +183,11 @@ TEST_CASE("wrong-reshape changes nothing with one head", "[mistakes]") {
 }
 
 TEST_CASE("minus-1e9 gives a row the mask empties the weights 1/2, 1/2 instead of none", "[mistakes]") {
-  const MistakeResult r = run_mistake(
-      from_text(two_tokens(R"({"type": "custom", "allow": [[true, false], [false, false]]})")), Mistake::minus_1e9,
-      DType::float32);
+  const MistakeResult r =
+      run_mistake(from_text(two_tokens(R"({"type": "custom", "allow": [[true, false], [false, false]]})")),
+                  Mistake::minus_1e9, DType::float32);
   REQUIRE(r.first_difference == Step::masked);
-  const Tensor<double>& right = value(r.intended, Step::weights), &wrong = value(r.mistaken, Step::weights);
+  const Tensor<double>&right = value(r.intended, Step::weights), &wrong = value(r.mistaken, Step::weights);
   CHECK(right(0, 1, 0) == 0);
   CHECK(right(0, 1, 1) == 0);
   CHECK(wrong(0, 1, 0) == 0.5);

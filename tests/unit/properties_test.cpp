@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -11,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "io/load.hpp"
+#include "io/properties_json.hpp"
 #include "lessons/properties.hpp"
 
 using namespace attn;
@@ -195,4 +197,14 @@ TEST_CASE("flash equals naive follows compare's verdict, with max|flash - ref| a
   CHECK(bad.tolerance == 1e-6);
   const std::vector<PropertyCheck> checks{bad};
   CHECK_FALSE(all_expected_hold(checks));
+}
+
+TEST_CASE("properties --json writes a figure that is not finite as the plain strings inf and nan", "[properties]") {
+  const std::vector<PropertyCheck> checks = {
+      {.name = "a", .figure = std::numeric_limits<double>::infinity(), .tolerance = 1},
+      {.name = "b", .figure = std::numeric_limits<double>::quiet_NaN(), .tolerance = 1}};
+  const std::string text = properties_to_json(checks, DType::float32, 0, "attn-trace test");
+  CHECK(text.find(R"("figure": "inf")") != std::string::npos);
+  CHECK(text.find(R"("figure": "nan")") != std::string::npos);
+  CHECK(text.find(R"(\"inf\")") == std::string::npos);
 }

@@ -1,0 +1,123 @@
+// run --mistake (docs/cli.md, "--mistake"): the list, each mistake on a bundled example, --json, the
+// refusals, and output that fits the terminal. Expected numbers are worked out by hand in each test.
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_checks.hpp"
+#include "run_binary.hpp"
+
+using namespace attn::test;
+
+namespace {
+
+const std::string cat_sat = source_path("data/the_cat_sat.json");
+const std::string gpt = source_path("data/gpt_causal.json");
+const std::vector<std::string> names = {"no-scale",   "no-mask",       "mask-after-softmax", "softmax-columns",
+                                        "shared-qkv", "wrong-reshape", "minus-1e9"};
+
+}  // namespace
+
+TEST_CASE("run --mistake list names every mistake with one line, without an input file", "[cli][mistake]") {
+  const RunResult r = run_binary({"run", "--mistake", "list"});
+  check_success(r);
+  for (const std::string& name : names) CHECK(contains(r.out, "  " + name + "  "));
+}
+
+TEST_CASE("run --mistake no-scale on the worked example: cat's weight on The rises from 0.7679 to 0.8668",
+          "[cli][mistake]") {
+  const RunResult r = run_binary({"run", cat_sat, "--mistake", "no-scale"});
+  check_success(r);
+  // By hand: softmax of cat's scores 4, 0, 2 with and without the 1/√2.
+  const double s = std::sqrt(2.0);
+  const double scaled = std::exp(4 / s) / (std::exp(4 / s) + 1 + std::exp(2 / s));
+  const double unscaled = std::exp(4.0) / (std::exp(4.0) + 1 + std::exp(2.0));
+  CHECK(contains(r.out, fmt::format("{:.4f}", scaled)));
+  CHECK(contains(r.out, fmt::format("{:.4f}", unscaled)));
+  CHECK(contains_in_order(r.out, "mistake: no-scale...intended S' = S / √d_k...mistaken S' = S...step by step..."
+                                 "scaled...1.17  <- first difference...first difference: scaled...what it costs"));
+  CHECK(contains(r.out, "the largest difference is at [head 0, query 0, key 1]"));
+}
+
+TEST_CASE("run --mistake runs every mistake on every bundled example that allows it", "[cli][mistake]") {
+  for (const std::string& file : data_files())
+    for (const std::string& name : names) {
+      const RunResult r = run_binary({"run", file, "--mistake", name});
+      INFO(file << " " << name << "\n" << r.err);
+      if (name == "shared-qkv" && (contains(file, "cross_attention") || contains(file, "kv_cache"))) {
+        check_usage_error(r, {"--mistake shared-qkv", "self-attention"});
+        continue;
+      }
+      if (r.exit_code == 2 && name == "shared-qkv") {
+        check_usage_error(r, {"d_v = d_k"});
+        continue;
+      }
+      check_success(r);
+      CHECK(contains(r.out, "what it costs, measured"));
+    }
+}
+
+TEST_CASE("run --mistake no-mask --json writes the comparison as attn-trace.mistake", "[cli][mistake]") {
+  TempDir dir;
+  const RunResult r = run_binary({"run", gpt, "--mistake", "no-mask", "--json", dir / "mistake.json"});
+  check_success(r);
+  nlohmann::json j;
+  REQUIRE_NOTHROW(j = nlohmann::json::parse(read_file(dir / "mistake.json")));
+  CHECK(j["format"] == "attn-trace.mistake");
+  CHECK(j["version"] == 1);
+  CHECK(j["mistake"] == "no-mask");
+  CHECK(j["dtype"] == "float32");
+  CHECK(j["steps"].size() == 13);
+  CHECK(j["first_difference"]["step"] == "masked");
+  // The causal mask forbids "The" (query 0) every later key: intended -inf, mistaken a finite score.
+  CHECK(j["first_difference"]["intended"] == "-inf");
+  CHECK(j["first_difference"]["dims"] == nlohmann::json::array({"head", "query", "key"}));
+  // Every restricted row leaks: its forbidden weight is 0 as intended and more than 0 without the mask.
+  REQUIRE(j["costs"].size() == 1);
+  for (const auto& row : j["costs"][0]["rows"]) {
+    CHECK(row["intended"][0] == 0);
+    CHECK(row["mistaken"][0].get<double>() > 0);
+  }
+  const RunResult only = run_binary({"run", gpt, "--mistake", "no-mask", "--json", "-"});
+  check_success(only);
+  CHECK(only.out == read_file(dir / "mistake.json"));
+}
+
+TEST_CASE("run --mistake refuses an unknown name, the options it has no use for, and a missing FILE",
+          "[cli][mistake]") {
+  check_usage_error(run_binary({"run", cat_sat, "--mistake", "no_scale"}), {"--mistake", "no-scale"});
+  check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--engine", "flash"}), {"--engine"});
+  check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--steps", "weights"}), {"--steps"});
+  check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--head", "0"}), {"--head"});
+  check_usage_error(run_binary({"run", "--mistake", "no-scale"}), {"FILE"});
+  check_usage_error(run_binary({"run"}), {"FILE"});
+  TempDir dir;
+  check_usage_error(run_binary({"run", source_path("data/cross_attention.json"), "--mistake", "shared-qkv", "--json",
+                                dir / "never.json"}),
+                    {"self-attention"});
+  CHECK_FALSE(std::filesystem::exists(dir / "never.json"));
+}
+
+TEST_CASE("run --mistake fits COLUMNS=40 and is ASCII when the locale is not UTF-8", "[cli][mistake]") {
+  for (const std::string& name : names) {
+    const RunResult r = run_binary({"run", gpt, "--mistake", name},
+                                   RunOptions().set_env("COLUMNS", "40").set_env("LC_ALL", "C"));
+    check_success(r);
+    for (const std::string& line : split_lines(r.out)) {
+      INFO(name << ": " << line);
+      CHECK(line.size() <= 40);
+      CHECK(std::all_of(line.begin(), line.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }));
+    }
+  }
+  const RunResult list =
+      run_binary({"run", "--mistake", "list"}, RunOptions().set_env("COLUMNS", "40").set_env("LC_ALL", "C"));
+  check_success(list);
+  for (const std::string& line : split_lines(list.out)) CHECK(line.size() <= 40);
+}
