@@ -7,6 +7,7 @@
 
 #include "attn/version.hpp"
 #include "command.hpp"
+#include "lessons/mistakes.hpp"
 #include "options.hpp"
 #include "render/report.hpp"
 
@@ -16,7 +17,8 @@ namespace {
 
 struct ReportCommand {
   TraceOptions trace;
-  std::string out;  // -o: "" or "-" for stdout
+  std::string out;      // -o: "" or "-" for stdout
+  std::string mistake;  // --mistake NAME: the page opens with it
 };
 
 // A saved trace keeps the engine, dtype and tiles it was run with; asking for others is a mistake worth
@@ -50,6 +52,17 @@ int run(const CLI::App& cmd, const ReportCommand& c) {
   check_saved_run(cmd, o, trace);
   ReportOptions options;
   options.version = attn::version;
+  std::optional<MistakeResult> mistake;
+  if (!c.mistake.empty()) {
+    const std::optional<Mistake> which = mistake_from_name(c.mistake);
+    if (!which)
+      throw UsageError(
+          fmt::format("--mistake: no mistake called \"{}\" (attn-trace run --mistake list lists them)", c.mistake));
+    if (const std::optional<std::string> why = mistake_refused(*which, *trace.problem))
+      throw UsageError(fmt::format("--mistake {}: {}", c.mistake, *why));
+    mistake = run_mistake(trace.problem, *which, trace.dtype);
+    options.mistake = &*mistake;
+  }
   const std::string page = report_html(trace, options);
   write_result(c.out, page);
   return 0;
@@ -71,12 +84,16 @@ Runner add_report(CLI::App& app) {
   add_filter_options(*cmd, c->trace);
   add_memory_option(*cmd, c->trace);
   cmd->add_option("-o,--output", c->out, "write the page to this file; - (the default) writes it to stdout");
+  cmd->add_option("--mistake", c->mistake,
+                  "open the page with one of the common mistakes beside the intended computation (attn-trace run "
+                  "--mistake list lists them)");
   cmd->footer(
       "Example:\n"
       "  attn-trace report data/the_cat_sat.json -o cat.html\n"
       "  attn-trace report data/gpt_causal.json --block-q 2 --block-k 2 -o gpt.html\n"
       "  attn-trace run data/gqa.json --engine both --json gqa.json > /dev/null\n"
-      "  attn-trace report gqa.json --head 1 -o gqa-head1.html");
+      "  attn-trace report gqa.json --head 1 -o gqa-head1.html\n"
+      "  attn-trace report data/gpt_causal.json --mistake no-mask -o leak.html");
   return [cmd, c] { return cmd->parsed() ? run(*cmd, *c) : -1; };
 }
 

@@ -432,8 +432,10 @@ std::string fill_template(std::string_view page, const std::map<std::string_view
 class Report {
  public:
   Report(const Trace& trace, const ReportOptions& options) : t_(trace), p_(*trace.problem), o_(options) {
-    // pass 1: flash's output minus naive's, when both ran (with flash alone, the output step is flash's own)
+    // pass 1: flash's output minus naive's, when both ran (with flash alone, the output step is flash's own);
+    // and with --mistake, the first step where the mistaken computation differs
     plan_difference();
+    plan_mistake();
     // pass 2: which of the steps' heatmaps fit the page's budget
     plan_steps();
     // pass 3: which query tiles the tile walk holds
@@ -451,6 +453,7 @@ class Report {
                                            {"steps", step_sections()},
                                            {"flash", flash_section()},
                                            {"diff", diff_section()},
+                                           {"mistake", mistake_section()},
                                            {"generator", page_text(fmt::format("attn-trace {}", o_.version))},
                                            {"css", std::string(report_css)},
                                            {"js", std::string(report_js)},
@@ -476,6 +479,32 @@ class Report {
     diff_range_ = {ColorScale::diverging, -max_diff_, max_diff_};
   }
 
+  // The panel (batch item and head) of the first differing step that holds the largest difference, as
+  // intended and as mistaken, on one colour scale.
+  void plan_mistake() {
+    const MistakeResult* r = o_.mistake;
+    if (r == nullptr || !r->first_difference) return;
+    const Step step = *r->first_difference;
+    const auto d =
+        std::find_if(r->steps.begin(), r->steps.end(), [&](const StepDifference& s) { return s.step == step; });
+    if (d == r->steps.end() || !d->same_shape) return;
+    std::vector<Panel> a = panels(r->intended, *find_step(r->intended, step));
+    std::vector<Panel> b = panels(r->mistaken, *find_step(r->mistaken, step));
+    const std::size_t k = std::min(d->flat / std::max<std::size_t>(cells(a.front()), 1), a.size() - 1);
+    mistake_panels_ = {std::move(a[k]), std::move(b[k])};
+    Panel& wrong = mistake_panels_[1];
+    wrong.removed.clear();  // the mistaken numbers as they are, whatever the mask meant them to be
+    wrong.empty_row.clear();
+    for (Panel& p : mistake_panels_) {
+      p.caption =
+          fmt::format("{}{}{}", p.caption, p.caption.empty() ? "" : ", ", &p == &wrong ? "mistaken" : "intended");
+      p.head.reset();  // shown whichever head the page's selector shows
+    }
+    mistake_range_ = panel_range({&mistake_panels_[0], &mistake_panels_[1]});
+    mistake_numbers_ = 2 * cells(mistake_panels_[0]);
+    mistake_embedded_ = mistake_numbers_ <= o_.max_step_numbers / 4;
+  }
+
   void plan_steps() {
     for (const StepRecord& rec : t_.steps) {
       StepView view;
@@ -497,7 +526,8 @@ class Report {
         view.tables += note(fmt::format("The tables show the first {} of {} heatmaps.", tables_shown, all.size()));
       views_.push_back(std::move(view));
     }
-    plan_heatmaps(views_, o_.max_step_numbers - (diff_embedded_ ? diff_numbers_ : 0));
+    plan_heatmaps(views_, o_.max_step_numbers - (diff_embedded_ ? diff_numbers_ : 0) -
+                              (mistake_embedded_ ? mistake_numbers_ : 0));
     std::size_t left_out = 0;
     for (const StepView& view : views_) left_out += view.left_out();
     if (left_out > 0)
@@ -568,6 +598,8 @@ class Report {
     put_flash(out);
     out += ",\"diff\":";
     put_difference(out);
+    out += ",\"mistake\":";
+    put_mistake(out);
     out += ",\"notes\":[";
     for (std::size_t k = 0; k < notes_.size(); ++k) {
       if (k > 0) out += ',';
@@ -636,6 +668,27 @@ class Report {
       out += '}';
     }
     out += "]}";
+  }
+
+  void put_mistake(std::string& out) const {
+    if (o_.mistake == nullptr) {
+      out += "null";
+      return;
+    }
+    const MistakeResult& r = *o_.mistake;
+    fmt::format_to(std::back_inserter(out), "{{\"name\":{},\"first_difference\":{}",
+                   json_string(mistake_info(r.mistake).name),
+                   r.first_difference ? json_string(step_info(*r.first_difference).name) : "null");
+    if (!mistake_panels_.empty()) {
+      out += ',';
+      put_range(out, mistake_range_);
+      out += ",\"panels\":[";
+      put_panel(out, mistake_panels_[0], mistake_embedded_, o_.max_step_numbers / 4);
+      out += ',';
+      put_panel(out, mistake_panels_[1], mistake_embedded_, o_.max_step_numbers / 4);
+      out += ']';
+    }
+    out += '}';
   }
 
   void put_difference(std::string& out) const {
@@ -827,6 +880,81 @@ class Report {
         tables);
   }
 
+  // report --mistake: what the mistake is, every step's largest difference, the first difference as two
+  // heatmaps (and tables), and what it costs.
+  std::string mistake_section() const {
+    if (o_.mistake == nullptr) return "";
+    const MistakeResult& r = *o_.mistake;
+    const MistakeInfo& info = mistake_info(r.mistake);
+    std::string steps;
+    for (const StepDifference& d : r.steps) {
+      const bool first = r.first_difference && *r.first_difference == d.step;
+      const std::string what = !d.same_shape ? fmt::format("shapes differ: {} and {}", shape_text(d.intended_shape),
+                                                           shape_text(d.mistaken_shape))
+                               : d.differs() ? short_number(d.max_abs)
+                                             : "0 (identical)";
+      steps += fmt::format("<tr{}><th>{}</th><td>{}</td><td>{}</td></tr>", first ? " class=\"first\"" : "",
+                           step_info(d.step).name, what, first ? "first difference" : "");
+    }
+    std::string first =
+        "<p class=\"meaning\">No step differs: on this input the mistake changes nothing (see "
+        "below why).</p>";
+    if (r.first_difference) {
+      const Step step = *r.first_difference;
+      first = fmt::format(
+          "<h3 id=\"mistake-first\">first difference: {}</h3><p class=\"formula\">intended: {}</p>"
+          "<p class=\"formula\">mistaken: {}</p>",
+          step_info(step).name, page_text(find_step(r.intended, step)->formula),
+          page_text(find_step(r.mistaken, step)->formula));
+      if (!mistake_panels_.empty()) {
+        first += legend_svg(mistake_range_, !mistake_panels_[0].removed.empty(), "mistake");
+        if (!mistake_embedded_) first += note("These matrices are too large for this page; the tables show a corner.");
+        first +=
+            "<div class=\"heatmaps needs-js\" id=\"mistake-maps\"></div><details class=\"numbers\" "
+            "open><summary>numbers</summary>" +
+            static_table(mistake_panels_[0], o_.table_size) + static_table(mistake_panels_[1], o_.table_size) +
+            "</details>";
+      }
+    }
+    std::string costs = "<ul class=\"findings\">";
+    for (const std::string& f : r.findings) costs += fmt::format("<li>{}</li>", page_text(f));
+    costs += "</ul>";
+    for (const CostTable& t : r.costs) {
+      if (t.rows.empty()) continue;
+      costs += fmt::format("<table class=\"numbers cost\"><caption>{}</caption><thead><tr><th>{}</th>",
+                           page_text(t.title), t.by_key ? "key" : "query");
+      for (const std::string& m : t.measures)
+        costs += fmt::format("<th>{} (intended)</th><th>{} (mistaken)</th>", page_text(m), page_text(m));
+      costs += "</tr></thead><tbody>";
+      constexpr std::size_t most = 32;
+      for (std::size_t k = 0; k < t.rows.size() && k < most; ++k) {
+        const CostRow& row = t.rows[k];
+        const auto& tokens = t.by_key && p_.cross ? p_.context_tokens : p_.tokens;
+        std::string label = page_text(tokens[row.batch][row.index]);
+        if (p_.h > 1) label = fmt::format("head {}, {}", row.head, label);
+        if (p_.batched) label = fmt::format("batch {}, {}", row.batch, label);
+        costs += fmt::format("<tr><th>{}</th>", label);
+        for (std::size_t m = 0; m < t.measures.size(); ++m)
+          costs +=
+              fmt::format("<td>{}</td><td>{}</td>", format_value(row.intended[m], 4), format_value(row.mistaken[m], 4));
+        costs += "</tr>";
+      }
+      costs += "</tbody></table>";
+      if (t.rows.size() > most)
+        costs +=
+            note(fmt::format("The table shows the first {} of {} rows; <code>attn-trace run --mistake {} "
+                             "--json OUT</code> writes them all.",
+                             most, t.rows.size(), info.name));
+    }
+    return fmt::format(
+        "<section id=\"mistake\" class=\"mistake\"><h2><a class=\"anchor\" href=\"#mistake\">mistake: {}</a></h2>"
+        "<p class=\"meaning\">{}</p><p class=\"formula\">intended: {}</p><p class=\"formula\">mistaken: {}</p>"
+        "<p class=\"meaning\">{}</p><table class=\"numbers mistake-steps\"><caption>the largest |intended − "
+        "mistaken| of each step</caption><tbody>{}</tbody></table>{}<h3>what it costs, measured</h3>{}</section>\n",
+        info.name, page_text(info.summary), page_text(info.intended), page_text(info.mistaken), page_text(info.why),
+        steps, first, costs);
+  }
+
   std::string notes_html() const {
     std::string out;
     for (const std::string& line : notes_) out += note(line);
@@ -849,6 +977,7 @@ class Report {
     }
     if (t_.flash) out += " <a href=\"#flash\">tile walk</a>";
     if (difference_) out += " <a href=\"#naive-vs-flash\">naive vs flash</a>";
+    if (o_.mistake != nullptr) out = "<a href=\"#mistake\">mistake</a> " + out;
     return out;
   }
 
@@ -865,6 +994,11 @@ class Report {
   ColorRange diff_range_;
   // the steps
   std::vector<StepView> views_;
+  // the mistake: its first difference as intended and as mistaken
+  std::vector<Panel> mistake_panels_;
+  ColorRange mistake_range_;
+  std::size_t mistake_numbers_ = 0;
+  bool mistake_embedded_ = false;
   // the tile walk
   std::vector<QueryTile> walk_;
   std::size_t query_tiles_total_ = 0;

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "lessons/mistakes.hpp"
 #include "trace/trace.hpp"
 
 namespace attn {
@@ -23,6 +24,8 @@ struct ReportOptions {
   std::size_t max_tile_numbers = 250'000;
   std::size_t max_tiles = 1024;
   std::size_t table_size = 6;  // the tables for readers without scripts: at most this many rows and columns
+  // report --mistake: the page opens with the mistake beside the intended computation (section #mistake).
+  const MistakeResult* mistake = nullptr;
 };
 
 // The whole page.

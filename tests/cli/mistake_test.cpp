@@ -41,8 +41,9 @@ TEST_CASE("run --mistake no-scale on the worked example: cat's weight on The ris
   const double unscaled = std::exp(4.0) / (std::exp(4.0) + 1 + std::exp(2.0));
   CHECK(contains(r.out, fmt::format("{:.4f}", scaled)));
   CHECK(contains(r.out, fmt::format("{:.4f}", unscaled)));
-  CHECK(contains_in_order(r.out, "mistake: no-scale...intended S' = S / √d_k...mistaken S' = S...step by step..."
-                                 "scaled...1.17  <- first difference...first difference: scaled...what it costs"));
+  CHECK(contains_in_order(r.out,
+                          "mistake: no-scale...intended S' = S / √d_k...mistaken S' = S...step by step..."
+                          "scaled...1.17  <- first difference...first difference: scaled...what it costs"));
   CHECK(contains(r.out, "the largest difference is at [head 0, query 0, key 1]"));
 }
 
@@ -107,8 +108,8 @@ TEST_CASE("run --mistake refuses an unknown name, the options it has no use for,
 
 TEST_CASE("run --mistake fits COLUMNS=40 and is ASCII when the locale is not UTF-8", "[cli][mistake]") {
   for (const std::string& name : names) {
-    const RunResult r = run_binary({"run", gpt, "--mistake", name},
-                                   RunOptions().set_env("COLUMNS", "40").set_env("LC_ALL", "C"));
+    const RunResult r =
+        run_binary({"run", gpt, "--mistake", name}, RunOptions().set_env("COLUMNS", "40").set_env("LC_ALL", "C"));
     check_success(r);
     for (const std::string& line : split_lines(r.out)) {
       INFO(name << ": " << line);
@@ -120,4 +121,26 @@ TEST_CASE("run --mistake fits COLUMNS=40 and is ASCII when the locale is not UTF
       run_binary({"run", "--mistake", "list"}, RunOptions().set_env("COLUMNS", "40").set_env("LC_ALL", "C"));
   check_success(list);
   for (const std::string& line : split_lines(list.out)) CHECK(line.size() <= 40);
+}
+
+TEST_CASE("report --mistake opens the page with the mistake, and refuses what run --mistake refuses",
+          "[cli][mistake][report]") {
+  TempDir dir;
+  const RunResult leak = run_binary({"report", gpt, "--mistake", "no-mask", "-o", dir / "leak.html"});
+  CHECK(leak.exit_code == 0);
+  CHECK(leak.err.empty());
+  const std::string page = read_file(dir / "leak.html");
+  CHECK(contains_in_order(page,
+                          "<a href=\"#mistake\">mistake</a>...<section id=\"mistake\"...mistake: no-mask..."
+                          "first difference: masked...what it costs, measured...<section id=\"pipeline\""));
+  CHECK(contains(page, "\"mistake\":{\"name\":\"no-mask\",\"first_difference\":\"masked\""));
+  // Without --mistake the page has no such section, and its data says so.
+  CHECK(run_binary({"report", gpt, "-o", dir / "plain.html"}).exit_code == 0);
+  CHECK_FALSE(contains(read_file(dir / "plain.html"), "<section id=\"mistake\""));
+  CHECK(contains(read_file(dir / "plain.html"), "\"mistake\":null"));
+  check_usage_error(run_binary({"report", gpt, "--mistake", "nope", "-o", dir / "never.html"}), {"--mistake"});
+  check_usage_error(run_binary({"report", source_path("data/cross_attention.json"), "--mistake", "shared-qkv", "-o",
+                                dir / "never.html"}),
+                    {"self-attention"});
+  CHECK_FALSE(std::filesystem::exists(dir / "never.html"));
 }

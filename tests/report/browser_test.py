@@ -292,6 +292,34 @@ def main():
                 " document.documentElement.getAttribute('data-theme')];")
             check(themes[0] != themes[1] and themes[2] in ("dark", "light"), f"the theme switch: {themes}")
 
+            # --mistake: the page opens with the mistake; its first difference is drawn as intended and as
+            # mistaken, and the mistaken values are the ones run --mistake --json reports.
+            leak = os.path.join(work, "gpt-no-mask.html")
+            run(binary, "report", gpt, "--mistake", "no-mask", "-o", leak)
+            mistake = json.loads(run(binary, "run", gpt, "--mistake", "no-mask", "--json", "-").stdout)
+            check(load(driver, leak), "report --mistake no-mask: the page loads")
+            drawn = driver.execute_script(
+                "const s = document.getElementById('mistake');"
+                "return [s !== null, document.querySelector('nav.contents a').getAttribute('href'),"
+                " document.querySelector('#mistake tr.first th').textContent,"
+                " Array.from(document.querySelectorAll('#mistake-maps figure'), f => f.querySelector('figcaption').textContent),"
+                " Array.from(document.querySelectorAll('#mistake-maps figure'),"
+                "  f => Array.from(f.querySelectorAll('rect[data-value]'), r => r.getAttribute('data-value')))];")
+            check(drawn[0] and drawn[1] == "#mistake", f"report --mistake: the section comes first: {drawn[:2]}")
+            check(drawn[2] == mistake["first_difference"]["step"] == "masked",
+                  f"report --mistake: the first difference is {drawn[2]}")
+            check(len(drawn[3]) == 2 and drawn[3][0].endswith("intended") and drawn[3][1].endswith("mistaken"),
+                  f"report --mistake: two heatmaps, intended and mistaken: {drawn[3]}")
+            if len(drawn[4]) == 2:
+                at = mistake["first_difference"]["index"]  # [head, query, key] of the largest difference
+                cols = len(drawn[4][1]) and int(len(drawn[4][1]) ** 0.5)
+                shown = value(drawn[4][1][at[1] * cols + at[2]])
+                check(same(shown, value(mistake["first_difference"]["mistaken"])),
+                      f"report --mistake: the mistaken cell {at} is {shown}, "
+                      f"run --mistake --json says {mistake['first_difference']['mistaken']}")
+                check(value(drawn[4][0][at[1] * cols + at[2]]) == -math.inf,
+                      "report --mistake: the intended cell is -inf, as the mask says")
+
             # A token that tries to end the script, and one that tries to drive a terminal.
             with open(os.path.join(source, "data", "the_cat_sat.json")) as f:
                 doc = json.load(f)

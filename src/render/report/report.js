@@ -337,6 +337,21 @@
     }
   }
 
+  // report --mistake: the first differing step as intended and as mistaken, on one colour scale.
+  if (data.mistake && data.mistake.panels) {
+    var mistakeBox = document.getElementById('mistake-maps');
+    if (mistakeBox) {
+      var mistakeStep = { name: data.mistake.first_difference, scale: data.mistake.scale, range: data.mistake.range };
+      data.mistake.panels.forEach(function (panel) {
+        addFigure(mistakeBox, panel, panel.caption, function () {
+          var m = matrixOf(mistakeStep, panel);
+          m.tip = null;
+          return heatmap(m);
+        });
+      });
+    }
+  }
+
   function applyHeads() {
     figures.forEach(function (entry) {
       var visible = showsPanel(entry.panel);
