@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "render/number.hpp"
+#include "render/page.hpp"
 #include "render/renderer.hpp"
 #include "render/visible.hpp"
 
@@ -165,15 +166,13 @@ std::string render_mistake(const MistakeResult& result, const RenderOptions& opt
 }
 
 std::string render_mistake_list(const RenderOptions& options) {
-  std::string out;
+  Page page(options);
   std::size_t width = 0;
   for (const MistakeInfo& m : all_mistakes()) width = std::max(width, m.name.size());
   const std::string indent(width + 4, ' ');
-  for (const MistakeInfo& m : all_mistakes()) {
-    const std::string line = fmt::format("  {:<{}}  {}", m.name, width, m.summary);
-    for (const std::string& l : wrap(options.unicode ? line : to_ascii(line), options.width, indent)) out += l + "\n";
-  }
-  return out;
+  for (const MistakeInfo& m : all_mistakes())
+    page.paragraph(fmt::format("  {:<{}}  {}", m.name, width, m.summary), indent);
+  return page.take();
 }
 
 }  // namespace attn

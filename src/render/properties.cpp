@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "render/page.hpp"
 #include "render/text.hpp"
 #include "render/visible.hpp"
 
@@ -23,29 +24,12 @@ std::array<std::string, 5> cells(const PropertyCheck& c) {
           c.expected ? "yes" : "no"};
 }
 
-class Printer {
- public:
-  explicit Printer(const RenderOptions& o) : o_(o) {}
-
-  // `text` wrapped to the width, the lines after the first starting with `indent`.
-  void para(std::string_view text, std::string_view indent) {
-    const std::string plain = o_.unicode ? std::string(text) : to_ascii(text);
-    for (const std::string& l : wrap(plain, std::max<std::size_t>(o_.width, 1), indent)) out_ += l + "\n";
-  }
-  void line(std::string_view text) { para(text, ""); }
-  std::string take() { return std::move(out_); }
-
- private:
-  const RenderOptions& o_;
-  std::string out_;
-};
-
 }  // namespace
 
 std::string render_properties(std::span<const PropertyCheck> checks, std::string_view title,
                               const RenderOptions& options) {
-  Printer out(options);
-  out.para(visible(title), "  ");
+  Page out(options);
+  out.paragraph(visible(title), "  ");
   out.line("");
 
   const std::array<std::string, 5> head = {"property", "result", "figure", "tolerance", "expected"};
@@ -67,15 +51,15 @@ std::string render_properties(std::span<const PropertyCheck> checks, std::string
     table_row(head);
     for (const PropertyCheck& c : checks) table_row(cells(c));
     out.line("");
-    for (const PropertyCheck& c : checks) out.para(fmt::format("{}: {}", c.name, c.reason), "  ");
+    for (const PropertyCheck& c : checks) out.paragraph(fmt::format("{}: {}", c.name, c.reason), "  ");
   } else {
     // Too narrow for the table: one block per property.
     for (const PropertyCheck& c : checks) {
-      out.para(
+      out.paragraph(
           fmt::format("{}: {}{}", c.name, c.holds ? "holds" : "does not hold", c.expected ? "" : " (not expected to)"),
           "  ");
-      out.para(fmt::format("  figure {}, tolerance {}", figure(c.figure), figure(c.tolerance)), "    ");
-      out.para(fmt::format("  {}", c.reason), "    ");
+      out.paragraph(fmt::format("  figure {}, tolerance {}", figure(c.figure), figure(c.tolerance)), "    ");
+      out.paragraph(fmt::format("  {}", c.reason), "    ");
     }
   }
 
@@ -83,8 +67,8 @@ std::string render_properties(std::span<const PropertyCheck> checks, std::string
   std::vector<std::string> failed;
   for (const PropertyCheck& c : checks)
     if (c.expected && !c.holds) failed.push_back(c.name);
-  if (failed.empty()) out.para("verdict: every property expected to hold holds", "  ");
-  else out.para(fmt::format("verdict: expected but does not hold: {}", fmt::join(failed, ", ")), "  ");
+  if (failed.empty()) out.paragraph("verdict: every property expected to hold holds", "  ");
+  else out.paragraph(fmt::format("verdict: expected but does not hold: {}", fmt::join(failed, ", ")), "  ");
   return out.take();
 }
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "render/page.hpp"
 #include "render/text.hpp"
 
 namespace attn {
@@ -22,31 +23,6 @@ std::string repeat(std::string_view piece, std::size_t count) {
   return s;
 }
 
-// Collects lines, each cut to the width, and the paragraphs, wrapped to it.
-class Page {
- public:
-  explicit Page(const RenderOptions& o) : o_(o) {}
-
-  void line(const std::string& text = "") {
-    text_ += truncate_to(plain(text), o_.width, o_.unicode ? "…" : "...") + "\n";
-  }
-  void heading(const std::string& title) {
-    const std::string start = plain(fmt::format("━━ {} ", title));
-    line(start + repeat("━", o_.width - std::min(o_.width, display_width(start))));
-  }
-  void paragraph(const std::string& text, std::string_view indent = "") {
-    for (const std::string& l : wrap(plain(text), o_.width, indent)) line(l);
-  }
-  const std::string& text() const { return text_; }
-
- private:
-  // Spelled out in ASCII first when the terminal needs it, so that widths are counted on what is printed.
-  std::string plain(const std::string& text) const { return o_.unicode ? text : to_ascii(text); }
-
-  const RenderOptions& o_;
-  std::string text_;
-};
-
 // One figure, raw and scaled, for every d_k.
 void table(Page& page, const ScalingResult& r, const RenderOptions& o, const std::string& title,
            double ScalingRow::*raw, double ScalingRow::*scaled) {
@@ -56,7 +32,7 @@ void table(Page& page, const ScalingResult& r, const RenderOptions& o, const std
   for (const ScalingRow& row : r.rows)
     page.line(fmt::format("{:>6}  {:>{}}  {:>{}}", row.d_k, number(row.*raw, o.precision), w,
                           number(row.*scaled, o.precision), w));
-  page.line();
+  page.line("");
 }
 
 // Horizontal bars on a log scale from the decade below the smallest value (or 1/N) up to 0.25.
@@ -93,7 +69,7 @@ void chart(Page& page, const ScalingResult& r, const RenderOptions& o) {
   }
   const std::string left = fmt::format("1e{}", lo);
   page.line(fmt::format("{:{}}{}{:>{}}", "", label, left, "0.25", bar > left.size() ? bar - left.size() : 4));
-  page.line();
+  page.line("");
 }
 
 void explain(Page& page, const ScalingResult& r, const RenderOptions& o) {
@@ -136,7 +112,7 @@ std::string render_scaling(const ScalingResult& r, const RenderOptions& o) {
       fmt::format("{} random q and k per d_k, standard normal entries (seed {}); scores q·k (raw) and "
                   "q·k/√d_k (scaled); each softmax runs over the {} samples, as in the explainer's code.",
                   r.samples, r.seed, r.samples));
-  page.line();
+  page.line("");
   table(page, r, o, "variance of the scores (~d_k, ~1)", &ScalingRow::raw_var, &ScalingRow::scaled_var);
   table(page, r, o, "mean s(1−s), the explainer's \"gradient\"", &ScalingRow::raw_mean_grad,
         &ScalingRow::scaled_mean_grad);

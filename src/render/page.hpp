@@ -1,0 +1,35 @@
+#pragma once
+// The lesson pages (scaling, properties, mistakes, explain) are written line by line: each line cut to
+// the width, each paragraph wrapped to it, in ASCII when the locale is not UTF-8. The trace's own
+// printer (renderer.hpp) does the same with colours and tables.
+
+#include <string>
+#include <string_view>
+
+#include "render/terminal.hpp"
+
+namespace attn {
+
+class Page {
+ public:
+  explicit Page(const RenderOptions& options) : o_(options) {}
+
+  // One line, cut to the width (with "…", or "..." in ASCII).
+  void line(std::string_view text = "");
+  // A paragraph wrapped at spaces to the width, the lines after the first starting with `indent`.
+  void paragraph(std::string_view text, std::string_view indent = "");
+  // "━━ title ━━━━" across the width.
+  void heading(std::string_view title);
+
+  // `text` as the terminal can show it: itself, or spelled out in ASCII.
+  std::string plain(std::string_view text) const;
+  const RenderOptions& options() const { return o_; }
+  const std::string& text() const { return text_; }
+  std::string take() { return std::move(text_); }
+
+ private:
+  const RenderOptions& o_;
+  std::string text_;
+};
+
+}  // namespace attn
