@@ -315,7 +315,7 @@ void cost_no_scale(const Problem& p, MistakeResult& r) {
   });
   r.costs.push_back(std::move(t));
   if (p.scale == 1) {
-    r.findings.push_back("the scale of this input is 1, so leaving it out changes nothing here");
+    r.findings.emplace_back("the scale of this input is 1, so leaving it out changes nothing here");
     return;
   }
   r.findings.push_back(fmt::format("the scores are {:.4g} times larger than intended (1/scale)", 1 / p.scale));
@@ -458,7 +458,7 @@ void cost_wrong_reshape(const Problem& p, MistakeResult& r) {
   const std::size_t rows = t.rows.size();
   r.costs.push_back(std::move(t));
   if (h == 1) {
-    r.findings.push_back("with one head the reshape and the transpose agree: nothing changes here");
+    r.findings.emplace_back("with one head the reshape and the transpose agree: nothing changes here");
     return;
   }
   r.findings.push_back(
@@ -480,7 +480,7 @@ void cost_minus_1e9(const Problem& p, MistakeResult& r) {
   const std::size_t emptied = t.rows.size();
   r.costs.push_back(std::move(t));
   if (emptied == 0) {
-    r.findings.push_back(
+    r.findings.emplace_back(
         "no row of this input is emptied by the mask: exp(−1e9 − max) underflows to 0, so the weights are exactly "
         "those of −∞ (a custom mask with a row of zeros, or a bottom_right causal mask with more queries than keys, "
         "empties rows)");
