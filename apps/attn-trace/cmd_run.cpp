@@ -47,7 +47,7 @@ int run_mistake(const TraceOptions& o, const std::string& name, const CLI::App& 
                     "what each one is)",
                     name, fmt::join(names, ", ")));
   }
-  for (const char* option : {"--engine", "--block-q", "--block-k", "--steps", "--head"})
+  for (const char* option : {"--engine", "--block-q", "--block-k", "--steps", "--head", "--format"})
     if (cmd.count(option) != 0)
       throw UsageError(
           fmt::format("{}: --mistake compares every step of the naive computation; leave {} out", option, option));
@@ -69,13 +69,15 @@ int run(const TraceOptions& o) {
         fmt::format("--{}: tile sizes apply to the flash pass; add --engine flash or --engine both, or use "
                     "attn-trace compare",
                     o.block_q ? "block-q" : "block-k"));
+  check_format(o);
   const Trace trace = run_problem(o, std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o))));
 
   RenderOptions render = render_options(o);
   if (const std::vector<std::string> never = steps_flash_never_forms(o.steps);
       o.engine == Engine::flash && !never.empty())
-    render.notes.push_back(fmt::format(
-        "flash never forms the whole {} matrix: see its tiles below, or use --engine both", fmt::join(never, ", ")));
+    render.notes.push_back(fmt::format("flash never forms the whole {} matrix: {}, or use --engine both",
+                                       fmt::join(never, ", "),
+                                       o.format ? "--format text shows its tiles" : "see its tiles below"));
   emit(trace, o, render);
   return 0;
 }
@@ -92,6 +94,8 @@ Runner add_run(CLI::App& app) {
       "  attn-trace run data/gpt_causal.json --steps scores,weights --head 1 --dtype float64\n"
       "  attn-trace run data/the_cat_sat.json --engine flash --block-q 2 --block-k 1\n"
       "  attn-trace run data/the_cat_sat.json --json trace.json\n"
+      "  attn-trace run data/the_cat_sat.json --steps weights --format markdown\n"
+      "  attn-trace run data/gpt_causal.json --format csv > steps.csv\n"
       "  attn-trace example | attn-trace run -\n"
       "  attn-trace run data/gpt_causal.json --mistake no-mask\n"
       "  attn-trace run --mistake list");
@@ -101,6 +105,7 @@ Runner add_run(CLI::App& app) {
   add_filter_options(*cmd, *options);
   add_memory_option(*cmd, *options);
   add_display_options(*cmd, *options);
+  add_format_option(*cmd, *options);
   cmd->add_option("--mistake", all->mistake,
                   "make one of the common mistakes on purpose and show what it changes, step by step, and what it "
                   "costs; --mistake list lists them");

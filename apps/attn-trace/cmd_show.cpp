@@ -24,11 +24,13 @@ Runner add_show(CLI::App& app) {
   add_filter_options(*cmd, *options);
   add_memory_option(*cmd, *options);
   add_display_options(*cmd, *options);
+  add_format_option(*cmd, *options);
   cmd->footer(
       "Example:\n"
       "  attn-trace run data/the_cat_sat.json --json cat.json > /dev/null\n"
       "  attn-trace show cat.json\n"
-      "  attn-trace show cat.json --steps weights");
+      "  attn-trace show cat.json --steps weights\n"
+      "  attn-trace show cat.json --steps weights --format latex");
   return [cmd, options] { return cmd->parsed() ? run(*options) : -1; };
 }
 

@@ -91,6 +91,23 @@ void add_display_options(CLI::App& command, TraceOptions& o) {
       ->default_str("auto");
 }
 
+void add_format_option(CLI::App& command, TraceOptions& o) {
+  command
+      .add_option_function<std::string>(
+          "--format", [&o](const std::string& name) { o.format = doc_format_from_name(name); },
+          "how the steps are printed: text (the terminal trace), or every value as a document: markdown (pipe "
+          "tables), latex (a tabular per matrix), csv (one long table); documents are UTF-8, without colour")
+      ->check(CLI::IsMember({"text", "markdown", "latex", "csv"}))
+      ->default_str("text");
+}
+
+void check_format(const TraceOptions& o) {
+  if (o.format && o.json_out == "-")
+    throw UsageError(fmt::format(
+        "--format {}: --json - writes the trace to stdout, where the document goes too; give --json a file name",
+        name_of(*o.format)));
+}
+
 Step step_by_name(std::string_view option, const std::string& name) {
   if (const std::optional<Step> step = step_from_name(name)) return *step;
   std::vector<std::string_view> names;
@@ -308,7 +325,9 @@ void emit(const Trace& trace, const TraceOptions& options, const RenderOptions& 
     }
     write_output_file(options.json_out, text);
   }
-  write_stdout(render_trace(trace, render));
+  if (options.format)
+    write_stdout(render_document(trace, *options.format, DocOptions{options.precision, render.notes}));
+  else write_stdout(render_trace(trace, render));
 }
 
 }  // namespace attn::cli

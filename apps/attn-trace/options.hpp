@@ -13,6 +13,7 @@
 #include "io/read.hpp"
 #include "model/problem.hpp"
 #include "model/run.hpp"
+#include "render/document.hpp"
 #include "render/terminal.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
@@ -35,8 +36,9 @@ struct TraceOptions {
   std::size_t max_rows = 16;
   std::size_t max_cols = 10;
   View view = View::automatic;
-  std::string json_out;           // --json: "" none, "-" stdout instead of the text
-  std::string max_memory = "4G";  // refuse input or runs estimated to need more
+  std::optional<DocFormat> format;  // --format: a document of the steps; empty for the terminal text
+  std::string json_out;             // --json: "" none, "-" stdout instead of the text
+  std::string max_memory = "4G";    // refuse input or runs estimated to need more
 };
 
 // FILE, --dtype, the tiles and --json (run and compare), --engine (run only).
@@ -46,6 +48,11 @@ void add_filter_options(CLI::App& command, TraceOptions& options);
 void add_memory_option(CLI::App& command, TraceOptions& options);
 // --precision, --color, --max-rows, --max-cols, --view.
 void add_display_options(CLI::App& command, TraceOptions& options);
+// --format text|markdown|latex|csv (run and show).
+void add_format_option(CLI::App& command, TraceOptions& options);
+
+// A document (--format other than text) and --json - would both go to stdout: a UsageError.
+void check_format(const TraceOptions& options);
 
 // --max-memory as a limit, or a UsageError when it is not a size.
 MemoryLimit memory_limit(const TraceOptions& options);
@@ -92,7 +99,8 @@ RenderOptions render_options(const TraceOptions& options);
 // Whether the locale (LC_ALL, else LC_CTYPE, else LANG) is UTF-8: the terminal then shows more than ASCII.
 bool utf8_terminal();
 
-// The finished trace where --json sends it, and the text to stdout unless --json is "-".
+// The finished trace where --json sends it, and the text (or the --format document) to stdout unless
+// --json is "-".
 void emit(const Trace& trace, const TraceOptions& options, const RenderOptions& render);
 
 }  // namespace attn::cli

@@ -52,14 +52,6 @@ std::string xml_escape(std::string_view text) {
 // that its width can be measured.
 std::string shown_text(std::string_view raw, std::size_t width) { return truncate_to(visible(raw), width); }
 
-// The exact value, as the trace writes it: the shortest text that reads back to the same value of
-// the trace's dtype.
-std::string exact_text(double x, bool float32) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
-  return float32 ? fmt::format("{}", static_cast<float>(x)) : fmt::format("{}", x);
-}
-
 // A value short enough to sit in a cell: a weight (0 to 1) with three decimals, anything else with
 // about three significant digits in at most six characters.
 std::string cell_text(double x, bool weight) {
@@ -235,7 +227,7 @@ void draw_cells(std::string& out, const Panel& panel, const PanelLayout& l, cons
           "<rect class=\"cell\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" data-row=\"{}\" "
           "data-col=\"{}\" data-value=\"{}\"{}/>\n",
           num(x), num(y), num(l.cell), num(l.cell), removed ? std::string(removed_fill) : hex(color), r, c,
-          exact_text(v, float32), removed ? " data-removed=\"1\"" : "");
+          exact_value(v, float32), removed ? " data-removed=\"1\"" : "");
       // A removed cell's weight is 0 by construction, but the -inf of `masked` is the point of that step.
       if (l.value_size > 0 && (!removed || std::isinf(v)))
         values += fmt::format("<text x=\"{}\" y=\"{}\" dy=\"0.35em\" fill=\"{}\">{}</text>\n", num(x + l.cell / 2),

@@ -97,6 +97,7 @@ TEST_CASE("run --mistake refuses an unknown name, the options it has no use for,
   check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--engine", "flash"}), {"--engine"});
   check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--steps", "weights"}), {"--steps"});
   check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--head", "0"}), {"--head"});
+  check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--format", "csv"}), {"--format"});
   check_usage_error(run_binary({"run", "--mistake", "no-scale"}), {"FILE"});
   check_usage_error(run_binary({"run"}), {"FILE"});
   TempDir dir;
