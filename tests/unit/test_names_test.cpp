@@ -1,7 +1,7 @@
 // CTest runs each Catch2 test by its name (catch_discover_tests), and CMake reads the list of names
 // as a CMake list: a ';' in a name splits it into names that match no test, and an unbalanced '[' or
 // ']' merges the names around it, so those tests would pass without ever running. No test name may
-// hold either.
+// hold either, nor start with a dash, which the test program would read as an option.
 
 #include <filesystem>
 #include <fstream>
@@ -13,7 +13,8 @@
 
 namespace fs = std::filesystem;
 
-TEST_CASE("No test name holds a semicolon or an unbalanced bracket, which CTest would not run", "[tests]") {
+TEST_CASE("No test name holds a semicolon or an unbalanced bracket, or starts with a dash, which CTest would not run",
+          "[tests]") {
   const std::regex test_case(R"re((?:TEMPLATE_)?TEST_CASE\(\s*"((?:[^"\\]|\\.)*)")re");
   std::size_t names = 0;
   for (const auto& entry : fs::recursive_directory_iterator(fs::path(ATTN_SOURCE_DIR) / "tests")) {
@@ -33,6 +34,7 @@ TEST_CASE("No test name holds a semicolon or an unbalanced bracket, which CTest 
       }
       INFO(entry.path().filename().string() << ": \"" << name << "\"");
       CHECK(name.find(';') == std::string::npos);
+      CHECK_FALSE(name.starts_with("-"));  // passed to the test program, it reads as an option
       CHECK((balanced && depth == 0));
     }
   }
