@@ -4,8 +4,8 @@
 # first use; or source it from ~/.bashrc. It needs nothing but bash 4 and its builtins (complete,
 # compgen, compopt, mapfile): not bash-completion's helpers.
 #
-# Completes the commands, each command's options, the values of --engine, --dtype, --color, --steps
-# (a comma list) and --step, the names of `attn-trace example`, and *.json files (or -) for FILE.
+# Completes the commands, each command's options, the values of --engine, --dtype, --color, --view,
+# --format, --mistake, --steps (a comma list) and --step, the names of `attn-trace example`, and *.json files (or -) for FILE.
 
 # The options of each command, as apps/attn-trace/*.cpp declares them.
 _attn_trace_display_options='--max-memory --precision --color --max-rows --max-cols --view'
@@ -93,6 +93,10 @@ _attn_trace() {
       --dtype) values='float32 float64' ;;
       --color) values='auto always never' ;;
       --view) values='numbers heatmap auto' ;;
+      --format) [[ $command == run || $command == show ]] && values='text markdown latex csv' ;;
+      --mistake)
+        [[ $command == run || $command == report ]] &&
+          values='list no-scale no-mask mask-after-softmax softmax-columns shared-qkv wrong-reshape minus-1e9' ;;
       --steps) value_kind=steps ;;
       --step) values=${_attn_trace_steps% tiles} ;;
       --json | -o | --output) value_kind=output ;;
@@ -135,11 +139,11 @@ _attn_trace() {
   # An option name, or a positional argument.
   local options
   case $command in
-    run) options="--engine $_attn_trace_trace_options --help" ;;
+    run) options="--engine $_attn_trace_trace_options --format --mistake --help" ;;
     compare) options="$_attn_trace_trace_options --help" ;;
-    show) options="--steps --head $_attn_trace_display_options --help" ;;
+    show) options="--steps --head $_attn_trace_display_options --format --help" ;;
     plot) options=$_attn_trace_plot_options ;;
-    report) options='--engine --dtype --block-q --block-k --steps --head --max-memory -o --output --help' ;;
+    report) options='--engine --dtype --block-q --block-k --steps --head --max-memory -o --output --mistake --help' ;;
     example) options='--list --help' ;;
     properties) options='--dtype --seed --json --max-memory --help' ;;
     scaling) options='--d-k --samples --seed --json --max-memory --precision --help' ;;

@@ -84,16 +84,21 @@ expect_exactly "--help --version" attn-trace --
 expect_exactly "--version" attn-trace --v
 
 # Each command's options.
-run_options="--engine --dtype --block-q --block-k --steps --head --json --max-memory --precision --color
-             --max-rows --max-cols --view --help"
-expect_exactly "$run_options" attn-trace run x.json --
-expect_exactly "${run_options/--engine/}" attn-trace compare x.json --
-expect_exactly "--steps --head --max-memory --precision --color --max-rows --max-cols --view --help" attn-trace show t.json --
+trace_options="--dtype --block-q --block-k --steps --head --json --max-memory --precision --color
+               --max-rows --max-cols --view"
+expect_exactly "--engine $trace_options --format --mistake --help" attn-trace run x.json --
+expect_exactly "$trace_options --help" attn-trace compare x.json --
+expect_exactly "--steps --head --max-memory --precision --color --max-rows --max-cols --view --format --help" \
+  attn-trace show t.json --
 expect_exactly "--list --help" attn-trace example --
 expect_exactly "--step --head --all-heads --batch -o --output --engine --dtype --max-memory --help" attn-trace plot x.json -
-expect_exactly "--engine --dtype --block-q --block-k --steps --head --max-memory --output --help" \
+expect_exactly "--engine --dtype --block-q --block-k --steps --head --max-memory --output --mistake --help" \
   attn-trace report x.json --
 expect_exactly "naive flash both" attn-trace report x.json --engine ''
+expect_exactly "text markdown latex csv" attn-trace show t.json --format ''
+expect_exactly "mask-after-softmax minus-1e9" attn-trace run x.json --mistake m
+expect_exactly "list" attn-trace run --mistake l
+expect_exactly "no-scale no-mask" attn-trace report x.json --mistake no
 expect_exactly "--max-memory --max-rows --max-cols" attn-trace run x.json --max-
 expect_exactly "--block-q --block-k" attn-trace compare - --b
 
