@@ -26,5 +26,6 @@ Runner add_report(CLI::App& app);
 Runner add_properties(CLI::App& app);
 Runner add_new(CLI::App& app);
 Runner add_scaling(CLI::App& app);
+Runner add_explain(CLI::App& app);
 
 }  // namespace attn::cli

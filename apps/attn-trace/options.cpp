@@ -64,8 +64,7 @@ void add_memory_option(CLI::App& command, TraceOptions& o) {
       ->default_str("4G");
 }
 
-void add_display_options(CLI::App& command, TraceOptions& o) {
-  command.add_option("--precision", o.precision, "digits after the point")->check(CLI::Range(0, 17))->default_str("4");
+void add_color_option(CLI::App& command, TraceOptions& o) {
   command
       .add_option_function<std::string>(
           "--color",
@@ -75,6 +74,11 @@ void add_display_options(CLI::App& command, TraceOptions& o) {
           "colour: auto (only on a terminal, never with NO_COLOR set), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->default_str("auto");
+}
+
+void add_display_options(CLI::App& command, TraceOptions& o) {
+  command.add_option("--precision", o.precision, "digits after the point")->check(CLI::Range(0, 17))->default_str("4");
+  add_color_option(command, o);
   command.add_option("--max-rows", o.max_rows, "show at most this many rows of a table (first and last); 0: all")
       ->default_str("16");
   command.add_option("--max-cols", o.max_cols, "show at most this many columns of a table (first and last); 0: all")

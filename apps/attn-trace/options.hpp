@@ -46,6 +46,8 @@ void add_run_options(CLI::App& command, TraceOptions& options, bool with_engine)
 // --steps and --head (run, compare, show).
 void add_filter_options(CLI::App& command, TraceOptions& options);
 void add_memory_option(CLI::App& command, TraceOptions& options);
+// --color auto|always|never.
+void add_color_option(CLI::App& command, TraceOptions& options);
 // --precision, --color, --max-rows, --max-cols, --view.
 void add_display_options(CLI::App& command, TraceOptions& options);
 // --format text|markdown|latex|csv (run and show).

@@ -1,0 +1,135 @@
+#include "io/explain_json.hpp"
+
+#include <cmath>
+#include <span>
+
+#include <nlohmann/json.hpp>
+
+#include "io/trace_json.hpp"
+
+namespace attn {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;  // keeps the keys in the order the header lists them
+
+// A finite number as it is; inf and nan as the strings a trace uses, since JSON has no such numbers.
+ojson number(double x) { return std::isfinite(x) ? ojson(x) : ojson(format_trace_number(x, false)); }
+
+ojson numbers(std::span<const double> xs) {
+  ojson out = ojson::array();
+  for (const double x : xs) out.push_back(number(x));
+  return out;
+}
+
+ojson sum(const ProductSum& s) {
+  return {{"a", numbers(s.a)},
+          {"b", numbers(s.b)},
+          {"terms", numbers(s.terms)},
+          {"bias", s.bias ? number(*s.bias) : ojson(nullptr)},
+          {"value", number(s.value)}};
+}
+
+ojson sums(const std::vector<ProductSum>& list) {
+  ojson out = ojson::array();
+  for (const ProductSum& s : list) out.push_back(sum(s));
+  return out;
+}
+
+ojson header(const std::string& generator, const char* kind, DType dtype, Engine engine) {
+  return {{"format", "attn-trace.explain"},
+          {"version", explain_format_version},
+          {"generator", generator},
+          {"kind", kind},
+          {"dtype", std::string(name_of(dtype))},
+          {"engine", std::string(name_of(engine))}};
+}
+
+ojson flash_json(const FlashExplanation& f) {
+  ojson tiles = ojson::array();
+  for (const FlashTileStep& t : f.steps)
+    tiles.push_back({{"j", t.tile},
+                     {"col_begin", t.col_begin},
+                     {"col_end", t.col_end},
+                     {"skipped", t.skipped},
+                     {"m_prev", number(t.m_prev)},
+                     {"m_new", number(t.m_new)},
+                     {"alpha", number(t.alpha)},
+                     {"l_prev", number(t.l_prev)},
+                     {"l_new", number(t.l_new)},
+                     {"s", numbers(t.s)},
+                     {"p", numbers(t.p)},
+                     {"share", number(t.share)}});
+  return {{"block_q", f.tile_size.Br},
+          {"block_k", f.tile_size.Bc},
+          {"query_tile", f.query_tile},
+          {"row_begin", f.row_begin},
+          {"row_end", f.row_end},
+          {"key_tile", f.key_tile},
+          {"tiles", std::move(tiles)},
+          {"s", number(f.s)},
+          {"p", number(f.p)},
+          {"later_alphas", numbers(f.later_alphas)},
+          {"alpha_product", number(f.alpha_product)},
+          {"l", number(f.l)},
+          {"weight", number(f.weight)},
+          {"naive_weight", number(f.naive_weight)},
+          {"tolerance", number(f.tolerance)},
+          {"within", f.within}};
+}
+
+}  // namespace
+
+std::string explanation_to_json(const Explanation& e, const std::string& generator) {
+  ojson out = header(generator, "weight", e.dtype, e.engine);
+  out["batch"] = e.batch;
+  out["head"] = e.head;
+  out["kv_head"] = e.kv_head;
+  out["query"] = e.query;
+  out["key"] = e.key;
+  out["query_token"] = e.query_token;
+  out["key_token"] = e.key_tokens.at(e.key);
+  out["inputs"] = {{"x", numbers(e.x)}, {"c", numbers(e.c)}};
+  out["q"] = sums(e.q);
+  out["k"] = sums(e.k);
+  out["score"] = sum(e.dot);
+  out["scale"] = number(e.scale);
+  out["scaled"] = number(e.scaled);
+  out["mask"] = {{"kind", e.mask}, {"allowed", e.allowed}, {"reason", e.mask_reason}, {"empty_row", e.empty_row}};
+  ojson keys = ojson::array();
+  for (std::size_t k = 0; k < e.row.size(); ++k) {
+    const SoftmaxEntry& x = e.row[k];
+    keys.push_back({{"key", k},
+                    {"token", e.key_tokens.at(k)},
+                    {"allowed", x.allowed},
+                    {"scaled", number(x.scaled)},
+                    {"shifted", number(x.shifted)},
+                    {"exp", number(x.exp)},
+                    {"weight", number(x.weight)}});
+  }
+  out["softmax"] = {{"keys", std::move(keys)},
+                    {"max", number(e.row_max)},
+                    {"argmax", e.argmax},
+                    {"sum", number(e.row_sum)},
+                    {"weight", number(e.weight)}};
+  out["flash"] = e.flash ? flash_json(*e.flash) : ojson(nullptr);
+  out["output"] = {{"v", numbers(e.v)}, {"o", sums(e.o)}};
+  return out.dump(2) + "\n";
+}
+
+std::string output_explanation_to_json(const OutputExplanation& e, const std::string& generator) {
+  ojson out = header(generator, "output", e.dtype, e.engine);
+  out["batch"] = e.batch;
+  out["query"] = e.query;
+  out["column"] = e.column;
+  out["query_token"] = e.query_token;
+  out["output_projection"] = e.output_projection;
+  out["y"] = sum(e.y);
+  out["head_sums"] = numbers(e.head_sums);
+  out["top"] = e.top;
+  out["head"] = e.output_projection ? ojson(nullptr) : ojson(e.head);
+  out["feature"] = e.output_projection ? ojson(nullptr) : ojson(e.feature);
+  return out.dump(2) + "\n";
+}
+
+}  // namespace attn
