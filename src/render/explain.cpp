@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "render/page.hpp"
 #include "render/text.hpp"
 #include "render/visible.hpp"
 
@@ -23,58 +24,8 @@ constexpr std::size_t most_components = 8;  // longer vectors of sums show their
 constexpr std::size_t most_rows = 12;       // longer softmax rows and tile walks show a selection
 constexpr std::size_t token_columns = 12;   // token labels in tables are cut to this
 
-std::string repeat(std::string_view piece, std::size_t count) {
-  std::string s;
-  for (std::size_t k = 0; k < count; ++k) s += piece;
-  return s;
-}
-
-// Collects the page: headings, lines cut to the width, paragraphs wrapped to it, and equations broken
-// between their terms. (The lesson pages will share one such writer.)
-class Page {
- public:
-  explicit Page(const RenderOptions& o) : o_(o) {}
-
-  void heading(const std::string& title) {
-    const std::string start = plain(fmt::format("━━ {} ", title));
-    const std::size_t used = display_width(start);
-    std::string rule = start + repeat(o_.unicode ? "━" : "=", o_.width > used ? o_.width - used : 0);
-    rule = truncate_to(rule, o_.width, o_.unicode ? "…" : "...");
-    out_ += (o_.color ? fmt::format("\x1b[1;36m{}\x1b[0m", rule) : rule) + "\n";
-  }
-  void line(const std::string& text = "") {
-    out_ += truncate_to(plain(text), o_.width, o_.unicode ? "…" : "...") + "\n";
-  }
-  void para(const std::string& text, std::string_view indent = "  ") {
-    for (const std::string& l : wrap(plain(text), width(), indent)) out_ += l + "\n";
-  }
-  // `pieces` joined by spaces, each kept whole on a line where it fits; the lines after the first
-  // start with `indent`.
-  void pieces(const std::vector<std::string>& parts, std::string_view indent = "    ") {
-    std::string current;
-    for (const std::string& raw : parts) {
-      const std::string piece = plain(raw);
-      if (current.empty()) current = piece;
-      else if (display_width(current) + 1 + display_width(piece) <= width()) current += " " + piece;
-      else {
-        flush(current, indent);
-        current = std::string(indent) + piece;
-      }
-    }
-    flush(current, indent);
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::size_t width() const { return std::max<std::size_t>(o_.width, 1); }
-  std::string plain(std::string_view text) const { return o_.unicode ? std::string(text) : to_ascii(text); }
-  void flush(const std::string& text, std::string_view indent) {
-    for (const std::string& l : wrap(text, width(), indent)) out_ += l + "\n";
-  }
-
-  const RenderOptions& o_;
-  std::string out_;
-};
+// A paragraph of the page, its lines after the first indented by two spaces unless `indent` says otherwise.
+void paragraph(Page& page, std::string_view text, std::string_view indent = "  ") { page.paragraph(text, indent); }
 
 // Numbers as the page writes them: whole numbers as they are, others with --precision digits after
 // the point, very large or very small ones in scientific notation.
@@ -212,16 +163,16 @@ void inputs(Page& page, const Explanation& e, const Numbers& num) {
                            quoted(e.key_tokens[e.key])),
                num.vector(e.c)});
   const std::size_t q0 = e.head * e.d_k, k0 = e.kv_head * e.d_k, v0 = e.kv_head * e.d_v;
-  page.para(
-      fmt::format("Head {} projects with columns {} of W_q; its key/value head {} with columns {} of W_k and {} "
-                  "of W_v.",
-                  e.head, range_text(q0, q0 + e.d_k - 1), e.kv_head, range_text(k0, k0 + e.d_k - 1),
-                  range_text(v0, v0 + e.d_v - 1)));
+  paragraph(page,
+            fmt::format("Head {} projects with columns {} of W_q; its key/value head {} with columns {} of W_k and {} "
+                        "of W_v.",
+                        e.head, range_text(q0, q0 + e.d_k - 1), e.kv_head, range_text(k0, k0 + e.d_k - 1),
+                        range_text(v0, v0 + e.d_v - 1)));
   if (e.g < e.h) {
     const std::size_t share = e.h / e.g, first = e.kv_head * share;
-    page.para(fmt::format("{}: query heads {} share key/value head {} ({} query heads, {} key/value head{}).",
-                          e.g == 1 ? "Multi-query attention" : "Grouped-query attention",
-                          range_text(first, first + share - 1), e.kv_head, e.h, e.g, e.g == 1 ? "" : "s"));
+    paragraph(page, fmt::format("{}: query heads {} share key/value head {} ({} query heads, {} key/value head{}).",
+                                e.g == 1 ? "Multi-query attention" : "Grouped-query attention",
+                                range_text(first, first + share - 1), e.kv_head, e.h, e.g, e.g == 1 ? "" : "s"));
   }
   page.line();
 }
@@ -256,38 +207,38 @@ void score(Page& page, const Explanation& e, const Numbers& num) {
     page.pieces({fmt::format("s = q·k / √{} =", e.d_k),
                  fmt::format("{}·{}", num.factor(e.dot.value), num.factor(e.scale)),
                  fmt::format("= {}", num(e.scaled))});
-  page.para(e.scale_given ? "The input sets the scale."
-                          : "Dividing by √d_k keeps the scores' spread near 1 whatever d_k, so that softmax does not "
-                            "saturate (attn-trace scaling measures it).");
+  paragraph(page, e.scale_given
+                      ? "The input sets the scale."
+                      : "Dividing by √d_k keeps the scores' spread near 1 whatever d_k, so that softmax does not "
+                        "saturate (attn-trace scaling measures it).");
   page.line();
 }
 
 void mask(Page& page, const Explanation& e, const Numbers& num) {
   page.heading("6. the mask");
   if (e.empty_row) {
-    page.para(
-        fmt::format("The mask ({}) leaves query {} no key at all: every weight of its row is 0 and its head "
-                    "output is 0, the one policy for rows with nothing to attend.",
-                    e.mask, e.query));
+    paragraph(page,
+              fmt::format("The mask ({}) leaves query {} no key at all: every weight of its row is 0 and its head "
+                          "output is 0, the one policy for rows with nothing to attend.",
+                          e.mask, e.query));
   } else if (!e.allowed) {
-    page.para(
-        fmt::format("The mask ({}) forbids this pair: {}. So s becomes -∞, and exp(-∞) = 0: a = 0 whatever "
-                    "q·k is. The row below still shows how the keys it allows share query {}'s attention.",
-                    e.mask, e.mask_reason, e.query));
+    paragraph(page, fmt::format("The mask ({}) forbids this pair: {}. So s becomes -∞, and exp(-∞) = 0: a = 0 whatever "
+                                "q·k is. The row below still shows how the keys it allows share query {}'s attention.",
+                                e.mask, e.mask_reason, e.query));
   } else if (e.mask == "none") {
-    page.para(fmt::format("No mask: query {} may attend to every key, so s stays {}.", e.query, num(e.scaled)));
+    paragraph(page, fmt::format("No mask: query {} may attend to every key, so s stays {}.", e.query, num(e.scaled)));
   } else {
-    page.para(fmt::format("The mask ({}) allows query {} to see key {}, so s stays {}.", e.mask, e.query, e.key,
-                          num(e.scaled)));
+    paragraph(page, fmt::format("The mask ({}) allows query {} to see key {}, so s stays {}.", e.mask, e.query, e.key,
+                                num(e.scaled)));
   }
   page.line();
 }
 
 void softmax(Page& page, const Explanation& e, const Numbers& num, const RenderOptions& o) {
   page.heading(fmt::format("7. the softmax of row {} ({})", e.query, quoted(e.query_token)));
-  page.para(
-      "a_j = exp(s_j − max) / Σ exp(s − max): the row max is subtracted so exp never overflows, and the "
-      "weights of the row sum to 1.");
+  paragraph(page,
+            "a_j = exp(s_j − max) / Σ exp(s − max): the row max is subtracted so exp never overflows, and the "
+            "weights of the row sum to 1.");
   const std::string mark = o.unicode ? "←" : "<-";
   const std::size_t m = e.row.size();
   const std::vector<std::size_t> rows = rows_to_show(m, {e.key, e.argmax}, most_rows);
@@ -332,7 +283,8 @@ void softmax(Page& page, const Explanation& e, const Numbers& num, const RenderO
         continue;
       }
       const auto& c = cells[r];
-      page.para(fmt::format("  {}: s = {}, s − max = {}, exp = {}, a = {}{}", c[0], c[1], c[2], c[3], c[4],
+      paragraph(page,
+                fmt::format("  {}: s = {}, s − max = {}, exp = {}, a = {}{}", c[0], c[1], c[2], c[3], c[4],
                             rows[r] == e.key ? " " + mark : ""),
                 "      ");
     }
@@ -340,7 +292,7 @@ void softmax(Page& page, const Explanation& e, const Numbers& num, const RenderO
   if (const auto gaps = static_cast<std::size_t>(std::count(rows.begin(), rows.end(), m)); gaps != 0)
     page.line(fmt::format("  ({} of {} keys shown)", rows.size() - gaps, m));
   if (e.empty_row) {
-    page.para("No key is allowed: there is no max, nothing to sum, and every weight is 0.");
+    paragraph(page, "No key is allowed: there is no max, nothing to sum, and every weight is 0.");
     page.line();
     return;
   }
@@ -359,7 +311,7 @@ void softmax(Page& page, const Explanation& e, const Numbers& num, const RenderO
   parts.push_back(fmt::format("= {}", num(e.row_sum)));
   if (exps.size() == 1) parts = {"sum =", num(e.row_sum)};
   page.pieces(parts);
-  if (exps.size() < m) page.para("(masked keys add exp(-∞) = 0)");
+  if (exps.size() < m) paragraph(page, "(masked keys add exp(-∞) = 0)");
   if (e.allowed)
     page.pieces({"a = exp(s − max) / sum =", fmt::format("{} / {}", num(e.row[e.key].exp), num(e.row_sum)),
                  fmt::format("= {}", num(e.weight))});
@@ -371,16 +323,16 @@ void flash(Page& page, const Explanation& e, const Numbers& num) {
   const FlashExplanation& f = *e.flash;
   page.heading("7. the flash pass, tile by tile");
   const std::size_t k0 = f.key_tile * f.tile_size.Bc, k1 = std::min(e.row.size(), k0 + f.tile_size.Bc) - 1;
-  page.para(
-      fmt::format("Tiles of {} × {} (queries × keys): query {} is in query tile {} ({} {}); key {} {} is in "
-                  "key tile {} ({} {}). The pass never forms the whole row: per key tile it updates row {}'s "
-                  "running max m and sum l.",
-                  f.tile_size.Br, f.tile_size.Bc, e.query, f.query_tile,
-                  f.row_end - f.row_begin == 1 ? "query" : "queries", range_text(f.row_begin, f.row_end - 1), e.key,
-                  quoted(e.key_tokens[e.key]), f.key_tile, k0 == k1 ? "key" : "keys", range_text(k0, k1), e.query));
-  page.para(
-      "m_new = max(m_prev, the tile's scores); alpha = exp(m_prev − m_new), since the earlier tiles were summed "
-      "against a smaller max; p = exp(s − m_new); l_new = alpha·l_prev + Σ p.");
+  paragraph(page, fmt::format(
+                      "Tiles of {} × {} (queries × keys): query {} is in query tile {} ({} {}); key {} {} is in "
+                      "key tile {} ({} {}). The pass never forms the whole row: per key tile it updates row {}'s "
+                      "running max m and sum l.",
+                      f.tile_size.Br, f.tile_size.Bc, e.query, f.query_tile,
+                      f.row_end - f.row_begin == 1 ? "query" : "queries", range_text(f.row_begin, f.row_end - 1), e.key,
+                      quoted(e.key_tokens[e.key]), f.key_tile, k0 == k1 ? "key" : "keys", range_text(k0, k1), e.query));
+  paragraph(page,
+            "m_new = max(m_prev, the tile's scores); alpha = exp(m_prev − m_new), since the earlier tiles were summed "
+            "against a smaller max; p = exp(s − m_new); l_new = alpha·l_prev + Σ p.");
   std::vector<std::size_t> keep;
   for (std::size_t t = 0; t < f.steps.size(); ++t)
     if (f.steps[t].tile == f.key_tile) keep = {t, t + 1 < f.steps.size() ? t + 1 : t};
@@ -395,12 +347,12 @@ void flash(Page& page, const Explanation& e, const Numbers& num) {
                                  ? fmt::format("key {} {}", s.col_begin, quoted(e.key_tokens[s.col_begin]))
                                  : fmt::format("keys {} to {}", s.col_begin, s.col_end - 1);
     if (s.skipped) {
-      page.para(fmt::format("key tile {}, {}: skipped, the mask leaves queries {} nothing there", s.tile, keys,
-                            range_text(f.row_begin, f.row_end - 1)));
+      paragraph(page, fmt::format("key tile {}, {}: skipped, the mask leaves queries {} nothing there", s.tile, keys,
+                                  range_text(f.row_begin, f.row_end - 1)));
       continue;
     }
     const bool here = s.tile == f.key_tile;
-    page.para(fmt::format("key tile {}, {}{}", s.tile, keys, here ? ": this key enters" : ""));
+    paragraph(page, fmt::format("key tile {}, {}{}", s.tile, keys, here ? ": this key enters" : ""));
     page.pieces({"  s =", num.vector(s.s)}, "      ");
     double tile_max = -std::numeric_limits<double>::infinity();
     for (const double x : s.s) tile_max = std::max(tile_max, x);
@@ -442,13 +394,13 @@ void flash(Page& page, const Explanation& e, const Numbers& num) {
   page.pieces(parts);
   page.pieces({"a = p·(later alphas) / l =", fmt::format("{} / {}", num(f.p * f.alpha_product), num(f.l)),
                fmt::format("= {}", num(f.weight))});
-  page.para(
-      "Flash never forms a: it divides its running output O by l once at the end, which gives v_j this same "
-      "factor.");
+  paragraph(page,
+            "Flash never forms a: it divides its running output O by l once at the end, which gives v_j this same "
+            "factor.");
   const double gap = std::fabs(f.weight - f.naive_weight);
-  page.para(fmt::format("Naive's a = {}; |flash − naive| = {}, {} {} (what rounding alone allows here).",
-                        num(f.naive_weight), gap == 0 ? "0" : fmt::format("{:.3g}", gap),
-                        f.within ? "within" : "NOT within", fmt::format("{:.3g}", f.tolerance)));
+  paragraph(page, fmt::format("Naive's a = {}; |flash − naive| = {}, {} {} (what rounding alone allows here).",
+                              num(f.naive_weight), gap == 0 ? "0" : fmt::format("{:.3g}", gap),
+                              f.within ? "within" : "NOT within", fmt::format("{:.3g}", f.tolerance)));
   page.line();
 }
 
@@ -464,7 +416,7 @@ void output(Page& page, const Explanation& e, const Numbers& num) {
   for (const ProductSum& o : e.o) sums.push_back(only_terms(o, allowed));
   components(page, sums, num, [&](std::size_t c) { return fmt::format("o[{}] =", c); });
   if (std::find(allowed.begin(), allowed.end(), false) != allowed.end())
-    page.para("(the keys the mask forbids have a = 0 and add nothing: left out)");
+    paragraph(page, "(the keys the mask forbids have a = 0 and add nothing: left out)");
   page.pieces({"o =", num.vector(values_of(e.o))});
   const double a = e.flash ? e.flash->weight : e.weight;
   std::vector<double> share;
@@ -482,13 +434,13 @@ void output(Page& page, const Explanation& e, const Numbers& num) {
   const std::string place =
       e.h == 1 ? std::string("the only head") : fmt::format("head {}'s place among the {} heads", e.head, e.h);
   if (e.output_projection)
-    page.para(
-        fmt::format("o is features {} of concat[{}], {}; the output projection Y[{}] = concat[{}]·W_o mixes "
-                    "every feature of concat (--output C explains one number of it).",
-                    range_text(first, first + e.d_v - 1), e.query, place, e.query, e.query));
+    paragraph(page,
+              fmt::format("o is features {} of concat[{}], {}; the output projection Y[{}] = concat[{}]·W_o mixes "
+                          "every feature of concat (--output C explains one number of it).",
+                          range_text(first, first + e.d_v - 1), e.query, place, e.query, e.query));
   else
-    page.para(fmt::format("The input has no W_o: the output is concat itself, and o is Y[{}][{}].", e.query,
-                          range_text(first, first + e.d_v - 1)));
+    paragraph(page, fmt::format("The input has no W_o: the output is concat itself, and o is Y[{}][{}].", e.query,
+                                range_text(first, first + e.d_v - 1)));
 }
 
 }  // namespace
@@ -497,15 +449,15 @@ std::string render_explanation(const Explanation& e, std::string_view title, con
   Page page(o);
   const Numbers num(o.precision);
   page.heading(fmt::format("explain: how {} attends to {}", quoted(e.query_token), quoted(e.key_tokens[e.key])));
-  page.para(visible(title));
-  page.para(fmt::format("query {} {}, key {} {}, {}", e.query, quoted(e.query_token), e.key,
-                        quoted(e.key_tokens[e.key]), where(e)));
+  paragraph(page, visible(title));
+  paragraph(page, fmt::format("query {} {}, key {} {}, {}", e.query, quoted(e.query_token), e.key,
+                              quoted(e.key_tokens[e.key]), where(e)));
   const double a = e.flash ? e.flash->weight : e.weight;
-  if (e.empty_row) page.para("a = 0: the mask leaves this query no key at all.");
-  else if (!e.allowed) page.para(fmt::format("a = 0: the mask forbids it ({}).", e.mask_reason));
+  if (e.empty_row) paragraph(page, "a = 0: the mask leaves this query no key at all.");
+  else if (!e.allowed) paragraph(page, fmt::format("a = 0: the mask forbids it ({}).", e.mask_reason));
   else
-    page.para(fmt::format("a = {}: {} gives {} of its attention in this head to {}.", num(a), quoted(e.query_token),
-                          num.percent(a, 1), quoted(e.key_tokens[e.key])));
+    paragraph(page, fmt::format("a = {}: {} gives {} of its attention in this head to {}.", num(a),
+                                quoted(e.query_token), num.percent(a, 1), quoted(e.key_tokens[e.key])));
   page.line();
   inputs(page, e, num);
   projections(page, e, num);
@@ -521,21 +473,21 @@ std::string render_output_explanation(const OutputExplanation& e, std::string_vi
   Page page(o);
   const Numbers num(o.precision);
   page.heading(fmt::format("explain: Y[{}][{}], the output of {}", e.query, e.column, quoted(e.query_token)));
-  page.para(visible(title));
-  page.para(fmt::format("query {} {}, output column {}{}", e.query, quoted(e.query_token), e.column,
-                        e.batched ? fmt::format(", batch item {}", e.batch) : ""));
+  paragraph(page, visible(title));
+  paragraph(page, fmt::format("query {} {}, output column {}{}", e.query, quoted(e.query_token), e.column,
+                              e.batched ? fmt::format(", batch item {}", e.batch) : ""));
   page.line();
   if (!e.output_projection) {
-    page.para(
-        fmt::format("The input has no W_o: the output is concat itself, so Y[{}][{}] is feature {} of head {}'s "
-                    "output, o[{}] = Σ_j a_j·v_j[{}].",
-                    e.query, e.column, e.feature, e.head, e.feature, e.feature));
+    paragraph(page,
+              fmt::format("The input has no W_o: the output is concat itself, so Y[{}][{}] is feature {} of head {}'s "
+                          "output, o[{}] = Σ_j a_j·v_j[{}].",
+                          e.query, e.column, e.feature, e.head, e.feature, e.feature));
     std::vector<bool> weighted;
     weighted.reserve(e.y.a.size());
     for (const double a : e.y.a) weighted.push_back(a != 0);
     page.pieces(sum_pieces(fmt::format("Y[{}][{}] =", e.query, e.column), only_terms(e.y, weighted), num));
     if (std::find(weighted.begin(), weighted.end(), false) != weighted.end())
-      page.para("(the keys with weight 0 add nothing: left out)");
+      paragraph(page, "(the keys with weight 0 add nothing: left out)");
     std::vector<std::size_t> order(e.y.terms.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
     std::stable_sort(order.begin(), order.end(),
@@ -545,20 +497,21 @@ std::string render_output_explanation(const OutputExplanation& e, std::string_vi
     for (std::size_t t = 0; t < std::min<std::size_t>(order.size(), 5); ++t) {
       const std::size_t j = order[t];
       if (e.y.terms[j] == 0) {
-        page.para("  (the other terms are 0)");
+        paragraph(page, "  (the other terms are 0)");
         break;
       }
       std::string pct = num.percent(e.y.terms[j], e.y.value);
-      page.para(fmt::format("  key {} {}: {}·{} = {}{}", j, quoted(e.key_tokens[j]), num.factor(e.y.a[j]),
+      paragraph(page,
+                fmt::format("  key {} {}: {}·{} = {}{}", j, quoted(e.key_tokens[j]), num.factor(e.y.a[j]),
                             num.factor(e.y.b[j]), num(e.y.terms[j]), pct.empty() ? "" : fmt::format(" ({})", pct)),
                 "      ");
     }
     return page.take();
   }
-  page.para(
-      fmt::format("Y[{}] = concat[{}]·W_o{}: column {} sums the {} features of concat, where head hd's output "
-                  "o fills features hd·{} to hd·{} + {}.",
-                  e.query, e.query, e.y.bias ? " + b_o" : "", e.column, e.h * e.d_v, e.d_v, e.d_v, e.d_v - 1));
+  paragraph(page,
+            fmt::format("Y[{}] = concat[{}]·W_o{}: column {} sums the {} features of concat, where head hd's output "
+                        "o fills features hd·{} to hd·{} + {}.",
+                        e.query, e.query, e.y.bias ? " + b_o" : "", e.column, e.h * e.d_v, e.d_v, e.d_v, e.d_v - 1));
   page.pieces(sum_pieces(fmt::format("Y[{}][{}] = concat·W_o[:,{}]{} =", e.query, e.column, e.column,
                                      e.y.bias ? fmt::format(" + b_o[{}]", e.column) : ""),
                          e.y, num));
@@ -570,26 +523,28 @@ std::string render_output_explanation(const OutputExplanation& e, std::string_vi
       hd = e.h - 3;
     }
     const std::string pct = num.percent(e.head_sums[hd], e.y.value);
-    page.para(fmt::format("  head {} (features {}): {}{}", hd, range_text(hd * e.d_v, hd * e.d_v + e.d_v - 1),
+    paragraph(page,
+              fmt::format("  head {} (features {}): {}{}", hd, range_text(hd * e.d_v, hd * e.d_v + e.d_v - 1),
                           num(e.head_sums[hd]), pct.empty() ? "" : fmt::format(", {}", pct)),
               "      ");
   }
-  if (e.y.bias) page.para(fmt::format("  the bias b_o[{}]: {}", e.column, num(*e.y.bias)), "      ");
+  if (e.y.bias) paragraph(page, fmt::format("  the bias b_o[{}]: {}", e.column, num(*e.y.bias)), "      ");
   page.line();
   page.heading("the largest terms");
   for (const std::size_t k : e.top) {
     if (e.y.terms[k] == 0) {
-      page.para("  (the other terms are 0)");
+      paragraph(page, "  (the other terms are 0)");
       break;
     }
     const std::string pct = num.percent(e.y.terms[k], e.y.value);
-    page.para(fmt::format("  concat[{}][{}]·W_o[{}][{}] = {}·{} = {}: head {}, its o[{}]{}", e.query, k, k, e.column,
+    paragraph(page,
+              fmt::format("  concat[{}][{}]·W_o[{}][{}] = {}·{} = {}: head {}, its o[{}]{}", e.query, k, k, e.column,
                           num.factor(e.y.a[k]), num.factor(e.y.b[k]), num(e.y.terms[k]), k / e.d_v, k % e.d_v,
                           pct.empty() ? "" : fmt::format(", {}", pct)),
               "      ");
   }
-  page.para(
-      fmt::format("Each o comes from its head's weights: --query {} --key K --head H explains one of them.", e.query));
+  paragraph(page, fmt::format("Each o comes from its head's weights: --query {} --key K --head H explains one of them.",
+                              e.query));
   return page.take();
 }
 

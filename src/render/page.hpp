@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "render/terminal.hpp"
 
@@ -18,8 +19,11 @@ class Page {
   void line(std::string_view text = "");
   // A paragraph wrapped at spaces to the width, the lines after the first starting with `indent`.
   void paragraph(std::string_view text, std::string_view indent = "");
-  // "━━ title ━━━━" across the width.
+  // "━━ title ━━━━" across the width (in colour when the options ask).
   void heading(std::string_view title);
+  // `parts` joined by spaces, each kept whole on a line where it fits (an equation and its terms); the
+  // lines after the first start with `indent`.
+  void pieces(const std::vector<std::string>& parts, std::string_view indent = "    ");
 
   // `text` as the terminal can show it: itself, or spelled out in ASCII.
   std::string plain(std::string_view text) const;
