@@ -58,7 +58,7 @@ _attn_trace() {
   for ((i = 1; i < cword; i++)); do
     word=${COMP_WORDS[i]}
     if [[ -z $command ]]; then
-      case $word in run | compare | properties | scaling | show | plot | report | example | new) command=$word ;; esac
+      case $word in run | compare | properties | scaling | explain | show | plot | report | example | new) command=$word ;; esac
       continue
     fi
     if ((takes_value)); then
@@ -80,7 +80,7 @@ _attn_trace() {
     if [[ $cur == -* ]]; then
       _attn_trace_words '--help --version' "$cur"
     else
-      _attn_trace_words 'run compare properties scaling show plot report example new' "$cur"
+      _attn_trace_words 'run compare properties scaling explain show plot report example new' "$cur"
     fi
     return 0
   fi
@@ -89,7 +89,9 @@ _attn_trace() {
   if [[ $prev == --* || $prev == -o ]] && ((!after_dashdash)); then
     local values='' value_kind=words
     case $prev in
-      --engine) [[ $command == run || $command == plot || $command == report ]] && values='naive flash both' ;;
+      --engine)
+        [[ $command == run || $command == plot || $command == report ]] && values='naive flash both'
+        [[ $command == explain ]] && values='naive flash' ;;
       --dtype) values='float32 float64' ;;
       --color) values='auto always never' ;;
       --view) values='numbers heatmap auto' ;;
@@ -99,10 +101,12 @@ _attn_trace() {
           values='list no-scale no-mask mask-after-softmax softmax-columns shared-qkv wrong-reshape minus-1e9' ;;
       --steps) value_kind=steps ;;
       --step) values=${_attn_trace_steps% tiles} ;;
-      --json | -o | --output) value_kind=output ;;
+      --json | -o | --output)
+        [[ $command == explain && $prev == --output ]] && return 0  # a column number
+        value_kind=output ;;
       --mask) [[ $command == new ]] && values='none causal' ;;  # or sliding_window:W
       --block-q | --block-k | --head | --batch | --max-memory | --precision | --max-rows | --max-cols | --seed | \
-        --samples | --d-k | --d-model | --heads | --kv-heads | --tokens | --context-tokens)
+        --samples | --d-k | --d-model | --heads | --kv-heads | --tokens | --context-tokens | --query | --key)
         return 0 ;;  # a number: nothing to offer
       *) value_kind=none ;;
     esac
@@ -147,6 +151,8 @@ _attn_trace() {
     example) options='--list --help' ;;
     properties) options='--dtype --seed --json --max-memory --help' ;;
     scaling) options='--d-k --samples --seed --json --max-memory --precision --help' ;;
+    explain) options='--query --key --head --batch --output --engine --dtype --block-q --block-k --json --max-memory
+                      --precision --color --help' ;;
     new) options='--tokens --context-tokens --d-model --heads --kv-heads --d-k --mask --output-projection --integers
                   --seed -o --output --max-memory --help' ;;
   esac
@@ -159,7 +165,7 @@ _attn_trace() {
   fi
   if ((positionals == 0)); then
     case $command in
-      run | compare | properties | show | plot | report) _attn_trace_json_files "$cur" ;;
+      run | compare | properties | explain | show | plot | report) _attn_trace_json_files "$cur" ;;
       example) _attn_trace_words "$(_attn_trace_examples "${COMP_WORDS[0]}")" "$cur" ;;
       scaling | new) _attn_trace_words "$options" "$cur" ;;  # no FILE: only options
     esac

@@ -72,7 +72,7 @@ expect_has() {
 # The commands and the top-level options.
 expect_exactly "report run" attn-trace r
 expect_exactly "run" attn-trace ru
-expect_exactly "compare example new plot properties report run scaling show" attn-trace ''
+expect_exactly "compare example explain new plot properties report run scaling show" attn-trace ''
 expect_exactly "properties plot" attn-trace p
 expect_exactly "--dtype --seed --json --max-memory --help" attn-trace properties x.json --
 expect_exactly "--d-k --samples --seed --json --max-memory --precision --help" attn-trace scaling ''
@@ -96,6 +96,10 @@ expect_exactly "--engine --dtype --block-q --block-k --steps --head --max-memory
   attn-trace report x.json --
 expect_exactly "naive flash both" attn-trace report x.json --engine ''
 expect_exactly "text markdown latex csv" attn-trace show t.json --format ''
+expect_exactly "--query --key --head --batch --output --engine --dtype --block-q --block-k --json --max-memory
+                --precision --color --help" attn-trace explain x.json --
+expect_exactly "naive flash" attn-trace explain x.json --engine ''
+expect_exactly "" attn-trace explain x.json --output ''
 expect_exactly "mask-after-softmax minus-1e9" attn-trace run x.json --mistake m
 expect_exactly "list" attn-trace run --mistake l
 expect_exactly "no-scale no-mask" attn-trace report x.json --mistake no

@@ -101,6 +101,8 @@ with tempfile.TemporaryDirectory() as tmp:
         ["compare", source],
         ["compare", source, "--view", "heatmap"],
         ["show", saved, "--steps", "scores,weights,tiles"],
+        ["run", source, "--mistake", "no-mask"],
+        ["explain", source, "--query", "3", "--key", "1", "--engine", "flash"],
     ]
     for columns in (40, 80, 120):
         for args in commands:
