@@ -55,8 +55,8 @@ int run_mistake(const TraceOptions& o, const std::string& name, const CLI::App& 
   if (const std::optional<std::string> why = mistake_refused(*mistake, *problem))
     throw UsageError(fmt::format("--mistake {}: {}", name, *why));
   if (o.dtype == DType::float32) check_float32_range(*problem, display_name(o.file));
-  // Two naive runs that keep every step: the memory of one, twice.
-  check_memory(o, run_request(o, *problem, {}), *problem, true, false);
+  // Two naive runs that keep every step, held at once.
+  check_memory(o, run_request(o, *problem, {}), *problem, true, false, false, 2);
   const MistakeResult result = run_mistake(problem, *mistake, o.dtype);
   if (!o.json_out.empty()) write_result(o.json_out, mistake_to_json(result, fmt::format("attn-trace {}", version)));
   if (o.json_out != "-") write_stdout(render_mistake(result, render_options(o)));

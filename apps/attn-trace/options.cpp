@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -206,13 +207,22 @@ RunShape run_shape(const TraceOptions& o, const RunRequest& r, const StepFilter&
 
 MemoryLimit memory_limit(const TraceOptions& options) { return {parse_size(options.max_memory), options.max_memory}; }
 
-void check_memory(const TraceOptions& o, const RunRequest& r, const Problem& p, bool naive, bool flash,
-                  bool reference) {
+void check_memory(const TraceOptions& o, const RunRequest& r, const Problem& p, bool naive, bool flash, bool reference,
+                  std::size_t runs) {
   const std::size_t limit = memory_limit(o).bytes;
   RunShape shape = run_shape(o, r, r.filter, naive, flash);
   if (reference) shape.reference_scalar = r.dtype == DType::float64 ? sizeof(long double) : 8;
-  const std::size_t need = estimate_memory(p, shape).total();
-  if (need <= limit) return;
+  runs = std::max<std::size_t>(runs, 1);
+  const std::size_t need = estimate_memory(p, shape).total();  // of one run
+  if (need <= limit / runs) return;
+  if (runs > 1) {
+    const std::size_t all =
+        need > std::numeric_limits<std::size_t>::max() / runs ? std::numeric_limits<std::size_t>::max() : need * runs;
+    throw InputError(display_name(o.file), "",
+                     fmt::format("this comparison holds {} runs of the input with every step, about {}, over "
+                                 "--max-memory {}",
+                                 runs, human(all), o.max_memory));
+  }
   // Would the flash engine alone fit, as asked or keeping only the output?
   std::string hint;
   const std::size_t flash_need = estimate_memory(p, run_shape(o, r, r.filter, false, true)).total();

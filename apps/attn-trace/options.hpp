@@ -77,8 +77,9 @@ RunRequest run_request(const TraceOptions& options, const Problem& problem, Step
 // Refuses (InputError, exit 2) a run whose estimated memory is over --max-memory, before anything
 // is allocated, saying whether the flash engine would fit.
 // `reference`: compare's wider naive reference runs too.
+// `runs`: that many such runs are held at once (run --mistake keeps the intended and the mistaken one).
 void check_memory(const TraceOptions& options, const RunRequest& request, const Problem& problem, bool naive,
-                  bool flash, bool reference = false);
+                  bool flash, bool reference = false, std::size_t runs = 1);
 
 // A trace saved by --json, read back from `text` and cut down to --steps and --head (a --head other
 // than the one it was saved with is a UsageError).

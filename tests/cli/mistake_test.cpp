@@ -145,3 +145,18 @@ TEST_CASE("report --mistake opens the page with the mistake, and refuses what ru
                     {"self-attention"});
   CHECK_FALSE(std::filesystem::exists(dir / "never.html"));
 }
+
+TEST_CASE("run --mistake counts both runs against --max-memory", "[cli][mistake]") {
+  // 200 tokens, 4 heads, causal: one run keeping every step needs about 6.6 MiB, the two of --mistake
+  // about twice that (docs/cli.md, --max-memory).
+  TempDir dir;
+  std::string tokens;
+  for (int i = 0; i < 200; ++i) tokens += fmt::format("{}t{}", i == 0 ? "" : " ", i);
+  REQUIRE(run_binary({"new", "--tokens", tokens, "--d-model", "16", "--heads", "4", "--mask", "causal", "-o",
+                      dir / "big.json"})
+              .exit_code == 0);
+  CHECK(run_binary({"run", dir / "big.json", "--max-memory", "8M"}).exit_code == 0);
+  check_error(run_binary({"run", dir / "big.json", "--mistake", "no-mask", "--max-memory", "8M"}),
+              "attn-trace: error: ", {"2 runs", "--max-memory 8M"});
+  CHECK(run_binary({"run", dir / "big.json", "--mistake", "no-mask", "--max-memory", "16M"}).exit_code == 0);
+}
