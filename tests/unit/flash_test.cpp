@@ -306,7 +306,15 @@ TEST_CASE(
     "[flash][compare][property]") {
   const auto start = std::chrono::steady_clock::now();
   std::mt19937 rng(20230717);
+  // Under the sanitizers the sweep is there to check memory, not numbers, and runs ten times slower: it
+  // takes the first fifth of the same configurations (the release suite runs all 2,000), and what it must
+  // cover shrinks with it.
+#ifdef ATTN_SANITIZED
+  constexpr std::size_t configs = 400;
+#else
   constexpr std::size_t configs = 2000;
+#endif
+  constexpr std::size_t part = 2000 / configs;  // 1 in release, 5 under the sanitizers
   std::size_t failed = 0;
   double max_logit = 0;
   Margins margins[2];  // float32, float64
@@ -344,17 +352,17 @@ TEST_CASE(
   // and the bound is not vacuous: somewhere flash comes within a factor 100 of it (0.078 and 0.072 measured)
   CHECK(margins[0].of_bound > 0.01);
   CHECK(margins[1].of_bound > 0.01);
-  for (const std::size_t count : by_kind) CHECK(count > 100);
-  CHECK(by_align[0] > 100);
-  CHECK(by_align[1] > 100);
-  CHECK(cross > 100);
-  CHECK(gqa > 100);
-  CHECK(mqa > 100);
-  CHECK(batched > 100);
-  CHECK(ragged_tiles > 100);
-  CHECK(with_empty_rows > 50);
-  CHECK(one_by_one > 5);
-  CHECK(long_rows > 20);
+  for (const std::size_t count : by_kind) CHECK(count > 100 / part);
+  CHECK(by_align[0] > 100 / part);
+  CHECK(by_align[1] > 100 / part);
+  CHECK(cross > 100 / part);
+  CHECK(gqa > 100 / part);
+  CHECK(mqa > 100 / part);
+  CHECK(batched > 100 / part);
+  CHECK(ragged_tiles > 100 / part);
+  CHECK(with_empty_rows > 50 / part);
+  CHECK(one_by_one > (part == 1 ? 5 : 0));  // 1 of the first 400
+  CHECK(long_rows > 20 / part);
   CHECK(max_logit >= 3e3);
   CHECK(max_logit <= 3e4);
 }
