@@ -1,0 +1,19 @@
+#pragma once
+// numpy's .npy files (format versions 1.0, 2.0 and 3.0): little-endian float16, float32 and float64
+// in C order, and bfloat16 stored as 16-bit integers ('<u2') or raw pairs of bytes ('|V2'), which is how
+// numpy, having no bfloat16, saves it. docs/diff.md, "Reading dumps", lists what is refused.
+
+#include <string>
+#include <string_view>
+
+#include "io/dump.hpp"
+
+namespace attn {
+
+// The tensor in `bytes`, the whole content of `file` (which names it in errors). '<u2' and '|V2' are
+// read as bfloat16 bits when `bfloat16_from_u2`, and refused otherwise. Anything wrong is an InputError
+// saying what; nothing past the end of `bytes` is read, and nothing is allocated for a shape the bytes
+// cannot hold.
+DumpTensor read_npy(std::string_view bytes, const std::string& file, bool bfloat16_from_u2);
+
+}  // namespace attn
