@@ -1,0 +1,20 @@
+#pragma once
+// .safetensors files: an 8-byte little-endian header length, a JSON header naming each tensor's dtype,
+// shape and byte range, then the data. F16, BF16, F32 and F64 are read; docs/diff.md, "Reading dumps",
+// lists what is refused.
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "io/dump.hpp"
+
+namespace attn {
+
+// The tensors of `bytes`, the whole content of `file`, in the order the header lists them. Anything
+// wrong is an InputError with the JSON Pointer of the header entry at fault; every offset is checked
+// against the data before a byte is read, and nothing is allocated for a shape the data cannot hold.
+std::vector<std::pair<std::string, DumpTensor>> read_safetensors(std::string_view bytes, const std::string& file);
+
+}  // namespace attn
