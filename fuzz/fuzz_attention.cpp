@@ -1,7 +1,10 @@
 // libFuzzer target: any bytes through the loader; whatever it accepts through both engines, compare,
 // and a trace written and read back. Bytes that claim to be a saved trace go through the trace
-// reader and, when it accepts them, the terminal printer (what `show` does). Any exception other
-// than InputError, any sanitizer report, a crash or a hang is a bug.
+// reader and, when it accepts them, the terminal printer (what `show` does). Bytes that look like a
+// tensor dump go to its reader instead: the .npy magic to read_npy (with and without bfloat16), a small
+// little-endian length then '{' to read_safetensors, a leading '[' to read_json_dump (the loader refuses
+// a list at once, so it loses nothing). Any exception other than InputError, any sanitizer report, a
+// crash or a hang is a bug.
 
 #include <cstddef>
 #include <cstdint>
@@ -14,7 +17,10 @@
 
 #include "engine/flash.hpp"
 #include "engine/naive.hpp"
+#include "io/json_dump.hpp"
 #include "io/load.hpp"
+#include "io/npy.hpp"
+#include "io/safetensors.hpp"
 #include "io/trace_json.hpp"
 #include "render/terminal.hpp"
 #include "render/text.hpp"
@@ -57,10 +63,46 @@ void check_render(const attn::Trace& trace, std::size_t seed, bool compare_only)
       if (static_cast<unsigned char>(c) >= 0x80) bug("a byte that is not ASCII in ASCII output");
 }
 
+// A tensor a reader accepted must hold as many values as its shape says.
+void check_dump(const attn::DumpTensor& t) {
+  if (t.values.size() != attn::element_count(t.shape)) bug("a dump tensor whose values do not fill its shape");
+}
+
+// Whether `text` is a dump for one of the readers; if so, it has been through that reader.
+bool read_as_dump(std::string_view text) {
+  if (text.starts_with("\x93NUMPY")) {
+    for (const bool bfloat16 : {false, true}) {
+      try {
+        check_dump(attn::read_npy(text, "fuzz.npy", bfloat16));
+      } catch (const attn::InputError&) {}
+    }
+    return true;
+  }
+  if (text.size() > 8 && text[8] == '{') {
+    std::uint64_t n = 0;
+    for (std::size_t i = 8; i-- > 0;) n = (n << 8) | static_cast<unsigned char>(text[i]);
+    if (n <= text.size() - 8) {
+      try {
+        for (const auto& [name, t] : attn::read_safetensors(text, "fuzz.safetensors")) check_dump(t);
+      } catch (const attn::InputError&) {}
+      return true;
+    }
+  }
+  if (const std::size_t first = text.find_first_not_of(" \t\r\n");
+      first != std::string_view::npos && text[first] == '[') {
+    try {
+      check_dump(attn::read_json_dump(text, "fuzz.json"));
+    } catch (const attn::InputError&) {}
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  if (read_as_dump(text)) return 0;
   if (text.find("attn-trace.trace") != std::string_view::npos) {
     try {
       const attn::Trace trace = attn::trace_from_json(text, "fuzz.json");
