@@ -111,7 +111,7 @@ class HeaderParser {
       ++pos_;
     }
     if (at_end()) fail("ends inside a string");
-    const std::string out(text_.substr(begin, pos_ - begin));
+    std::string out(text_.substr(begin, pos_ - begin));
     ++pos_;
     return out;
   }

@@ -153,6 +153,7 @@ std::vector<std::pair<std::string, DumpTensor>> read_safetensors(std::string_vie
                                    need ? fmt::format("{}", *need) : std::string("more than 2^64"), e.end - e.begin));
   }
   std::vector<const Entry*> by_offset;
+  by_offset.reserve(entries.size());
   for (const Entry& e : entries) by_offset.push_back(&e);
   std::stable_sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
