@@ -508,6 +508,12 @@ std::optional<Mistake> mistake_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+const StepDifference* first_difference_of(const MistakeResult& r) {
+  for (const StepDifference& d : r.steps)
+    if (r.first_difference && d.step == *r.first_difference) return &d;
+  return nullptr;
+}
+
 std::optional<std::string> mistake_refused(Mistake mistake, const Problem& p) {
   if (mistake != Mistake::shared_qkv) return std::nullopt;
   if (p.cross)

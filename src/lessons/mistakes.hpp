@@ -76,6 +76,9 @@ struct MistakeResult {
   std::vector<std::string> findings;  // measured sentences: "the largest weight rises from 0.77 to 0.94 on average"
 };
 
+// The difference at the first step where the two runs differ, or nullptr when none does.
+const StepDifference* first_difference_of(const MistakeResult& result);
+
 // Whether `mistake` can be made on `p`, or the reason it cannot (shared-qkv needs self-attention with d_v = d_k).
 std::optional<std::string> mistake_refused(Mistake mistake, const Problem& p);
 

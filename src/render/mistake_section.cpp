@@ -69,8 +69,7 @@ void Renderer::mistake_first_difference(const MistakeResult& r) {
     return;
   }
   const Step step = *r.first_difference;
-  const StepDifference& d =
-      *std::find_if(r.steps.begin(), r.steps.end(), [&](const auto& s) { return s.step == step; });
+  const StepDifference& d = *first_difference_of(r);
   heading(fmt::format("first difference: {}", step_info(step).name));
   const StepRecord& a = *find_step(r.intended, step);
   const StepRecord& b = *find_step(r.mistaken, step);
@@ -91,13 +90,9 @@ void Renderer::mistake_first_difference(const MistakeResult& r) {
        "");
 
   // The panel (batch item and head) that holds it, intended column beside mistaken column.
-  const std::vector<Panel> intended = panels(r.intended, a), mistaken = panels(r.mistaken, b);
-  const std::size_t per_panel = std::max<std::size_t>(intended.front().rows * intended.front().cols, 1);
-  const std::size_t k = std::min(d.flat / per_panel, intended.size() - 1);
-  const Panel& pa = intended[k];
-  Panel pb = mistaken[k];
-  pb.removed.clear();  // the mistaken numbers as they are, whatever the mask meant them to be
-  pb.empty_row.clear();
+  std::optional<DifferencePanels> shown = first_difference_panels(r);
+  const Panel& pa = shown->intended;
+  Panel& pb = shown->mistaken;
   pb.caption = text(fmt::format("{} (mistaken)", pb.caption.empty() ? std::string("values") : pb.caption));
 
   std::vector<double> both;
@@ -160,6 +155,18 @@ void Renderer::mistake_costs(const MistakeResult& r) {
 }  // namespace attn::render_detail
 
 namespace attn {
+
+std::optional<DifferencePanels> first_difference_panels(const MistakeResult& r) {
+  const StepDifference* d = first_difference_of(r);
+  if (d == nullptr || !d->same_shape) return std::nullopt;
+  std::vector<Panel> a = panels(r.intended, *find_step(r.intended, d->step));
+  std::vector<Panel> b = panels(r.mistaken, *find_step(r.mistaken, d->step));
+  const std::size_t k = std::min(d->flat / std::max<std::size_t>(a.front().rows * a.front().cols, 1), a.size() - 1);
+  DifferencePanels out{std::move(a[k]), std::move(b[k])};
+  out.mistaken.removed.clear();  // the mistaken numbers as they are, whatever the mask meant them to be
+  out.mistaken.empty_row.clear();
+  return out;
+}
 
 std::string render_mistake(const MistakeResult& result, const RenderOptions& options) {
   return render_detail::Renderer(result.intended, options).run_mistake(result);

@@ -17,6 +17,7 @@
 
 #include "render/colormap.hpp"
 #include "render/number.hpp"
+#include "render/mistakes.hpp"
 #include "render/panel.hpp"
 #include "render/renderer.hpp"
 #include "render/report_assets.hpp"
@@ -482,19 +483,11 @@ class Report {
   // The panel (batch item and head) of the first differing step that holds the largest difference, as
   // intended and as mistaken, on one colour scale.
   void plan_mistake() {
-    const MistakeResult* r = o_.mistake;
-    if (r == nullptr || !r->first_difference) return;
-    const Step step = *r->first_difference;
-    const auto d =
-        std::find_if(r->steps.begin(), r->steps.end(), [&](const StepDifference& s) { return s.step == step; });
-    if (d == r->steps.end() || !d->same_shape) return;
-    std::vector<Panel> a = panels(r->intended, *find_step(r->intended, step));
-    std::vector<Panel> b = panels(r->mistaken, *find_step(r->mistaken, step));
-    const std::size_t k = std::min(d->flat / std::max<std::size_t>(cells(a.front()), 1), a.size() - 1);
-    mistake_panels_ = {std::move(a[k]), std::move(b[k])};
-    Panel& wrong = mistake_panels_[1];
-    wrong.removed.clear();  // the mistaken numbers as they are, whatever the mask meant them to be
-    wrong.empty_row.clear();
+    if (o_.mistake == nullptr) return;
+    std::optional<DifferencePanels> shown = first_difference_panels(*o_.mistake);
+    if (!shown) return;
+    mistake_panels_ = {std::move(shown->intended), std::move(shown->mistaken)};
+    const Panel& wrong = mistake_panels_[1];
     for (Panel& p : mistake_panels_) {
       p.caption =
           fmt::format("{}{}{}", p.caption, p.caption.empty() ? "" : ", ", &p == &wrong ? "mistaken" : "intended");
