@@ -271,10 +271,10 @@ double row_max(const Tensor<double>& A, std::size_t b, std::size_t hd, std::size
   return best;
 }
 
-bool row_empty(const Problem& p, std::size_t b, std::size_t i) {
-  for (std::size_t j = 0; j < p.m; ++j)
-    if (p.mask.allows(b, i, j)) return false;
-  return true;
+// Whether the mask leaves query i of batch item b no key: the intended trace lists those rows.
+bool row_empty(const MistakeResult& r, std::size_t b, std::size_t i) {
+  const std::vector<EmptyRow>& empty = r.intended.empty_rows;
+  return std::find(empty.begin(), empty.end(), EmptyRow{b, i}) != empty.end();
 }
 
 std::size_t forbidden_pairs(const Problem& p) {
@@ -307,7 +307,7 @@ void cost_no_scale(const Problem& p, MistakeResult& r) {
               .measures = {"largest weight", "entropy"}};
   std::vector<double> max_a, max_b, ent_a, ent_b;
   each_row(p, [&](std::size_t b, std::size_t hd, std::size_t i) {
-    if (row_empty(p, b, i)) return;
+    if (row_empty(r, b, i)) return;
     const double ma = row_max(w.intended, b, hd, i), mb = row_max(w.mistaken, b, hd, i);
     const double ea = row_entropy(w.intended, b, hd, i), eb = row_entropy(w.mistaken, b, hd, i);
     t.rows.push_back({b, hd, i, {ma, ea}, {mb, eb}});
@@ -425,7 +425,7 @@ void cost_shared_qkv(const Problem& p, MistakeResult& r) {
               .measures = {"weight on itself", "itself largest"}};
   std::size_t self_a = 0, self_b = 0, rows = 0;
   each_row(p, [&](std::size_t b, std::size_t hd, std::size_t i) {
-    if (row_empty(p, b, i)) return;
+    if (row_empty(r, b, i)) return;
     const double da = w.intended(b, hd, i, i), db = w.mistaken(b, hd, i, i);
     const bool la = da == row_max(w.intended, b, hd, i), lb = db == row_max(w.mistaken, b, hd, i);
     t.rows.push_back({b, hd, i, {da, la ? 1.0 : 0.0}, {db, lb ? 1.0 : 0.0}});
@@ -470,7 +470,7 @@ void cost_minus_1e9(const Problem& p, MistakeResult& r) {
   CostTable t{.title = "per query the mask empties: the sum and the largest of its weights",
               .measures = {"row sum", "largest weight"}};
   each_row(p, [&](std::size_t b, std::size_t hd, std::size_t i) {
-    if (!row_empty(p, b, i)) return;
+    if (!row_empty(r, b, i)) return;
     t.rows.push_back({b,
                       hd,
                       i,
