@@ -48,18 +48,16 @@ int run(const CLI::App& cmd, const ReportCommand& c) {
   if (o.engine == Engine::naive && (o.block_q || o.block_k))
     throw UsageError(fmt::format("--{}: tile sizes apply to the flash pass; use --engine flash or --engine both",
                                  o.block_q ? "block-q" : "block-k"));
+  // An unknown mistake is refused before anything is read or run.
+  std::optional<Mistake> which;
+  if (!c.mistake.empty()) which = mistake_by_name(c.mistake);
   const Trace trace = input_or_trace(o);
   check_saved_run(cmd, o, trace);
   ReportOptions options;
   options.version = attn::version;
   std::optional<MistakeResult> mistake;
-  if (!c.mistake.empty()) {
-    const std::optional<Mistake> which = mistake_from_name(c.mistake);
-    if (!which)
-      throw UsageError(
-          fmt::format("--mistake: no mistake called \"{}\" (attn-trace run --mistake list lists them)", c.mistake));
-    if (const std::optional<std::string> why = mistake_refused(*which, *trace.problem))
-      throw UsageError(fmt::format("--mistake {}: {}", c.mistake, *why));
+  if (which) {
+    check_mistake_fits(*which, *trace.problem);
     mistake = run_mistake(trace.problem, *which, trace.dtype);
     options.mistake = &*mistake;
   }

@@ -38,26 +38,17 @@ struct RunOptions {
 // run --mistake NAME: the intended naive computation beside the mistaken one. The options that choose
 // what a trace shows (--engine, the tiles, --steps, --head) have no meaning here and are refused.
 int run_mistake(const TraceOptions& o, const std::string& name, const CLI::App& cmd) {
-  const std::optional<Mistake> mistake = mistake_from_name(name);
-  if (!mistake) {
-    std::vector<std::string> names;
-    for (const MistakeInfo& m : all_mistakes()) names.emplace_back(m.name);
-    throw UsageError(
-        fmt::format("--mistake: no mistake called \"{}\"; the mistakes are {} (--mistake list says "
-                    "what each one is)",
-                    name, fmt::join(names, ", ")));
-  }
+  const Mistake mistake = mistake_by_name(name);
   for (const char* option : {"--engine", "--block-q", "--block-k", "--steps", "--head", "--format"})
     if (cmd.count(option) != 0)
       throw UsageError(
           fmt::format("{}: --mistake compares every step of the naive computation; leave {} out", option, option));
   auto problem = std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o)));
-  if (const std::optional<std::string> why = mistake_refused(*mistake, *problem))
-    throw UsageError(fmt::format("--mistake {}: {}", name, *why));
+  check_mistake_fits(mistake, *problem);
   if (o.dtype == DType::float32) check_float32_range(*problem, display_name(o.file));
   // Two naive runs that keep every step, held at once.
   check_memory(o, run_request(o, *problem, {}), *problem, true, false, false, 2);
-  const MistakeResult result = run_mistake(problem, *mistake, o.dtype);
+  const MistakeResult result = run_mistake(problem, mistake, o.dtype);
   if (!o.json_out.empty()) write_result(o.json_out, mistake_to_json(result, fmt::format("attn-trace {}", version)));
   if (o.json_out != "-") write_stdout(render_mistake(result, render_options(o)));
   return 0;

@@ -123,6 +123,20 @@ Step step_by_name(std::string_view option, const std::string& name) {
                                fmt::join(names, ",")));
 }
 
+Mistake mistake_by_name(const std::string& name) {
+  if (const std::optional<Mistake> mistake = mistake_from_name(name)) return *mistake;
+  std::vector<std::string> names;
+  for (const MistakeInfo& m : all_mistakes()) names.emplace_back(m.name);
+  throw UsageError(fmt::format(
+      "--mistake: no mistake called \"{}\"; the mistakes are {} (attn-trace run --mistake list says what each one is)",
+      name, fmt::join(names, ", ")));
+}
+
+void check_mistake_fits(Mistake mistake, const Problem& problem) {
+  if (const std::optional<std::string> why = mistake_refused(mistake, problem))
+    throw UsageError(fmt::format("--mistake {}: {}", mistake_info(mistake).name, *why));
+}
+
 void write_result(const std::string& out, const std::string& text) {
   if (out.empty() || out == "-") write_stdout(text);
   else write_output_file(out, text);

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "io/read.hpp"
+#include "lessons/mistakes.hpp"
 #include "model/problem.hpp"
 #include "model/run.hpp"
 #include "render/document.hpp"
@@ -66,6 +67,11 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem, boo
 
 // The step called `name`, or a UsageError naming `option` that suggests the nearest step name.
 Step step_by_name(std::string_view option, const std::string& name);
+
+// --mistake NAME (run, report): the mistake called `name`, or a UsageError that lists them all.
+Mistake mistake_by_name(const std::string& name);
+// A UsageError when `mistake` cannot be made on `problem` (mistake_refused says why).
+void check_mistake_fits(Mistake mistake, const Problem& problem);
 
 // `text` to the file `out` (written as every file is, io/output.hpp), or to stdout when `out` is "" or "-".
 void write_result(const std::string& out, const std::string& text);
