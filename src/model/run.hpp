@@ -10,7 +10,9 @@
 namespace attn {
 
 enum class Engine { naive, flash, both };
-enum class DType { float32, float64 };
+// float16 and bfloat16 are storage types: every input and every stored intermediate is rounded to
+// them (to nearest, ties to even) while products and sums are carried out in float32, as GPU kernels do.
+enum class DType { float32, float64, float16, bfloat16 };
 
 // The flash pass's tile: Br query rows by Bc keys (block_q × block_k on the command line and in the
 // trace). ref: FlashAttention-2 (arXiv:2307.08691), Algorithm 1.
@@ -29,7 +31,18 @@ constexpr std::string_view name_of(Engine e) {
   return "?";
 }
 
-constexpr std::string_view name_of(DType t) { return t == DType::float32 ? "float32" : "float64"; }
+constexpr std::string_view name_of(DType t) {
+  switch (t) {
+    case DType::float32: return "float32";
+    case DType::float64: return "float64";
+    case DType::float16: return "float16";
+    case DType::bfloat16: return "bfloat16";
+  }
+  return "?";
+}
+
+// float16 and bfloat16: stored at 16 bits, computed in float32.
+constexpr bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
 
 constexpr std::optional<Engine> engine_from_name(std::string_view name) {
   for (const Engine e : {Engine::naive, Engine::flash, Engine::both})
@@ -38,11 +51,12 @@ constexpr std::optional<Engine> engine_from_name(std::string_view name) {
 }
 
 constexpr std::optional<DType> dtype_from_name(std::string_view name) {
-  for (const DType t : {DType::float32, DType::float64})
+  for (const DType t : {DType::float32, DType::float64, DType::float16, DType::bfloat16})
     if (name_of(t) == name) return t;
   return std::nullopt;
 }
 
-constexpr std::size_t scalar_bytes(DType t) { return t == DType::float32 ? 4 : 8; }
+// Bytes per value as an engine holds it: a half type is computed in float32.
+constexpr std::size_t scalar_bytes(DType t) { return t == DType::float64 ? 8 : 4; }
 
 }  // namespace attn

@@ -27,7 +27,7 @@ struct ErrorStats {
 
 // What compare's reference computes in: one precision up from the engines' dtype (x86's 80-bit long
 // double for float64).
-constexpr std::string_view reference_name(DType t) { return t == DType::float32 ? "float64" : "long double (80-bit)"; }
+constexpr std::string_view reference_name(DType t) { return t == DType::float64 ? "long double (80-bit)" : "float64"; }
 
 // Naive vs flash vs a wider reference on the same problem, and the verdict (attn-trace compare).
 struct CompareRecord {
