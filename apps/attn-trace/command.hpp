@@ -27,5 +27,6 @@ Runner add_properties(CLI::App& app);
 Runner add_new(CLI::App& app);
 Runner add_scaling(CLI::App& app);
 Runner add_explain(CLI::App& app);
+Runner add_diff(CLI::App& app);
 
 }  // namespace attn::cli

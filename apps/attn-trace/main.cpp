@@ -77,11 +77,11 @@ int main(int argc, char** argv) {
       "  attn-trace example > my.json              an input to edit\n"
       "  attn-trace example --list                 the other bundled examples\n"
       "Run 'attn-trace COMMAND --help' for a command's options.");
-  const std::vector<attn::cli::Runner> runners = {attn::cli::add_run(app),        attn::cli::add_compare(app),
-                                                  attn::cli::add_properties(app), attn::cli::add_explain(app),
-                                                  attn::cli::add_scaling(app),    attn::cli::add_show(app),
-                                                  attn::cli::add_plot(app),       attn::cli::add_report(app),
-                                                  attn::cli::add_example(app),    attn::cli::add_new(app)};
+  const std::vector<attn::cli::Runner> runners = {
+      attn::cli::add_run(app),     attn::cli::add_compare(app), attn::cli::add_properties(app),
+      attn::cli::add_explain(app), attn::cli::add_scaling(app), attn::cli::add_show(app),
+      attn::cli::add_plot(app),    attn::cli::add_report(app),  attn::cli::add_example(app),
+      attn::cli::add_new(app),     attn::cli::add_diff(app)};
 
   try {
     const int code = parse_and_run(app, argc, argv, runners);

@@ -172,4 +172,28 @@ std::string read_text(const std::string& path, const MemoryLimit& limit) {
   return text;
 }
 
+std::string read_bytes(const std::string& path, std::size_t limit, const std::string& limit_text) {
+  const std::string name = display_name(path);
+  Descriptor in;
+  in.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (in.fd < 0) cannot_read(path, errno);
+  struct stat st {};
+  if (::fstat(in.fd, &st) != 0) cannot_read(path, errno);
+  if (S_ISDIR(st.st_mode)) throw InputError(name, "", "cannot read the file: it is a directory");
+  std::string bytes;
+  std::string chunk(std::size_t{1} << 16, '\0');
+  for (;;) {
+    const ssize_t n = ::read(in.fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) cannot_read(path, errno);
+    if (n == 0) break;
+    if (static_cast<std::size_t>(n) > limit - std::min(limit, bytes.size()))
+      throw InputError(
+          name, "",
+          fmt::format("the file is over --max-memory {} (with what was read before it): it was not read", limit_text));
+    bytes.append(chunk.data(), static_cast<std::size_t>(n));
+  }
+  return bytes;
+}
+
 }  // namespace attn

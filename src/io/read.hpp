@@ -51,6 +51,10 @@ class JsonCost {
 // that grows) as soon as JsonCost says that parsing what was read so far would pass the limit.
 std::string read_text(const std::string& path, const MemoryLimit& limit = {});
 
+// The bytes of `path` (a binary dump), refused with an InputError naming the file once they pass
+// `limit` bytes (`limit_text` names the limit in the message), or when it is a directory.
+std::string read_bytes(const std::string& path, std::size_t limit, const std::string& limit_text);
+
 // How error messages name `path`.
 std::string display_name(const std::string& path);
 

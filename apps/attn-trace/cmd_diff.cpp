@@ -1,0 +1,183 @@
+// attn-trace diff FILE DUMPS: a user's dump of attention's steps judged step by step against ours, the
+// first step that goes wrong, and which known mistake reproduces it (docs/diff.md).
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "attn/version.hpp"
+#include "check/diff.hpp"
+#include "command.hpp"
+#include "io/diff_json.hpp"
+#include "io/dump_folder.hpp"
+#include "io/load.hpp"
+#include "io/trace_json.hpp"
+#include "options.hpp"
+#include "render/diff.hpp"
+#include "render/visible.hpp"
+
+namespace attn::cli {
+
+namespace {
+
+struct DiffOptions {
+  TraceOptions trace;              // FILE, --dtype, --json, --max-memory, --precision, --color
+  std::string dumps;               // DUMPS
+  std::vector<std::string> names;  // --name STEP=NAME
+  bool bfloat16 = false;           // --bfloat16
+  CLI::Option* dtype = nullptr;    // to tell whether --dtype was given
+};
+
+DType dtype_of(DumpDType t) {
+  switch (t) {
+    case DumpDType::float16: return DType::float16;
+    case DumpDType::bfloat16: return DType::bfloat16;
+    case DumpDType::float32: return DType::float32;
+    case DumpDType::float64: return DType::float64;
+  }
+  return DType::float64;
+}
+
+// How many significant bits a dtype keeps: the least precise of the dump's is what ours runs in.
+int significand_bits(DType t) {
+  switch (t) {
+    case DType::float64: return 53;
+    case DType::float32: return 24;
+    case DType::float16: return 11;
+    case DType::bfloat16: return 8;
+  }
+  return 0;
+}
+
+// --name STEP=NAME, as a map from the dump's name to the step.
+std::map<std::string, Step> name_map(const std::vector<std::string>& names) {
+  std::map<std::string, Step> map;
+  for (const std::string& pair : names) {
+    const std::size_t eq = pair.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
+      throw UsageError(fmt::format("--name {}: write STEP=NAME, as in --name weights=attn_probs", pair));
+    const Step step = step_by_name("--name", pair.substr(0, eq));
+    if (!map.emplace(pair.substr(eq + 1), step).second)
+      throw UsageError(fmt::format("--name {}: the name {} is given twice", pair, pair.substr(eq + 1)));
+  }
+  return map;
+}
+
+std::string steps_list() {
+  std::vector<std::string_view> names;
+  for (const Step s : all_steps()) names.push_back(step_info(s).name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// The problem of FILE: an input, or the input a saved trace holds.
+std::shared_ptr<const Problem> problem_of(const TraceOptions& t) {
+  const std::string text = read_text(t.file, memory_limit(t));
+  if (looks_like_trace(text)) return trace_from_json(text, display_name(t.file)).problem;
+  return std::make_shared<const Problem>(load_problem(text, display_name(t.file)));
+}
+
+// Refuses (InputError) a diff whose values would not fit --max-memory: every step is held in float64 and
+// in the dtype, for the run from the input, the run from the dump and one mistake at a time.
+void check_diff_memory(const TraceOptions& t, const Problem& p) {
+  std::size_t values = 0;
+  for (const Step s : all_steps()) values += element_count(canonical_shape(s, p));
+  const std::size_t bytes = values * sizeof(double) * 6;
+  const MemoryLimit limit = memory_limit(t);
+  if (bytes / 6 != values * sizeof(double) || bytes > limit.bytes)
+    throw InputError(display_name(t.file), "",
+                     fmt::format("diff holds every step six times over (about {}), over --max-memory {}",
+                                 describe_bytes(bytes), limit.text));
+}
+
+int run(const DiffOptions& o) {
+  const TraceOptions& t = o.trace;
+  const std::map<std::string, Step> names = name_map(o.names);
+  const std::shared_ptr<const Problem> problem = problem_of(t);
+  const Problem& p = *problem;
+  check_diff_memory(t, p);
+
+  std::vector<DumpedStep> dumped;
+  std::optional<DType> least;
+  for (NamedDump& d : read_dumps(o.dumps, o.bfloat16, memory_limit(t))) {
+    std::optional<Step> step;
+    if (const auto it = names.find(d.name); it != names.end()) step = it->second;
+    else if (names.end() == std::find_if(names.begin(), names.end(), [&d](const auto& n) {
+               return step_info(n.second).name == d.name;
+             }))
+      step = step_from_name(d.name);
+    if (!step)
+      throw InputError(display_name(o.dumps), "",
+                       fmt::format("{}: no step is called {} (the steps: {}; --name STEP=NAME maps another name)",
+                                   visible(d.source), visible(d.name), steps_list()));
+    for (const DumpedStep& before : dumped)
+      if (before.step == *step)
+        throw InputError(display_name(o.dumps), "",
+                         fmt::format("{} and {} are both step {}", visible(before.source),
+                                     visible(d.source), step_info(*step).name));
+    const DType dtype = dtype_of(d.tensor.dtype);
+    if (!least || significand_bits(dtype) < significand_bits(*least)) least = dtype;
+    if (layouts_that_fit(*step, p, d.tensor.shape).empty())
+      throw InputError(display_name(o.dumps), "", shape_mismatch(*step, p, d.source, d.tensor.shape));
+    dumped.push_back({*step, d.source, d.tensor.shape, std::move(d.tensor.values), dtype});
+  }
+  for (const auto& [name, step] : names)
+    if (std::none_of(dumped.begin(), dumped.end(), [&](const DumpedStep& d) { return d.step == step; }))
+      throw InputError(display_name(o.dumps), "",
+                       fmt::format("--name {}={}: the dump holds no tensor called {}", step_info(step).name, name,
+                                   name));
+  const DType dtype = o.dtype->count() > 0 ? t.dtype : *least;
+  if (dtype == DType::float32 || is_half(dtype)) check_float32_range(p, display_name(t.file));
+
+  const DiffResult result = diff_dump(p, dumped, dtype);
+  if (!t.json_out.empty())
+    write_result(t.json_out, diff_to_json(result, fmt::format("attn-trace {}", version), display_name(t.file),
+                                          display_name(o.dumps)));
+  if (t.json_out != "-")
+    write_result("", render_diff(result, fmt::format("{} against {}", display_name(t.file), display_name(o.dumps)),
+                                 render_options(t)));
+  return result.first ? 1 : 0;
+}
+
+}  // namespace
+
+Runner add_diff(CLI::App& app) {
+  auto options = std::make_shared<DiffOptions>();
+  TraceOptions& t = options->trace;
+  CLI::App* cmd = app.add_subcommand(
+      "diff", "check your own attention's dumped steps against ours: the first step that goes wrong, and why");
+  cmd->add_option("FILE", t.file, "the input JSON (docs/input-format.md), or a trace saved by --json")->required();
+  cmd->add_option("DUMPS", options->dumps,
+                  "a folder of <step>.npy or <step>.json files, or one .safetensors file whose tensors are named "
+                  "by step")
+      ->required();
+  cmd->add_option("--name", options->names,
+                  "STEP=NAME: the dump calls step STEP NAME (--name weights=attn_probs); may be repeated")
+      ->type_name("STEP=NAME");
+  options->dtype = cmd->add_option_function<std::string>(
+                           "--dtype", [&t](const std::string& name) { t.dtype = *dtype_from_name(name); },
+                           "compute ours in this dtype (default: the dump's; the least precise when they differ)")
+                       ->check(CLI::IsMember({"float16", "bfloat16", "float32", "float64"}));
+  cmd->add_flag("--bfloat16", options->bfloat16,
+                "read .npy files of 16-bit integers as bfloat16 bits (as does a name ending in .bf16.npy)");
+  cmd->add_option("--json", t.json_out,
+                  "also write the findings as JSON (format attn-trace.diff) to this file; - writes them to stdout "
+                  "instead of the text")
+      ->type_name("OUT");
+  add_memory_option(*cmd, t);
+  cmd->add_option("--precision", t.precision, "digits after the point")->check(CLI::Range(0, 17))->default_str("4");
+  add_color_option(*cmd, t);
+  cmd->footer(
+      "Exit status: 0 every dumped step agrees, 1 a step differs, 2 bad input.\n"
+      "\n"
+      "Examples:\n"
+      "  attn-trace diff input.json dumps/\n"
+      "  attn-trace diff input.json model.safetensors --name weights=attn_probs --name output=attn_out\n"
+      "  attn-trace diff input.json dumps/ --json findings.json");
+  return [cmd, options] { return cmd->parsed() ? run(*options) : -1; };
+}
+
+}  // namespace attn::cli

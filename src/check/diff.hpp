@@ -1,0 +1,120 @@
+#pragma once
+// attn-trace diff: a user's dump of attention's steps judged against ours, step by step in pipeline
+// order, in the dump's precision. Each dumped step is judged twice: against our value computed from
+// the input ("the trace"), and against our value computed from the dump's own earlier steps, which
+// separates a step that is wrong itself from one that only carries an earlier step's error. At the
+// first step that is wrong itself, known mistakes are tried on the same inputs, and those that
+// reproduce the dump are the diagnosis. docs/diff.md describes the rule and every check.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "model/problem.hpp"
+#include "model/run.hpp"
+#include "observe/steps.hpp"
+#include "tensor/tensor.hpp"
+
+namespace attn {
+
+// One tensor of the dump, matched to its step; its shape as dumped.
+struct DumpedStep {
+  Step step;
+  std::string source;          // where it came from: "q.npy", "dump.safetensors: attn_probs"
+  Shape shape;                 // as dumped
+  std::vector<double> values;  // row-major in `shape`, widened exactly
+  DType dtype = DType::float64;  // what it was stored in
+};
+
+// How the head axis and the token axis of a head step were dumped.
+enum class HeadOrder { heads_first, tokens_first };  // (B, h, n, d) or (B, n, h, d)
+
+// What a dumped step's shape was read as.
+struct DumpLayout {
+  bool batch_axis = true;                    // the dump has the leading batch axis
+  HeadOrder order = HeadOrder::heads_first;  // head steps only
+  std::vector<std::string> dims;             // the dumped axes by name: "batch", "query", "head", "d_k"
+};
+
+// The shape `step` has in the dump's reading order: with the batch axis, head axes first.
+Shape canonical_shape(Step step, const Problem& p);
+
+// How `shape` fits `step` of `p`: with or without the batch axis (when B is 1), heads first or tokens
+// first. Every reading that fits, heads first before tokens first; none: the shape does not fit.
+std::vector<DumpLayout> layouts_that_fit(Step step, const Problem& p, const Shape& shape);
+
+// A dump of `shape` from `source` that fits no reading of `step`: one sentence naming the shapes that fit.
+std::string shape_mismatch(Step step, const Problem& p, const std::string& source, const Shape& shape);
+
+// `values` dumped in `layout`, in the canonical shape (canonical_shape).
+Tensor<double> to_canonical(Step step, const Problem& p, const DumpLayout& layout, std::span<const double> values);
+
+enum class Verdict {
+  agrees,   // within tolerance of our value from the dump's earlier steps and of the trace
+  differs,  // out of tolerance of our value from the dump's own earlier steps: wrong here
+  follows,  // right given the dump's earlier steps, which are wrong: carries an earlier error
+};
+std::string_view to_string(Verdict verdict);
+
+// The known mistakes the diagnosis tries, by their short codes.
+enum class DiagnosisCode { scale, transpose, softmax_axis, mask, alignment, head_split, large_negative, precision };
+std::string_view to_string(DiagnosisCode code);
+
+struct Diagnosis {
+  DiagnosisCode code;
+  std::string mistake;  // which one: "scale left out", "W_k transposed"
+  std::string finding;  // a measured sentence: "the dump's scaled scores are 1.414 (√d_k) times ours"
+};
+
+struct StepJudgement {
+  Step step;
+  std::string source;
+  Shape dumped_shape;
+  DumpLayout layout;
+  DType dtype = DType::float64;     // the dump's
+  double max_abs = 0, max_rel = 0;  // against the trace (our run from the input); inf where one side is infinite
+  double max_abs_resumed = 0;       // against our value from the dump's earlier steps
+  double tolerance = 0;             // the allowed difference at the element that is furthest out (or nearest to)
+  std::size_t out_of_tolerance = 0;  // elements out of tolerance against the value from the dump's earlier steps
+  std::size_t large_negatives = 0;   // masked: finite values <= -1e4 where ours is -inf, read as masked
+  Verdict verdict = Verdict::agrees;
+  std::optional<Step> follows;       // follows: the latest earlier dumped step that differs
+};
+
+// A few rows and columns of the last two axes around the first divergence, ours beside the dump's.
+struct DivergenceWindow {
+  std::string row_axis, col_axis;                      // "query", "key"
+  std::vector<std::size_t> rows, cols;                 // their indices
+  std::vector<std::string> row_labels, col_labels;     // tokens, or indices for features
+  std::vector<std::vector<double>> ours, dumped;       // [row][col]
+};
+
+struct Divergence {
+  Step step;
+  std::vector<std::size_t> index;   // in the canonical shape
+  std::vector<std::string> axes;    // its axes by name: "batch", "head", "query", "key"
+  std::vector<std::string> labels;  // each index for people: the token's label, or the number
+  double ours = 0, dumped = 0;      // the two values there (ours from the dump's earlier steps)
+  double tolerance = 0;
+  std::size_t out_of_tolerance = 0;  // elements of the step
+  std::size_t elements = 0;
+  DivergenceWindow window;
+  std::vector<Diagnosis> diagnosis;  // every known mistake that reproduces the dump here; may be empty
+};
+
+struct DiffResult {
+  DType dtype = DType::float32;        // what ours was computed in
+  std::vector<StepJudgement> steps;    // the dumped steps, in pipeline order
+  std::optional<Divergence> first;     // the first step that differs
+  std::vector<std::string> notes;      // for people: layouts read, large negatives taken as masked
+};
+
+// Judges `dumped` (at most one tensor per step) against `problem`, computing ours in `dtype`.
+// A shape that fits no reading of its step is an std::invalid_argument naming the source and the
+// shapes that would fit (the command turns it into a one-line error, exit 2).
+DiffResult diff_dump(const Problem& problem, const std::vector<DumpedStep>& dumped, DType dtype);
+
+}  // namespace attn

@@ -1,0 +1,26 @@
+#pragma once
+// DUMPS of `attn-trace diff`: a folder of `<name>.npy` and `<name>.json` files, or one `.safetensors`
+// file, read into named tensors (docs/diff.md, "What diff reads").
+
+#include <string>
+#include <vector>
+
+#include "io/dump.hpp"
+#include "io/read.hpp"
+
+namespace attn {
+
+struct NamedDump {
+  std::string name;    // the tensor's name in the dump: the file's name without `.npy`, `.bf16.npy`, `.json`
+  std::string source;  // for messages: "q.npy", "model.safetensors: attn_probs"
+  DumpTensor tensor;
+};
+
+// The tensors of `path`, by name in file-name order (a folder) or in the header's order (safetensors).
+// In a folder, files that end in neither `.npy` nor `.json` are passed over. `.npy` files of 16-bit
+// integers are bfloat16 bits when `bfloat16` is set or the name ends in `.bf16.npy`. What they hold
+// is counted against `limit` as the values it becomes (8 bytes each); past it, or a name twice, or
+// no tensor at all, is an InputError.
+std::vector<NamedDump> read_dumps(const std::string& path, bool bfloat16, const MemoryLimit& limit);
+
+}  // namespace attn
