@@ -103,12 +103,8 @@ int run(const DiffOptions& o) {
   std::vector<DumpedStep> dumped;
   std::optional<DType> least;
   for (NamedDump& d : read_dumps(o.dumps, o.bfloat16, memory_limit(t))) {
-    std::optional<Step> step;
+    std::optional<Step> step = step_from_name(d.name);
     if (const auto it = names.find(d.name); it != names.end()) step = it->second;
-    else if (names.end() == std::find_if(names.begin(), names.end(), [&d](const auto& n) {
-               return step_info(n.second).name == d.name;
-             }))
-      step = step_from_name(d.name);
     if (!step)
       throw InputError(display_name(o.dumps), "",
                        fmt::format("{}: no step is called {} (the steps: {}; --name STEP=NAME maps another name)",
@@ -116,8 +112,8 @@ int run(const DiffOptions& o) {
     for (const DumpedStep& before : dumped)
       if (before.step == *step)
         throw InputError(display_name(o.dumps), "",
-                         fmt::format("{} and {} are both step {}", visible(before.source),
-                                     visible(d.source), step_info(*step).name));
+                         fmt::format("{} and {} are both step {}", visible(before.source), visible(d.source),
+                                     step_info(*step).name));
     const DType dtype = dtype_of(d.tensor.dtype);
     if (!least || significand_bits(dtype) < significand_bits(*least)) least = dtype;
     if (layouts_that_fit(*step, p, d.tensor.shape).empty())
@@ -126,9 +122,9 @@ int run(const DiffOptions& o) {
   }
   for (const auto& [name, step] : names)
     if (std::none_of(dumped.begin(), dumped.end(), [&](const DumpedStep& d) { return d.step == step; }))
-      throw InputError(display_name(o.dumps), "",
-                       fmt::format("--name {}={}: the dump holds no tensor called {}", step_info(step).name, name,
-                                   name));
+      throw InputError(
+          display_name(o.dumps), "",
+          fmt::format("--name {}={}: the dump holds no tensor called {}", step_info(step).name, name, name));
   const DType dtype = o.dtype->count() > 0 ? t.dtype : *least;
   if (dtype == DType::float32 || is_half(dtype)) check_float32_range(p, display_name(t.file));
 
@@ -158,8 +154,8 @@ Runner add_diff(CLI::App& app) {
                   "STEP=NAME: the dump calls step STEP NAME (--name weights=attn_probs); may be repeated")
       ->type_name("STEP=NAME");
   options->dtype = cmd->add_option_function<std::string>(
-                           "--dtype", [&t](const std::string& name) { t.dtype = *dtype_from_name(name); },
-                           "compute ours in this dtype (default: the dump's; the least precise when they differ)")
+                          "--dtype", [&t](const std::string& name) { t.dtype = *dtype_from_name(name); },
+                          "compute ours in this dtype (default: the dump's; the least precise when they differ)")
                        ->check(CLI::IsMember({"float16", "bfloat16", "float32", "float64"}));
   cmd->add_flag("--bfloat16", options->bfloat16,
                 "read .npy files of 16-bit integers as bfloat16 bits (as does a name ending in .bf16.npy)");

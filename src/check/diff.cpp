@@ -104,9 +104,10 @@ std::vector<Candidate> candidates(const Problem& p) {
   c.push_back({Variant::softmax_columns, DiagnosisCode::softmax_axis, "the softmax taken over the queries"});
   if (p.mask.kind != MaskKind::none) {
     c.push_back({Variant::no_mask, DiagnosisCode::mask, "the mask left out"});
-    c.push_back({Variant::mask_sees_next, DiagnosisCode::mask, "the mask shifted by one: each query also sees the next key"});
-    c.push_back({Variant::mask_misses_diagonal, DiagnosisCode::mask,
-                 "the mask shifted by one: each query sees one key fewer"});
+    c.push_back(
+        {Variant::mask_sees_next, DiagnosisCode::mask, "the mask shifted by one: each query also sees the next key"});
+    c.push_back(
+        {Variant::mask_misses_diagonal, DiagnosisCode::mask, "the mask shifted by one: each query sees one key fewer"});
   }
   if ((p.mask.kind == MaskKind::causal || p.mask.kind == MaskKind::sliding_window) && p.n != p.m)
     c.push_back({Variant::align_flipped, DiagnosisCode::alignment,
@@ -329,8 +330,8 @@ Magnitude magnitude(const Problem& p, const Values<double>& x, const Tensor<doub
 // How the dump's values of one step stand against a reference's.
 struct Judged {
   double max_abs = 0, max_rel = 0;
-  std::size_t out = 0;             // elements out of tolerance
-  std::size_t worst = 0;           // the element furthest out of tolerance (or the largest difference)
+  std::size_t out = 0;    // elements out of tolerance
+  std::size_t worst = 0;  // the element furthest out of tolerance (or the largest difference)
   double worst_tolerance = 0;
   std::size_t large_negatives = 0;
   bool ok() const { return out == 0; }
@@ -462,8 +463,9 @@ std::string finding(const Problem& p, const Candidate& c, Step s, const Tensor<d
               lo = std::min(lo, sum);
               hi = std::max(hi, sum);
             }
-        return fmt::format("the dump's weights sum to 1 down each column (column sums {} to {}), not along each row; {}",
-                           number(lo), number(hi), reproduces);
+        return fmt::format(
+            "the dump's weights sum to 1 down each column (column sums {} to {}), not along each row; {}", number(lo),
+            number(hi), reproduces);
       }
       return reproduces;
     case DiagnosisCode::mask:
@@ -482,8 +484,7 @@ std::string finding(const Problem& p, const Candidate& c, Step s, const Tensor<d
         return fmt::format("the rows the mask empties hold weights of about 1/m = {} in the dump, where they are 0; {}",
                            number(1.0 / static_cast<double>(p.m)), reproduces);
       return reproduces;
-    case DiagnosisCode::head_split:
-      return fmt::format("the dump holds our values in another order; {}", reproduces);
+    case DiagnosisCode::head_split: return fmt::format("the dump holds our values in another order; {}", reproduces);
     default: return reproduces;
   }
 }
@@ -569,11 +570,35 @@ bool is_head_step(Step s) {
   return s == Step::q_heads || s == Step::k_heads || s == Step::v_heads || s == Step::head_outputs;
 }
 
+// Does step `later` use the value of step `earlier`, directly or through other steps?
+bool depends_on(Step later, Step earlier) {
+  const auto inputs = [](Step s) -> std::vector<Step> {
+    switch (s) {
+      case Step::q_heads: return {Step::q};
+      case Step::k_heads: return {Step::k};
+      case Step::v_heads: return {Step::v};
+      case Step::scores: return {Step::q_heads, Step::k_heads};
+      case Step::scaled: return {Step::scores};
+      case Step::masked: return {Step::scaled};
+      case Step::weights: return {Step::masked};
+      case Step::head_outputs: return {Step::weights, Step::v_heads};
+      case Step::concat: return {Step::head_outputs};
+      case Step::output: return {Step::concat};
+      default: return {};
+    }
+  };
+  for (const Step s : inputs(later))
+    if (s == earlier || depends_on(s, earlier)) return true;
+  return false;
+}
+
 }  // namespace
 
 std::vector<DumpLayout> layouts_that_fit(Step step, const Problem& p, const Shape& shape) {
   const Shape canonical = canonical_shape(step, p);
-  std::vector<std::string> names = dim_names(step, true);
+  const std::vector<std::string> names = dim_names(step, true);
+  // The head axis (axis 1 of the 4-axis steps) may be left out when it has extent 1: one head.
+  const bool has_heads = canonical.size() == 4;
   std::vector<DumpLayout> fits;
   for (const HeadOrder order : {HeadOrder::heads_first, HeadOrder::tokens_first}) {
     if (order == HeadOrder::tokens_first && !is_head_step(step)) break;
@@ -583,9 +608,21 @@ std::vector<DumpLayout> layouts_that_fit(Step step, const Problem& p, const Shap
       std::swap(s[1], s[2]);
       std::swap(dims[1], dims[2]);
     }
-    if (shape == s) fits.push_back({true, order, dims});
-    if (p.B == 1 && shape == Shape(s.begin() + 1, s.end()))
-      fits.push_back({false, order, std::vector<std::string>(dims.begin() + 1, dims.end())});
+    const std::size_t head_axis = order == HeadOrder::tokens_first ? 2 : 1;
+    for (const bool batch : {true, false}) {
+      if (!batch && p.B != 1) continue;
+      for (const bool heads : {true, false}) {
+        if (!heads && (!has_heads || canonical[1] != 1 || order == HeadOrder::tokens_first)) continue;
+        Shape fit;
+        std::vector<std::string> fit_dims;
+        for (std::size_t a = 0; a < s.size(); ++a) {
+          if ((a == 0 && !batch) || (a == head_axis && !heads)) continue;
+          fit.push_back(s[a]);
+          fit_dims.push_back(dims[a]);
+        }
+        if (fit == shape) fits.push_back({batch, order, std::move(fit_dims)});
+      }
+    }
   }
   return fits;
 }
@@ -595,8 +632,9 @@ std::string shape_mismatch(Step step, const Problem& p, const std::string& sourc
   const std::vector<std::string> names = dim_names(step, true);
   std::vector<std::string> parts;
   for (std::size_t a = 0; a < c.size(); ++a) parts.push_back(fmt::format("{} {}", names[a], c[a]));
-  return fmt::format("{}: shape ({}) does not fit step {} of this input: ({}){}{}", source, fmt::join(shape, ", "),
+  return fmt::format("{}: shape ({}) does not fit step {} of this input: ({}){}{}{}", source, fmt::join(shape, ", "),
                      step_info(step).name, fmt::join(parts, ", "), p.B == 1 ? ", or without the batch axis" : "",
+                     c.size() == 4 && c[1] == 1 ? ", or without the head axis" : "",
                      is_head_step(step) ? ", with the head and token axes in either order" : "");
 }
 
@@ -660,7 +698,7 @@ DiffResult diff_dump(const Problem& p, const std::vector<DumpedStep>& dumped, DT
 
   // Each dumped step against ours from the dump's earlier steps (resumed) and from the input (full).
   const Reference resumed = reference(p, given, Variant::none, dtype);
-  std::optional<Step> last_differing;
+  std::vector<Step> differing;
   for (const Step s : all_steps()) {
     if (!given[slot(s)]) continue;
     const DumpedStep& d = *source[slot(s)];
@@ -714,10 +752,11 @@ DiffResult diff_dump(const Problem& p, const std::vector<DumpedStep>& dumped, DT
         }
         result.first = std::move(dv);
       }
-      last_differing = s;
-    } else if (!against_trace.ok() && last_differing) {
-      j.verdict = Verdict::follows;
-      j.follows = last_differing;
+      differing.push_back(s);
+    } else if (!against_trace.ok()) {
+      for (const Step e : differing)
+        if (depends_on(s, e)) j.follows = e;  // the latest one it uses
+      if (j.follows) j.verdict = Verdict::follows;
     }
     if (j.large_negatives > 0)
       result.notes.push_back(fmt::format("{}: {} finite value{} of -1e4 or less where the mask forbids, read as -∞",

@@ -23,9 +23,9 @@ namespace attn {
 // One tensor of the dump, matched to its step; its shape as dumped.
 struct DumpedStep {
   Step step;
-  std::string source;          // where it came from: "q.npy", "dump.safetensors: attn_probs"
-  Shape shape;                 // as dumped
-  std::vector<double> values;  // row-major in `shape`, widened exactly
+  std::string source;            // where it came from: "q.npy", "dump.safetensors: attn_probs"
+  Shape shape;                   // as dumped
+  std::vector<double> values;    // row-major in `shape`, widened exactly
   DType dtype = DType::float64;  // what it was stored in
 };
 
@@ -74,22 +74,22 @@ struct StepJudgement {
   std::string source;
   Shape dumped_shape;
   DumpLayout layout;
-  DType dtype = DType::float64;     // the dump's
-  double max_abs = 0, max_rel = 0;  // against the trace (our run from the input); inf where one side is infinite
-  double max_abs_resumed = 0;       // against our value from the dump's earlier steps
-  double tolerance = 0;             // the allowed difference at the element that is furthest out (or nearest to)
+  DType dtype = DType::float64;      // the dump's
+  double max_abs = 0, max_rel = 0;   // against the trace (our run from the input); inf where one side is infinite
+  double max_abs_resumed = 0;        // against our value from the dump's earlier steps
+  double tolerance = 0;              // the allowed difference at the element that is furthest out (or nearest to)
   std::size_t out_of_tolerance = 0;  // elements out of tolerance against the value from the dump's earlier steps
   std::size_t large_negatives = 0;   // masked: finite values <= -1e4 where ours is -inf, read as masked
   Verdict verdict = Verdict::agrees;
-  std::optional<Step> follows;       // follows: the latest earlier dumped step that differs
+  std::optional<Step> follows;  // follows: the latest earlier dumped step that differs and that it uses
 };
 
 // A few rows and columns of the last two axes around the first divergence, ours beside the dump's.
 struct DivergenceWindow {
-  std::string row_axis, col_axis;                      // "query", "key"
-  std::vector<std::size_t> rows, cols;                 // their indices
-  std::vector<std::string> row_labels, col_labels;     // tokens, or indices for features
-  std::vector<std::vector<double>> ours, dumped;       // [row][col]
+  std::string row_axis, col_axis;                   // "query", "key"
+  std::vector<std::size_t> rows, cols;              // their indices
+  std::vector<std::string> row_labels, col_labels;  // tokens, or indices for features
+  std::vector<std::vector<double>> ours, dumped;    // [row][col]
 };
 
 struct Divergence {
@@ -106,10 +106,10 @@ struct Divergence {
 };
 
 struct DiffResult {
-  DType dtype = DType::float32;        // what ours was computed in
-  std::vector<StepJudgement> steps;    // the dumped steps, in pipeline order
-  std::optional<Divergence> first;     // the first step that differs
-  std::vector<std::string> notes;      // for people: layouts read, large negatives taken as masked
+  DType dtype = DType::float32;      // what ours was computed in
+  std::vector<StepJudgement> steps;  // the dumped steps, in pipeline order
+  std::optional<Divergence> first;   // the first step that differs
+  std::vector<std::string> notes;    // for people: layouts read, large negatives taken as masked
 };
 
 // Judges `dumped` (at most one tensor per step) against `problem`, computing ours in `dtype`.

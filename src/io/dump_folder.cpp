@@ -28,8 +28,8 @@ class Budget {
   void take(const DumpTensor& t, const std::string& name) {
     used_ += t.values.size() * sizeof(double);
     if (used_ > limit_.bytes)
-      throw InputError(name, "", fmt::format("the dump's values take more than --max-memory {} as float64",
-                                             limit_.text));
+      throw InputError(name, "",
+                       fmt::format("the dump's values take more than --max-memory {} as float64", limit_.text));
   }
   const std::string& text() const { return limit_.text; }
 
@@ -48,8 +48,7 @@ std::vector<NamedDump> read_dumps(const std::string& path, bool bfloat16, const 
   std::vector<NamedDump> dumps;
   if (!fs::is_directory(path, error)) {
     if (!ends_with(path, ".safetensors"))
-      throw InputError(name, "",
-                       "DUMPS must be a folder of <step>.npy or <step>.json files, or a .safetensors file");
+      throw InputError(name, "", "DUMPS must be a folder of <step>.npy or <step>.json files, or a .safetensors file");
     // A binary file is at most a quarter of the values it becomes (float16 -> float64).
     const std::string bytes = read_bytes(path, budget.left() / 4, limit.text);
     for (auto& [tensor_name, tensor] : read_safetensors(bytes, name)) {

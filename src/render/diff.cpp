@@ -81,8 +81,9 @@ std::string render_diff(const DiffResult& r, std::string_view title, const Rende
       "Ours is computed in {}{}. Each dumped step is judged against ours computed from the dump's own earlier "
       "steps (the tolerance and the verdict); max |Δ| and max rel are against ours computed from the input.",
       name_of(r.dtype),
-      is_half(r.dtype) ? fmt::format(": the inputs and every stored step rounded to {}, sums in float32", name_of(r.dtype))
-                       : ""));
+      is_half(r.dtype)
+          ? fmt::format(": the inputs and every stored step rounded to {}, sums in float32", name_of(r.dtype))
+          : ""));
   page.line();
   steps_table(page, r);
   for (const std::string& note : r.notes) page.paragraph(fmt::format("note: {}", visible(note)), "  ");
@@ -100,11 +101,11 @@ std::string render_diff(const DiffResult& r, std::string_view title, const Rende
     where.push_back(d.labels[a] == number ? fmt::format("{} {}", d.axes[a], number)
                                           : fmt::format("{} {} ({})", d.axes[a], visible(d.labels[a]), number));
   }
-  page.paragraph(fmt::format("At {}: ours {}, the dump {} (tolerance {}). {} of {} values are out of tolerance.",
-                             fmt::join(where, ", "), format_value(d.ours, options.precision),
-                             format_value(d.dumped, options.precision), error_text(d.tolerance), d.out_of_tolerance,
-                             d.elements),
-                 "  ");
+  page.paragraph(
+      fmt::format("At {}: ours {}, the dump {} (tolerance {}). {} of {} values are out of tolerance.",
+                  fmt::join(where, ", "), format_value(d.ours, options.precision),
+                  format_value(d.dumped, options.precision), error_text(d.tolerance), d.out_of_tolerance, d.elements),
+      "  ");
   page.line();
   window(page, d, options.precision);
   page.line();
@@ -116,7 +117,8 @@ std::string render_diff(const DiffResult& r, std::string_view title, const Rende
         "  ");
   for (const Diagnosis& g : d.diagnosis) {
     std::string finding = g.finding;
-    if (!finding.empty() && finding[0] >= 'a' && finding[0] <= 'z') finding[0] = static_cast<char>(finding[0] - 'a' + 'A');
+    if (!finding.empty() && finding[0] >= 'a' && finding[0] <= 'z')
+      finding[0] = static_cast<char>(finding[0] - 'a' + 'A');
     page.paragraph(fmt::format("{} ({}): {}.", to_string(g.code), g.mistake, finding), "  ");
   }
   return page.take();

@@ -1,0 +1,166 @@
+// attn-trace diff (docs/diff.md) through the real binary: every case of tests/data/diff, made by PyTorch
+// (tests/diff/make_dumps.py) with the expected first step and diagnosis of what was planted, and the
+// errors of bad dumps.
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli_checks.hpp"
+#include "run_binary.hpp"
+
+using namespace attn::test;
+
+namespace {
+
+const std::string cases_dir = source_path("tests/data/diff");
+const std::string cat_sat = source_path("data/the_cat_sat.json");
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+void copy(const std::string& from, const std::string& to) {
+  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
+}
+
+}  // namespace
+
+TEST_CASE("diff names the planted first step and diagnosis of every PyTorch-made case and passes the correct ones",
+          "[cli][diff]") {
+  const nlohmann::json cases = nlohmann::json::parse(read_file(cases_dir + "/cases.json"));
+  REQUIRE(cases.size() >= 27);
+  for (const nlohmann::json& c : cases) {
+    DYNAMIC_SECTION(c["name"].get<std::string>()) {
+      TempDir dir;
+      std::vector<std::string> args = {"diff", cases_dir + "/" + c["input"].get<std::string>(),
+                                       cases_dir + "/" + c["dumps"].get<std::string>()};
+      for (const auto& a : c["args"]) args.push_back(a.get<std::string>());
+      std::vector<std::string> with_json = args;
+      with_json.insert(with_json.end(), {"--json", dir / "findings.json"});
+      const RunResult r = run_binary(with_json);
+      INFO(r.describe());
+      INFO("why: " << c["why"].get<std::string>());
+      CHECK(r.exit_code == c["exit"].get<int>());
+      CHECK(r.err.empty());
+      const nlohmann::json findings = nlohmann::json::parse(read_file(dir / "findings.json"));
+      CHECK(findings["format"] == "attn-trace.diff");
+      CHECK(findings["version"] == 1);
+      if (c["first_step"].is_null()) {
+        CHECK(findings["first_divergence"].is_null());
+        CHECK(contains(r.out, "Every dumped step agrees with ours within tolerance"));
+        for (const auto& s : findings["steps"]) CHECK(s["verdict"] == "agrees");
+      } else {
+        const nlohmann::json& d = findings["first_divergence"];
+        REQUIRE(d.is_object());
+        CHECK(d["step"] == c["first_step"]);
+        CHECK(d["diagnosis"] == c["diagnosis"]);
+        CHECK(contains(r.out, "first divergence: " + c["first_step"].get<std::string>()));
+        // Every step before the first divergence agrees.
+        for (const auto& s : findings["steps"]) {
+          if (s["step"] == d["step"]) break;
+          CHECK(s["verdict"] == "agrees");
+        }
+      }
+      // --json - writes the same findings to stdout and no text.
+      args.insert(args.end(), {"--json", "-"});
+      const RunResult json_only = run_binary(args);
+      CHECK(json_only.exit_code == r.exit_code);
+      CHECK(nlohmann::json::parse(json_only.out) == findings);
+    }
+  }
+}
+
+TEST_CASE("diff of hand-worked scores of the worked example: right, then left unscaled", "[cli][diff]") {
+  TempDir dir;
+  std::filesystem::create_directory(dir / "dumps");
+  // Q·Kᵀ by hand: [[0,4,2],[4,0,2],[2,2,2]]; scaled = that / √2.
+  write(dir / "dumps/scores.json", "[[0, 4, 2], [4, 0, 2], [2, 2, 2]]");
+  write(dir / "dumps/scaled.json",
+        "[[0, 2.8284271247461903, 1.4142135623730951], [2.8284271247461903, 0, 1.4142135623730951], "
+        "[1.4142135623730951, 1.4142135623730951, 1.4142135623730951]]");
+  const RunResult right = run_binary({"diff", cat_sat, dir / "dumps"});
+  check_success(right);
+  CHECK(contains(right.out, "Ours is computed in float64"));  // a JSON dump is float64
+
+  write(dir / "dumps/scaled.json", "[[0, 4, 2], [4, 0, 2], [2, 2, 2]]");
+  RunOptions wide;
+  wide.env = {{"COLUMNS", "400"}};  // each sentence on one line
+  const RunResult wrong = run_binary({"diff", cat_sat, dir / "dumps"}, wide);
+  INFO(wrong.describe());
+  CHECK(wrong.exit_code == 1);
+  CHECK(contains(wrong.out, "first divergence: scaled"));
+  CHECK(contains(wrong.out, "query The (0), key cat (1): ours 2.8284, the dump 4"));
+  CHECK(contains(wrong.out, "7 of 9 values are out of tolerance"));
+  CHECK(contains(wrong.out, "scale (the scale left out): The dump's value is 1.41421 times ours"));
+  // Judged in float16 on request: 4/√2 in float16 is 2.828125.
+  const RunResult half =
+      run_binary({"diff", cat_sat, dir / "dumps", "--dtype", "float16", "--precision", "6"}, wide);
+  CHECK(half.exit_code == 1);
+  CHECK(contains(half.out, "ours 2.828125, the dump 4"));
+}
+
+TEST_CASE("diff refuses bad dumps with one line and exit 2", "[cli][diff]") {
+  TempDir dir;
+  const std::string dumps = dir / "dumps";
+  std::filesystem::create_directory(dumps);
+  const std::string q = cases_dir + "/float32/dumps/q.npy";
+
+  SECTION("an empty folder") {
+    check_usage_error(run_binary({"diff", cat_sat, dumps}), {"holds no .npy or .json file"});
+  }
+  SECTION("a name that is no step") {
+    write(dumps + "/query.json", "[[2, 0], [0, 2], [1, 1]]");
+    check_usage_error(run_binary({"diff", cat_sat, dumps}),
+                      {"query.json: no step is called query...--name STEP=NAME maps another name"});
+  }
+  SECTION("a shape that fits no reading of the step") {
+    write(dumps + "/q.json", "[[2, 0, 1], [0, 2, 1]]");
+    check_usage_error(run_binary({"diff", cat_sat, dumps}),
+                      {"q.json: shape (2, 3) does not fit step q of this input: (batch 1, query 3, feature 2)"});
+  }
+  SECTION("one step twice") {
+    write(dumps + "/q.json", "[[2, 0], [0, 2], [1, 1]]");
+    write(dumps + "/attn_q.json", "[[2, 0], [0, 2], [1, 1]]");
+    check_usage_error(run_binary({"diff", cat_sat, dumps, "--name", "q=attn_q"}), {"are both step q"});
+  }
+  SECTION("--name without =, with an unknown step, or naming no tensor") {
+    write(dumps + "/q.json", "[[2, 0], [0, 2], [1, 1]]");
+    check_usage_error(run_binary({"diff", cat_sat, dumps, "--name", "weights"}), {"write STEP=NAME"});
+    check_usage_error(run_binary({"diff", cat_sat, dumps, "--name", "wieghts=probs"}), {"weights"});
+    check_usage_error(run_binary({"diff", cat_sat, dumps, "--name", "weights=probs"}),
+                      {"the dump holds no tensor called probs"});
+  }
+  SECTION("a truncated .npy among the dumps") {
+    const std::string bytes = read_file(q);
+    write(dumps + "/q.npy", bytes.substr(0, bytes.size() - 3));
+    check_usage_error(run_binary({"diff", cases_dir + "/float32/input.json", dumps}), {"q.npy"});
+  }
+  SECTION("DUMPS that is a single .npy file, or missing") {
+    check_usage_error(run_binary({"diff", cat_sat, q}), {".safetensors file"});
+    check_usage_error(run_binary({"diff", cat_sat, dir / "nothing.safetensors"}), {"nothing.safetensors"});
+  }
+  SECTION("a dtype diff does not know") {
+    write(dumps + "/q.json", "[[2, 0], [0, 2], [1, 1]]");
+    check_usage_error(run_binary({"diff", cat_sat, dumps, "--dtype", "float8"}), {"--dtype"});
+  }
+  SECTION("more than --max-memory") {
+    copy(q, dumps + "/q.npy");
+    check_usage_error(run_binary({"diff", cases_dir + "/float32/input.json", dumps, "--max-memory", "1K"}),
+                      {"--max-memory 1K"});
+  }
+}
+
+TEST_CASE("diff reads FILE as a saved trace too", "[cli][diff]") {
+  TempDir dir;
+  const std::string input = cases_dir + "/float32/input.json";
+  const RunResult saved = run_binary({"run", input, "--json", dir / "trace.json"});
+  REQUIRE(saved.exit_code == 0);
+  const RunResult r = run_binary({"diff", dir / "trace.json", cases_dir + "/float32/dumps"});
+  check_success(r);
+}
