@@ -58,7 +58,7 @@ _attn_trace() {
   for ((i = 1; i < cword; i++)); do
     word=${COMP_WORDS[i]}
     if [[ -z $command ]]; then
-      case $word in run | compare | properties | scaling | explain | show | plot | report | example | new) command=$word ;; esac
+      case $word in run | compare | properties | scaling | explain | diff | show | plot | report | example | new) command=$word ;; esac
       continue
     fi
     if ((takes_value)); then
@@ -71,7 +71,7 @@ _attn_trace() {
     elif [[ $word == -- ]]; then
       after_dashdash=1
     elif [[ $word != *=* && $word != --help && $word != -h && $word != --list && $word != --all-heads &&
-            $word != --integers && $word != --output-projection ]]; then
+            $word != --integers && $word != --output-projection && $word != --bfloat16 ]]; then
       takes_value=1
     fi
   done
@@ -80,7 +80,7 @@ _attn_trace() {
     if [[ $cur == -* ]]; then
       _attn_trace_words '--help --version' "$cur"
     else
-      _attn_trace_words 'run compare properties scaling explain show plot report example new' "$cur"
+      _attn_trace_words 'run compare properties scaling explain diff show plot report example new' "$cur"
     fi
     return 0
   fi
@@ -92,7 +92,9 @@ _attn_trace() {
       --engine)
         [[ $command == run || $command == plot || $command == report ]] && values='naive flash both'
         [[ $command == explain ]] && values='naive flash' ;;
-      --dtype) values='float32 float64' ;;
+      --dtype)
+        values='float32 float64'
+        [[ $command == diff ]] && values='float16 bfloat16 float32 float64' ;;
       --color) values='auto always never' ;;
       --view) values='numbers heatmap auto' ;;
       --format) [[ $command == run || $command == show ]] && values='text markdown latex csv' ;;
@@ -106,7 +108,7 @@ _attn_trace() {
         value_kind=output ;;
       --mask) [[ $command == new ]] && values='none causal' ;;  # or sliding_window:W
       --block-q | --block-k | --head | --batch | --max-memory | --precision | --max-rows | --max-cols | --seed | \
-        --samples | --d-k | --d-model | --heads | --kv-heads | --tokens | --context-tokens | --query | --key)
+        --samples | --d-k | --d-model | --heads | --kv-heads | --tokens | --context-tokens | --query | --key | --name)
         return 0 ;;  # a number: nothing to offer
       *) value_kind=none ;;
     esac
@@ -153,6 +155,7 @@ _attn_trace() {
     scaling) options='--d-k --samples --seed --json --max-memory --precision --help' ;;
     explain) options='--query --key --head --batch --output --engine --dtype --block-q --block-k --json --max-memory
                       --precision --color --help' ;;
+    diff) options='--name --dtype --bfloat16 --json --max-memory --precision --color --help' ;;
     new) options='--tokens --context-tokens --d-model --heads --kv-heads --d-k --mask --output-projection --integers
                   --seed -o --output --max-memory --help' ;;
   esac
@@ -165,10 +168,14 @@ _attn_trace() {
   fi
   if ((positionals == 0)); then
     case $command in
-      run | compare | properties | explain | show | plot | report) _attn_trace_json_files "$cur" ;;
+      run | compare | properties | explain | diff | show | plot | report) _attn_trace_json_files "$cur" ;;
       example) _attn_trace_words "$(_attn_trace_examples "${COMP_WORDS[0]}")" "$cur" ;;
       scaling | new) _attn_trace_words "$options" "$cur" ;;  # no FILE: only options
     esac
+  elif [[ $command == diff ]] && ((positionals == 1)); then
+    # DUMPS: a folder, or a .safetensors file
+    mapfile -t COMPREPLY < <(compgen -d -- "$cur"; compgen -f -X '!*.safetensors' -- "$cur")
+    compopt -o filenames 2>/dev/null
   elif [[ -z $cur ]]; then
     _attn_trace_words "$options" ''  # the one positional is given: only options remain
   fi

@@ -44,6 +44,18 @@ void steps_table(Page& page, const DiffResult& r) {
   std::size_t source_width = 9;
   for (const StepJudgement& j : r.steps) source_width = std::max(source_width, display_width(visible(j.source)));
   source_width = std::min<std::size_t>(source_width, 28);
+  std::size_t verdict_width = 7;
+  for (const StepJudgement& j : r.steps) verdict_width = std::max(verdict_width, display_width(verdict_text(j)));
+  if (12 + 1 + source_width + 3 * 10 + verdict_width > page.options().width) {
+    // Too narrow for the table: each step on a line of its own, its figures under it.
+    for (const StepJudgement& j : r.steps) {
+      page.line(fmt::format("{}: {}", step_info(j.step).name, verdict_text(j)));
+      page.paragraph(fmt::format("  {}, max |Δ| {}, max rel {}, tolerance {}", visible(j.source), error_text(j.max_abs),
+                                 error_text(j.max_rel), error_text(j.tolerance)),
+                     "  ");
+    }
+    return;
+  }
   page.line(fmt::format("{} {} {} {} {} {}", pad("step", 12), pad("dumped as", source_width), pad("max |Δ|", 9),
                         pad("max rel", 9), pad("tolerance", 9), "verdict"));
   for (const StepJudgement& j : r.steps)
@@ -55,17 +67,28 @@ void steps_table(Page& page, const DiffResult& r) {
 void window(Page& page, const Divergence& d, int precision) {
   const DivergenceWindow& w = d.window;
   const std::size_t cell = static_cast<std::size_t>(std::clamp(precision, 0, 12)) + 7;
+  const std::size_t prefix = 2 + label_columns + 6;
+  // As many columns as the width holds, keeping the one of the divergence.
+  const std::size_t fit =
+      std::max<std::size_t>(1, (page.options().width - std::min(page.options().width, prefix)) / (cell + 1));
+  const std::size_t at =
+      static_cast<std::size_t>(std::find(w.cols.begin(), w.cols.end(), d.index.back()) - w.cols.begin());
+  std::size_t first = 0, last = w.cols.size();
+  while (last - first > fit) {
+    if (at - first > last - 1 - at) ++first;
+    else --last;
+  }
   std::string head = pad(fmt::format("{} \\ {}", w.row_axis, w.col_axis), label_columns + 6);
-  for (const std::string& c : w.col_labels) head += " " + pad(visible(c), cell);
+  for (std::size_t c = first; c < last; ++c) head += " " + pad(visible(w.col_labels[c]), cell);
   page.line("  " + head);
   for (std::size_t r = 0; r < w.rows.size(); ++r) {
     const bool at_row = w.rows[r] == d.index[d.index.size() - 2];
     for (const bool ours : {true, false}) {
       std::string line = pad(ours ? visible(w.row_labels[r]) : "", label_columns) + (ours ? " ours " : " dump ");
-      for (std::size_t c = 0; c < w.cols.size(); ++c) {
+      for (std::size_t c = first; c < last; ++c) {
         const double x = ours ? w.ours[r][c] : w.dumped[r][c];
-        const bool at = at_row && w.cols[c] == d.index.back();
-        line += " " + pad(format_value(x, precision) + (at && !ours ? " ←" : ""), cell);
+        const bool here = at_row && c == at;
+        line += " " + pad(format_value(x, precision) + (here && !ours ? " ←" : ""), cell);
       }
       page.line("  " + line);
     }

@@ -99,8 +99,7 @@ TEST_CASE("diff of hand-worked scores of the worked example: right, then left un
   CHECK(contains(wrong.out, "7 of 9 values are out of tolerance"));
   CHECK(contains(wrong.out, "scale (the scale left out): The dump's value is 1.41421 times ours"));
   // Judged in float16 on request: 4/√2 in float16 is 2.828125.
-  const RunResult half =
-      run_binary({"diff", cat_sat, dir / "dumps", "--dtype", "float16", "--precision", "6"}, wide);
+  const RunResult half = run_binary({"diff", cat_sat, dir / "dumps", "--dtype", "float16", "--precision", "6"}, wide);
   CHECK(half.exit_code == 1);
   CHECK(contains(half.out, "ours 2.828125, the dump 4"));
 }

@@ -72,7 +72,7 @@ expect_has() {
 # The commands and the top-level options.
 expect_exactly "report run" attn-trace r
 expect_exactly "run" attn-trace ru
-expect_exactly "compare example explain new plot properties report run scaling show" attn-trace ''
+expect_exactly "compare diff example explain new plot properties report run scaling show" attn-trace ''
 expect_exactly "properties plot" attn-trace p
 expect_exactly "--dtype --seed --json --max-memory --help" attn-trace properties x.json --
 expect_exactly "--d-k --samples --seed --json --max-memory --precision --help" attn-trace scaling ''
@@ -99,6 +99,9 @@ expect_exactly "text markdown latex csv" attn-trace show t.json --format ''
 expect_exactly "--query --key --head --batch --output --engine --dtype --block-q --block-k --json --max-memory
                 --precision --color --help" attn-trace explain x.json --
 expect_exactly "naive flash" attn-trace explain x.json --engine ''
+expect_exactly "--name --dtype --bfloat16 --json --max-memory --precision --color --help" attn-trace diff x.json d/ --
+expect_exactly "float16 bfloat16 float32 float64" attn-trace diff x.json d/ --dtype ''
+expect_exactly "" attn-trace diff x.json d/ --name ''
 expect_exactly "" attn-trace explain x.json --output ''
 expect_exactly "mask-after-softmax minus-1e9" attn-trace run x.json --mistake m
 expect_exactly "list" attn-trace run --mistake l
@@ -153,7 +156,7 @@ PATH="$(dirname "$attn_trace"):$PATH" expect_has "the-cat-sat" "" attn-trace exa
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/inputs" "$work/two words"
-touch "$work/a.json" "$work/b.json" "$work/notes.txt" "$work/two words/c.json"
+touch "$work/a.json" "$work/b.json" "$work/notes.txt" "$work/two words/c.json" "$work/model.safetensors"
 cd "$work" || exit 1
 expect_lines $'a.json\nb.json\ninputs\ntwo words\n-' attn-trace run ''
 expect_exactly "a.json" attn-trace compare a
@@ -163,11 +166,13 @@ expect_has "- --engine --dtype" "a.json" attn-trace run -
 expect_has "--engine" "-" attn-trace run a.json -
 expect_has "--engine --dtype --help" "a.json b.json" attn-trace run a.json ''
 expect_has "--precision" "a.json" attn-trace show - ''
-expect_lines $'a.json\nb.json\ninputs\nnotes.txt\ntwo words\n-' attn-trace run a.json --json ''
+expect_lines $'a.json\nb.json\ninputs\nmodel.safetensors\nnotes.txt\ntwo words\n-' attn-trace run a.json --json ''
 expect_exactly "notes.txt" attn-trace run a.json --json n
 expect_exactly "notes.txt" attn-trace plot a.json -o n
 expect_lines $'a.json\nb.json\ninputs\ntwo words\n-' attn-trace plot --all-heads ''
 expect_has "--step --all-heads" "a.json" attn-trace plot a.json --all-heads ''
+expect_lines $'inputs\ntwo words\nmodel.safetensors' attn-trace diff a.json ''
+expect_lines $'a.json\nb.json\ninputs\ntwo words\n-' attn-trace diff --bfloat16 ''
 
 if ((failures)); then
   echo "$failures of $checks completions wrong"

@@ -88,6 +88,9 @@ def check_tables_aligned(text, what):
     return checked
 
 
+# attn-trace diff's cases (tests/data/diff), beside this folder.
+CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "data", "diff")
+
 with tempfile.TemporaryDirectory() as tmp:
     source = os.path.join(tmp, "c64.json")
     make_input(source)
@@ -103,6 +106,10 @@ with tempfile.TemporaryDirectory() as tmp:
         ["show", saved, "--steps", "scores,weights,tiles"],
         ["run", source, "--mistake", "no-mask"],
         ["explain", source, "--query", "3", "--key", "1", "--engine", "flash"],
+        # a divergence with its window and diagnosis (exit 1), and a long dump name in the table
+        ["diff", os.path.join(CASES, "head_split", "input.json"), os.path.join(CASES, "head_split", "dumps")],
+        ["diff", os.path.join(CASES, "names", "input.json"), os.path.join(CASES, "names", "dumps"),
+         "--name", "weights=attn_probs", "--name", "output=attn_out"],
     ]
     for columns in (40, 80, 120):
         for args in commands:

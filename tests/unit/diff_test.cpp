@@ -58,15 +58,14 @@ TEST_CASE("A head step fits with or without the batch axis, heads first or token
   CHECK(layouts_that_fit(Step::q, p, {3, 2}).size() == 1);
   CHECK(layouts_that_fit(Step::q, p, {2, 3}).empty());
   // (n, h, d) = [[t0h0, t0h1], [t1h0, t1h1], [t2h0, t2h1]] read back as (h, n, d).
-  const Tensor<double> t =
-      to_canonical(Step::q_heads, p, tokens_first[0], std::vector<double>{10, 11, 20, 21, 30, 31});
+  const Tensor<double> t = to_canonical(Step::q_heads, p, tokens_first[0], std::vector<double>{10, 11, 20, 21, 30, 31});
   CHECK(std::vector<double>(t.values().begin(), t.values().end()) == std::vector<double>{10, 20, 30, 11, 21, 31});
 }
 
 TEST_CASE("Hand-worked scores and scaled scores of the worked example agree", "[diff]") {
   const Problem p = worked_example();
-  const DiffResult r = diff_dump(p, {scores_times(Step::scores, 1), scores_times(Step::scaled, 1 / std::sqrt(2.0))},
-                                 DType::float64);
+  const DiffResult r =
+      diff_dump(p, {scores_times(Step::scores, 1), scores_times(Step::scaled, 1 / std::sqrt(2.0))}, DType::float64);
   REQUIRE(r.steps.size() == 2);
   CHECK(r.steps[0].verdict == Verdict::agrees);
   CHECK(r.steps[1].verdict == Verdict::agrees);
@@ -114,8 +113,8 @@ TEST_CASE("A causal mask written as -1e9 is read as masked, and its absence is t
   const Problem p = worked_example(R"("mask": "causal")");
   const double r2 = 1 / std::sqrt(2.0);
   // scaled by hand: [[0, 4, 2], [4, 0, 2], [2, 2, 2]] / √2; causal keeps j <= i.
-  DumpedStep masked{Step::masked, "masked.json", {3, 3}, {0, -1e9, -1e9, 4 * r2, 0, -1e9, 2 * r2, 2 * r2, 2 * r2},
-                    DType::float64};
+  DumpedStep masked{
+      Step::masked, "masked.json", {3, 3}, {0, -1e9, -1e9, 4 * r2, 0, -1e9, 2 * r2, 2 * r2, 2 * r2}, DType::float64};
   const DiffResult ok = diff_dump(p, {masked}, DType::float64);
   CHECK_FALSE(ok.first.has_value());
   REQUIRE(ok.steps.size() == 1);
