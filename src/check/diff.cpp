@@ -403,16 +403,6 @@ std::vector<DType> less_precise(DType dtype) {
 
 std::string number(double x) { return fmt::format("{:.6g}", x); }
 
-// Row-major position `flat` in `shape` as one index per axis.
-std::vector<std::size_t> unflatten(std::size_t flat, const Shape& shape) {
-  std::vector<std::size_t> at(shape.size());
-  for (std::size_t a = shape.size(); a-- > 0;) {
-    at[a] = shape[a] == 0 ? 0 : flat % shape[a];
-    flat = shape[a] == 0 ? 0 : flat / shape[a];
-  }
-  return at;
-}
-
 std::string label(const Problem& p, const std::string& axis, std::size_t b, std::size_t i) {
   if (axis == "query" && b < p.tokens.size() && i < p.tokens[b].size()) return p.tokens[b][i];
   if (axis == "key" && b < p.context_tokens.size() && i < p.context_tokens[b].size()) return p.context_tokens[b][i];
@@ -718,7 +708,7 @@ DiffResult diff_dump(const Problem& p, const std::vector<DumpedStep>& dumped, DT
       if (!result.first) {
         Divergence dv;
         dv.step = s;
-        dv.index = unflatten(local.worst, canonical_shape(s, p));
+        dv.index = unravel_index(local.worst, canonical_shape(s, p));
         dv.axes = dim_names(s, true);
         for (std::size_t a = 0; a < dv.index.size(); ++a)
           dv.labels.push_back(label(p, dv.axes[a], dv.index[0], dv.index[a]));

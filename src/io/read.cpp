@@ -80,6 +80,22 @@ struct Descriptor {
   }
 };
 
+// Opens `path` ("-": standard input) into `in` and returns what fstat says of it; a directory, or a
+// file that cannot be opened, is an InputError.
+struct stat open_to_read(Descriptor& in, const std::string& path) {
+  if (path == "-") {
+    in.fd = STDIN_FILENO;
+  } else {
+    // A FIFO blocks here until a writer comes, as it does for every reader.
+    in.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (in.fd < 0) cannot_read(path, errno);
+  }
+  struct stat st {};
+  if (::fstat(in.fd, &st) != 0) cannot_read(path, errno);
+  if (S_ISDIR(st.st_mode)) throw InputError(display_name(path), "", "cannot read the file: it is a directory");
+  return st;
+}
+
 }  // namespace
 
 void JsonCost::add(std::string_view chunk) {
@@ -124,16 +140,7 @@ std::string describe_bytes(std::size_t bytes) {
 std::string read_text(const std::string& path, const MemoryLimit& limit) {
   const std::string name = display_name(path);
   Descriptor in;
-  if (path == "-") {
-    in.fd = STDIN_FILENO;
-  } else {
-    // A FIFO blocks here until a writer comes, as it does for every reader.
-    in.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (in.fd < 0) cannot_read(path, errno);
-  }
-  struct stat st {};
-  if (::fstat(in.fd, &st) != 0) cannot_read(path, errno);
-  if (S_ISDIR(st.st_mode)) throw InputError(name, "", "cannot read the file: it is a directory");
+  const struct stat st = open_to_read(in, path);
 
   std::string text;
   if (S_ISREG(st.st_mode) && st.st_size > 0) {
@@ -175,11 +182,7 @@ std::string read_text(const std::string& path, const MemoryLimit& limit) {
 std::string read_bytes(const std::string& path, std::size_t limit, const std::string& limit_text) {
   const std::string name = display_name(path);
   Descriptor in;
-  in.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (in.fd < 0) cannot_read(path, errno);
-  struct stat st {};
-  if (::fstat(in.fd, &st) != 0) cannot_read(path, errno);
-  if (S_ISDIR(st.st_mode)) throw InputError(name, "", "cannot read the file: it is a directory");
+  open_to_read(in, path);
   std::string bytes;
   std::string chunk(std::size_t{1} << 16, '\0');
   for (;;) {

@@ -212,15 +212,6 @@ Trace record_mistaken(const std::shared_ptr<const Problem>& problem, Mistake mis
 
 // ------------------------------------------------------------------ differences
 
-std::vector<std::size_t> unravel(std::size_t flat, const Shape& shape) {
-  std::vector<std::size_t> at(shape.size());
-  for (std::size_t a = shape.size(); a-- > 0;) {
-    at[a] = shape[a] == 0 ? 0 : flat % shape[a];
-    flat = shape[a] == 0 ? 0 : flat / shape[a];
-  }
-  return at;
-}
-
 // |x - y|, with two equal infinities the same and one infinity against a finite number infinitely far.
 double distance(double x, double y) {
   if (x == y) return 0;
@@ -241,7 +232,7 @@ StepDifference difference(const StepRecord& a, const StepRecord& b) {
     }
   if (d.max_abs != 0) {
     d.flat = worst;
-    d.at = unravel(worst, d.intended_shape);
+    d.at = unravel_index(worst, d.intended_shape);
     d.intended = x[worst];
     d.mistaken = y[worst];
   }

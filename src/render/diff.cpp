@@ -79,18 +79,20 @@ void window(Page& page, const Divergence& d, int precision) {
     else --last;
   }
   std::string head = pad(fmt::format("{} \\ {}", w.row_axis, w.col_axis), label_columns + 6);
-  for (std::size_t c = first; c < last; ++c) head += " " + pad(visible(w.col_labels[c]), cell);
-  page.line("  " + head);
+  for (std::size_t c = first; c < last; ++c) head += fmt::format(" {}", pad(visible(w.col_labels[c]), cell));
+  page.line(fmt::format("  {}", head));
   for (std::size_t r = 0; r < w.rows.size(); ++r) {
     const bool at_row = w.rows[r] == d.index[d.index.size() - 2];
     for (const bool ours : {true, false}) {
-      std::string line = pad(ours ? visible(w.row_labels[r]) : "", label_columns) + (ours ? " ours " : " dump ");
+      std::string line =
+          fmt::format("{}{}", pad(ours ? visible(w.row_labels[r]) : "", label_columns), ours ? " ours " : " dump ");
       for (std::size_t c = first; c < last; ++c) {
         const double x = ours ? w.ours[r][c] : w.dumped[r][c];
         const bool here = at_row && c == at;
-        line += " " + pad(format_value(x, precision) + (here && !ours ? " ←" : ""), cell);
+        line +=
+            fmt::format(" {}", pad(fmt::format("{}{}", format_value(x, precision), here && !ours ? " ←" : ""), cell));
       }
-      page.line("  " + line);
+      page.line(fmt::format("  {}", line));
     }
   }
 }

@@ -28,6 +28,16 @@ inline std::size_t element_count(const Shape& shape) {
   return count;
 }
 
+// Row-major position `flat` in `shape` as one index per axis.
+inline std::vector<std::size_t> unravel_index(std::size_t flat, const Shape& shape) {
+  std::vector<std::size_t> at(shape.size());
+  for (std::size_t a = shape.size(); a-- > 0;) {
+    at[a] = shape[a] == 0 ? 0 : flat % shape[a];
+    flat = shape[a] == 0 ? 0 : flat / shape[a];
+  }
+  return at;
+}
+
 template <class T>
 class Tensor {
  public:
