@@ -120,11 +120,11 @@ int run(const DiffOptions& o) {
       throw InputError(display_name(o.dumps), "", shape_mismatch(*step, p, d.source, d.tensor.shape));
     dumped.push_back({*step, d.source, d.tensor.shape, std::move(d.tensor.values), dtype});
   }
-  for (const auto& [name, step] : names)
-    if (std::none_of(dumped.begin(), dumped.end(), [&](const DumpedStep& d) { return d.step == step; }))
+  for (const auto& [name, mapped] : names)
+    if (std::none_of(dumped.begin(), dumped.end(), [step = mapped](const DumpedStep& d) { return d.step == step; }))
       throw InputError(
           display_name(o.dumps), "",
-          fmt::format("--name {}={}: the dump holds no tensor called {}", step_info(step).name, name, name));
+          fmt::format("--name {}={}: the dump holds no tensor called {}", step_info(mapped).name, name, name));
   const DType dtype = o.dtype->count() > 0 ? t.dtype : *least;
   if (dtype == DType::float32 || is_half(dtype)) check_float32_range(p, display_name(t.file));
 

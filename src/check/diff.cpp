@@ -430,7 +430,7 @@ std::pair<std::size_t, std::size_t> mask_counts(const Problem& p, const Tensor<d
 // A measured sentence on what reproducing the dump with `c` shows at step `s`.
 std::string finding(const Problem& p, const Candidate& c, Step s, const Tensor<double>& dumped,
                     const Tensor<double>& ours, const Judged& with_mistake, std::size_t at) {
-  const std::string reproduces =
+  std::string reproduces =
       fmt::format("made on the same inputs, this mistake reproduces the dump's {} (largest difference {})",
                   step_info(s).name, number(with_mistake.max_abs));
   switch (c.code) {

@@ -46,7 +46,7 @@ void steps_table(Page& page, const DiffResult& r) {
   source_width = std::min<std::size_t>(source_width, 28);
   std::size_t verdict_width = 7;
   for (const StepJudgement& j : r.steps) verdict_width = std::max(verdict_width, display_width(verdict_text(j)));
-  if (12 + 1 + source_width + 3 * 10 + verdict_width > page.options().width) {
+  if (std::size_t{12 + 1 + 3 * 10} + source_width + verdict_width > page.options().width) {
     // Too narrow for the table: each step on a line of its own, its figures under it.
     for (const StepJudgement& j : r.steps) {
       page.line(fmt::format("{}: {}", step_info(j.step).name, verdict_text(j)));
