@@ -124,3 +124,17 @@ TEST_CASE("A float16 run refuses an input past 65504 that float32 takes, and sug
                     {"/X/0/0", "70000", "float16's range", "bfloat16"});
   check_success(run_binary({"run", "-", "--dtype", "bfloat16"}, RunOptions().input(input)));
 }
+
+TEST_CASE("docs/precision.md shows what compare prints for docs/examples/large_scores.json in both half types",
+          "[cli][half][docs]") {
+  const std::string doc = read_file(source_path("docs/precision.md"));
+  for (const std::string dtype : {"float16", "bfloat16"}) {
+    const RunResult r =
+        run_binary({"compare", source_path("docs/examples/large_scores.json"), "--dtype", dtype, "--color", "never"});
+    check_success(r);
+    const std::size_t at = r.out.find("━━ compare");
+    REQUIRE(at != std::string::npos);
+    INFO(dtype << ": compare printed\n" << r.out.substr(at));
+    CHECK(contains(doc, r.out.substr(at)));
+  }
+}
