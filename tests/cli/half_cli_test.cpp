@@ -80,7 +80,7 @@ TEST_CASE("An unknown --dtype is a one-line error, exit 2", "[cli][half][errors]
   check_usage_error(run_binary({"compare", source_path("data/the_cat_sat.json"), "--dtype", "half"}), {"--dtype"});
 }
 
-TEST_CASE("Only run and compare take a half --dtype; the others and --mistake refuse it in one line",
+TEST_CASE("Only run and compare take a half --dtype, and the others and --mistake refuse it in one line",
           "[cli][half][errors]") {
   const std::string cat = source_path("data/the_cat_sat.json");
   check_usage_error(run_binary({"run", cat, "--mistake", "no-scale", "--dtype", "float16"}),
@@ -99,7 +99,8 @@ TEST_CASE("Only run and compare take a half --dtype; the others and --mistake re
   CHECK(page.exit_code == 0);
 }
 
-TEST_CASE("--help says which dtypes each command takes and points to the rounding model", "[cli][half][help]") {
+TEST_CASE("The --help of each command says which dtypes it takes and points to the rounding model",
+          "[cli][half][help]") {
   for (const std::string command : {"run", "compare"}) {
     const RunResult r = run_binary({command, "--help"});
     INFO(r.describe());
