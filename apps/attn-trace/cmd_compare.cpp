@@ -25,7 +25,7 @@ int run(const TraceOptions& o) {
     filter.tiles = false;
   }
   const RunRequest request = run_request(o, *problem, filter);
-  if (o.dtype == DType::float32) check_float32_range(*problem, display_name(o.file));
+  check_range(*problem, display_name(o.file), o.dtype);
   check_memory(o, request, *problem, true, true, /*reference=*/true);
   const Trace trace = record_compare(problem, request);
   RenderOptions render = render_options(o);
@@ -39,21 +39,24 @@ int run(const TraceOptions& o) {
 Runner add_compare(CLI::App& app) {
   auto options = std::make_shared<TraceOptions>();
   CLI::App* cmd = app.add_subcommand("compare", "naive vs flash vs a wider reference, with a verdict (exit 1: fail)");
-  add_run_options(*cmd, *options, /*with_engine=*/false);
+  add_run_options(*cmd, *options, /*with_engine=*/false, /*half=*/true);
   add_filter_options(*cmd, *options);
   add_memory_option(*cmd, *options);
   add_display_options(*cmd, *options);
   cmd->footer(
       "Runs naive and flash attention in --dtype, and naive attention one precision up (float64 for float32,\n"
-      "80-bit long double for float64) on the same rounded inputs as the reference; it\n"
+      "float16 and bfloat16; 80-bit long double for float64) on the same rounded inputs as the reference; it\n"
       "prints both outputs, their errors, the memory each engine held for scores, and the verdict of\n"
       "max|flash - ref| <= 2 * max|naive - ref| + noise. Exit code 1 when flash fails it.\n"
       "With --steps or --head it first prints those steps (and the flash tiles), as run does.\n"
+      "In float16 or bfloat16 both engines store every step in it and sum in float32, and errors are\n"
+      "counted in its ULPs (docs/precision.md).\n"
       "\n"
       "Example:\n"
       "  attn-trace compare data/the_cat_sat.json\n"
       "  attn-trace compare data/gqa.json --block-q 3 --block-k 2 --json gqa-compare.json\n"
-      "  attn-trace compare data/gqa.json --steps weights,tiles --head 1");
+      "  attn-trace compare data/gqa.json --steps weights,tiles --head 1\n"
+      "  attn-trace compare docs/examples/large_scores.json --dtype float16");
   return [cmd, options] { return cmd->parsed() ? run(*options) : -1; };
 }
 

@@ -72,7 +72,7 @@ int run(const ExplainOptions& o) {
   check_ranges(o, p);
   const std::size_t b = o.batch.value_or(0);
   const std::size_t i = token_index("--query", *o.query, p.tokens[b], "query");
-  if (t.dtype == DType::float32) check_float32_range(p, display_name(t.file));
+  check_range(p, display_name(t.file), t.dtype);
 
   const bool flash = t.engine == Engine::flash;
   StepFilter filter;  // what explain_weight and explain_output keep, for the memory estimate
@@ -138,10 +138,7 @@ Runner add_explain(CLI::App& app) {
          "beside it to compare)")
       ->check(CLI::IsMember({"naive", "flash"}))
       ->default_str("naive");
-  cmd->add_option_function<std::string>(
-         "--dtype", [&t](const std::string& name) { t.dtype = *dtype_from_name(name); }, "the arithmetic")
-      ->check(CLI::IsMember({"float32", "float64"}))
-      ->default_str("float32");
+  add_dtype_option(*cmd, t.dtype, /*half=*/false, "the arithmetic");
   cmd->add_option("--block-q", t.block_q, "flash: query rows per tile (default about √n)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--block-k", t.block_k, "flash: keys per tile (default about √m)")->check(CLI::Range(1, 1 << 20));

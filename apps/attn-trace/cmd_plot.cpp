@@ -108,10 +108,7 @@ Runner add_plot(CLI::App& app) {
          "an input's computation: naive, or both; flash never forms scores, scaled, masked or weights")
       ->check(CLI::IsMember({"naive", "flash", "both"}))
       ->default_str("naive");
-  cmd->add_option_function<std::string>(
-         "--dtype", [&o](const std::string& name) { o.dtype = *dtype_from_name(name); }, "an input's arithmetic")
-      ->check(CLI::IsMember({"float32", "float64"}))
-      ->default_str("float32");
+  add_dtype_option(*cmd, o.dtype, /*half=*/false, "an input's arithmetic");
   add_memory_option(*cmd, o);
   cmd->footer(
       "Draws one step of FILE for one batch item: one head (head 0, or the head a trace saved with --head\n"

@@ -30,7 +30,7 @@ int run(const PropertiesOptions& o) {
   weights.only = {Step::weights};
   weights.tiles = false;
   const RunRequest request = run_request(t, *problem, weights);
-  if (t.dtype == DType::float32) check_float32_range(*problem, display_name(t.file));
+  check_range(*problem, display_name(t.file), t.dtype);
   check_memory(t, request, *problem, true, true, /*reference=*/true);
 
   const std::vector<PropertyCheck> checks =
@@ -53,10 +53,7 @@ Runner add_properties(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "properties", "check what attention promises on your input: rows sum to 1, equivariance, ... (exit 1: fail)");
   cmd->add_option("FILE", t.file, "the input JSON (docs/input-format.md); - reads standard input")->required();
-  cmd->add_option_function<std::string>(
-         "--dtype", [&t](const std::string& name) { t.dtype = *dtype_from_name(name); }, "the arithmetic")
-      ->check(CLI::IsMember({"float32", "float64"}))
-      ->default_str("float32");
+  add_dtype_option(*cmd, t.dtype, /*half=*/false, "the arithmetic");
   cmd->add_option("--seed", options->seed, "the seed of the permutation of the tokens")->default_str("0");
   cmd->add_option("--json", t.json_out,
                   "also write the checks as JSON (format attn-trace.properties) to this file; - writes them to "

@@ -57,6 +57,7 @@ int run(const CLI::App& cmd, const ReportCommand& c) {
   options.version = attn::version;
   std::optional<MistakeResult> mistake;
   if (which) {
+    check_mistake_dtype(trace.dtype);  // a saved trace may hold a half run
     check_mistake_fits(*which, *trace.problem);
     mistake = run_mistake(trace.problem, *which, trace.dtype);
     options.mistake = &*mistake;
@@ -73,7 +74,7 @@ Runner add_report(CLI::App& app) {
   c->trace.engine = Engine::both;  // so that the page has the tile walk and naive vs flash
   CLI::App* cmd =
       app.add_subcommand("report", "one self-contained HTML page of every step, the tile walk and the verdict");
-  add_run_options(*cmd, c->trace, /*with_engine=*/true);
+  add_run_options(*cmd, c->trace, /*with_engine=*/true, /*half=*/false);
   // The page is the output: run's --json has no place here, and FILE may also be a saved trace.
   cmd->remove_option(cmd->get_option("--json"));
   cmd->get_option("FILE")->description(

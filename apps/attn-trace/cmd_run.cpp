@@ -43,9 +43,10 @@ int run_mistake(const TraceOptions& o, const std::string& name, const CLI::App& 
     if (cmd.count(option) != 0)
       throw UsageError(
           fmt::format("{}: --mistake compares every step of the naive computation; leave {} out", option, option));
+  check_mistake_dtype(o.dtype);
   auto problem = std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o)));
   check_mistake_fits(mistake, *problem);
-  if (o.dtype == DType::float32) check_float32_range(*problem, display_name(o.file));
+  check_range(*problem, display_name(o.file), o.dtype);
   // Two naive runs that keep every step, held at once.
   check_memory(o, run_request(o, *problem, {}), *problem, true, false, false, 2);
   const MistakeResult result = run_mistake(problem, mistake, o.dtype);
@@ -90,7 +91,7 @@ Runner add_run(CLI::App& app) {
       "  attn-trace example | attn-trace run -\n"
       "  attn-trace run data/gpt_causal.json --mistake no-mask\n"
       "  attn-trace run --mistake list");
-  add_run_options(*cmd, *options, /*with_engine=*/true);
+  add_run_options(*cmd, *options, /*with_engine=*/true, /*half=*/true);
   // FILE may be left out for --mistake list alone; run() asks for it otherwise.
   cmd->get_option("FILE")->required(false);
   add_filter_options(*cmd, *options);

@@ -24,7 +24,23 @@
 
 namespace attn::cli {
 
-void add_run_options(CLI::App& command, TraceOptions& o, bool with_engine) {
+CLI::Option* add_dtype_option(CLI::App& command, DType& dtype, bool half, const std::string& what) {
+  std::vector<std::string> names = {"float32", "float64"};
+  std::string help = what + ": float32 or float64";
+  if (half) {
+    names.insert(names.end(), {"float16", "bfloat16"});
+    help = what +
+           ": float32, float64, float16 or bfloat16; a 16-bit type rounds the inputs and every stored step to it "
+           "(to nearest, ties to even) and sums in float32, as GPU kernels do (docs/precision.md)";
+  }
+  return command
+      .add_option_function<std::string>(
+          "--dtype", [&dtype](const std::string& name) { dtype = *dtype_from_name(name); }, help)
+      ->check(CLI::IsMember(names))
+      ->default_str("float32");
+}
+
+void add_run_options(CLI::App& command, TraceOptions& o, bool with_engine, bool half) {
   command.add_option("FILE", o.file, "the input JSON (docs/input-format.md); - reads standard input")->required();
   if (with_engine)
     command
@@ -33,11 +49,7 @@ void add_run_options(CLI::App& command, TraceOptions& o, bool with_engine) {
             "which computation to trace: naive (every step), flash (tile by tile with an online softmax), or both")
         ->check(CLI::IsMember({"naive", "flash", "both"}))
         ->default_str("naive");
-  command
-      .add_option_function<std::string>(
-          "--dtype", [&o](const std::string& name) { o.dtype = *dtype_from_name(name); }, "the arithmetic")
-      ->check(CLI::IsMember({"float32", "float64"}))
-      ->default_str("float32");
+  add_dtype_option(command, o.dtype, half, "the arithmetic");
   command.add_option("--block-q", o.block_q, "flash: query rows per tile (default about √n)")
       ->check(CLI::Range(1, 1 << 20));
   command.add_option("--block-k", o.block_k, "flash: keys per tile (default about √m)")->check(CLI::Range(1, 1 << 20));
@@ -135,6 +147,12 @@ Mistake mistake_by_name(const std::string& name) {
 void check_mistake_fits(Mistake mistake, const Problem& problem) {
   if (const std::optional<std::string> why = mistake_refused(mistake, problem))
     throw UsageError(fmt::format("--mistake {}: {}", mistake_info(mistake).name, *why));
+}
+
+void check_mistake_dtype(DType dtype) {
+  if (is_half(dtype))
+    throw UsageError(fmt::format("--mistake: mistakes run in float32 or float64, not {}; leave --dtype {} out",
+                                 name_of(dtype), name_of(dtype)));
 }
 
 void write_result(const std::string& out, const std::string& text) {
@@ -279,7 +297,7 @@ Trace saved_trace(const TraceOptions& o, std::string_view text) {
 
 Trace run_problem(const TraceOptions& o, const std::shared_ptr<const Problem>& problem) {
   const RunRequest request = run_request(o, *problem, trace_filter(o, *problem, o.engine != Engine::naive));
-  if (o.dtype == DType::float32) check_float32_range(*problem, display_name(o.file));
+  check_range(*problem, display_name(o.file), o.dtype);
   check_memory(o, request, *problem, o.engine != Engine::flash, o.engine != Engine::naive);
   return record_run(problem, request);
 }

@@ -42,8 +42,14 @@ struct TraceOptions {
   std::string max_memory = "4G";    // refuse input or runs estimated to need more
 };
 
-// FILE, --dtype, the tiles and --json (run and compare), --engine (run only).
-void add_run_options(CLI::App& command, TraceOptions& options, bool with_engine);
+// --dtype into `dtype`, float32 by default: float32 or float64, and with `half` also float16 and bfloat16
+// (stored in the half type, computed in float32: docs/precision.md). `what` opens its help text ("the
+// arithmetic"). The one declaration of --dtype for every command.
+CLI::Option* add_dtype_option(CLI::App& command, DType& dtype, bool half, const std::string& what);
+
+// FILE, --dtype (with the half types when `half`), the tiles and --json (run, compare, report), --engine
+// (run and report).
+void add_run_options(CLI::App& command, TraceOptions& options, bool with_engine, bool half);
 // --steps and --head (run, compare, show).
 void add_filter_options(CLI::App& command, TraceOptions& options);
 void add_memory_option(CLI::App& command, TraceOptions& options);
@@ -72,6 +78,8 @@ Step step_by_name(std::string_view option, const std::string& name);
 Mistake mistake_by_name(const std::string& name);
 // A UsageError when `mistake` cannot be made on `problem` (mistake_refused says why).
 void check_mistake_fits(Mistake mistake, const Problem& problem);
+// A UsageError when `dtype` is float16 or bfloat16: a mistake is made and measured in float32 or float64.
+void check_mistake_dtype(DType dtype);
 
 // `text` to the file `out` (written as every file is, io/output.hpp), or to stdout when `out` is "" or "-".
 void write_result(const std::string& out, const std::string& text);

@@ -1,13 +1,23 @@
 #pragma once
 // What both engines share: the inputs in the run's scalar type, the projections before attention and
 // after it, the rows with nothing to attend, and the result.
+//
+// Storage: every engine function takes the dtype its values are stored in (`storage`). A half type
+// (float16, bfloat16) is computed with T = float: the inputs and every stored intermediate are rounded
+// to it, to nearest with ties to even, while products and sums run in float32, as GPU kernels do
+// (docs/precision.md). Any other storage keeps T as computed; that is the default.
 
 #include <algorithm>
 #include <cstddef>
 #include <span>
+#include <stdexcept>
+#include <type_traits>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "model/problem.hpp"
+#include "model/run.hpp"
 #include "ops/attention.hpp"
 #include "tensor/tensor.hpp"
 #include "observe/observer.hpp"
@@ -53,23 +63,52 @@ inline std::vector<EmptyRow> find_empty_rows(const Problem& p) {
   return rows;
 }
 
-// The problem's inputs rounded to T, the arithmetic of a run.
+// A half type is stored from a float32 computation only: the precondition of every engine.
+template <class T>
+void require_storage(const char* who, DType storage) {
+  if (is_half(storage) && !std::is_same_v<T, float>)
+    throw std::invalid_argument(fmt::format("{}: {} is stored from float32 arithmetic, not from {}-byte values", who,
+                                            name_of(storage), sizeof(T)));
+}
+
+// Rounds every value of `t` to what a run in `storage` keeps (model/run.hpp, stored): nothing to do
+// unless it is a half type.
+template <class T>
+void round_stored(Tensor<T>& t, DType storage) {
+  if (!is_half(storage)) return;
+  for (T& x : t.values()) x = stored(storage, x);
+}
+
+// The problem's inputs as the run holds them: rounded to T, or to the half type it stores in.
 template <class T>
 struct Inputs {
   Tensor<T> X, C, W_q, W_k, W_v, W_o;
   std::vector<T> b_q, b_k, b_v, b_o;
 
-  explicit Inputs(const Problem& p)
-      : X(cast<T>(p.X)),
-        C(cast<T>(p.C)),
-        W_q(cast<T>(p.W_q)),
-        W_k(cast<T>(p.W_k)),
-        W_v(cast<T>(p.W_v)),
-        W_o(cast<T>(p.W_o)),
-        b_q(p.b_q.begin(), p.b_q.end()),
-        b_k(p.b_k.begin(), p.b_k.end()),
-        b_v(p.b_v.begin(), p.b_v.end()),
-        b_o(p.b_o.begin(), p.b_o.end()) {}
+  explicit Inputs(const Problem& p, DType storage = DType::float32)
+      : X(held(p.X, storage)),
+        C(held(p.C, storage)),
+        W_q(held(p.W_q, storage)),
+        W_k(held(p.W_k, storage)),
+        W_v(held(p.W_v, storage)),
+        W_o(held(p.W_o, storage)),
+        b_q(held(p.b_q, storage)),
+        b_k(held(p.b_k, storage)),
+        b_v(held(p.b_v, storage)),
+        b_o(held(p.b_o, storage)) {}
+
+ private:
+  static Tensor<T> held(const Tensor<double>& t, DType storage) {
+    if (!is_half(storage)) return cast<T>(t);
+    std::vector<T> values(t.size());
+    for (std::size_t k = 0; k < values.size(); ++k) values[k] = stored_input<T>(storage, t.values()[k]);
+    return Tensor<T>(t.shape(), std::move(values));
+  }
+  static std::vector<T> held(const std::vector<double>& b, DType storage) {
+    std::vector<T> values(b.size());
+    for (std::size_t k = 0; k < values.size(); ++k) values[k] = stored_input<T>(storage, b[k]);
+    return values;
+  }
 };
 
 template <class T>
@@ -80,13 +119,17 @@ struct Heads {
 };
 
 // Project the tokens into queries, keys and values, and split them into heads (steps q … v_heads).
+// The heads are a relayout of values already stored.
 template <class T>
-Heads<T> project_heads(const Problem& p, const Inputs<T>& in, Observer& observer) {
-  const Tensor<T> Q = project(in.X, in.W_q, std::span<const T>(in.b_q));  // (B, n, h·d_k)
+Heads<T> project_heads(const Problem& p, const Inputs<T>& in, Observer& observer, DType storage = DType::float32) {
+  Tensor<T> Q = project(in.X, in.W_q, std::span<const T>(in.b_q));  // (B, n, h·d_k)
+  round_stored(Q, storage);
   report(observer, Step::q, Q);
-  const Tensor<T> K = project(in.C, in.W_k, std::span<const T>(in.b_k));  // (B, m, g·d_k)
+  Tensor<T> K = project(in.C, in.W_k, std::span<const T>(in.b_k));  // (B, m, g·d_k)
+  round_stored(K, storage);
   report(observer, Step::k, K);
-  const Tensor<T> V = project(in.C, in.W_v, std::span<const T>(in.b_v));  // (B, m, g·d_v)
+  Tensor<T> V = project(in.C, in.W_v, std::span<const T>(in.b_v));  // (B, m, g·d_v)
+  round_stored(V, storage);
   report(observer, Step::v, V);
 
   Heads<T> heads{split_heads(Q, p.h), split_heads(K, p.g), split_heads(V, p.g)};
@@ -97,11 +140,14 @@ Heads<T> project_heads(const Problem& p, const Inputs<T>& in, Observer& observer
 }
 
 // Merge the heads' outputs and project them out (steps concat, output).
+// O_h is stored already, so the concatenation is too.
 template <class T>
-Tensor<T> merge_and_project(const Problem& p, const Inputs<T>& in, const Tensor<T>& O_h, Observer& observer) {
+Tensor<T> merge_and_project(const Problem& p, const Inputs<T>& in, const Tensor<T>& O_h, Observer& observer,
+                            DType storage = DType::float32) {
   Tensor<T> O = merge_heads(O_h);  // (B, n, h·d_v)
   report(observer, Step::concat, O);
   Tensor<T> Y = p.has_output_projection() ? project(O, in.W_o, std::span<const T>(in.b_o)) : std::move(O);
+  round_stored(Y, storage);
   report(observer, Step::output, Y);  // (B, n, d_out)
   return Y;
 }

@@ -18,16 +18,16 @@
 
 namespace attn {
 
-// The problem with every value rounded to T and back: the reference sees exactly what T engines see.
+// The problem with every value rounded as a run in T stores it (to the half type when `storage` is one)
+// and back: the reference sees exactly what the engines see. The scale is a T number in every storage.
 template <class T>
-Problem rounded_inputs(const Problem& p) {
+Problem rounded_inputs(const Problem& p, DType storage = DType::float32) {
   Problem q = p;
-  const auto round = [](Tensor<double>& t) {
-    for (double& x : t.values()) x = static_cast<double>(static_cast<T>(x));
-  };
-  for (Tensor<double>* t : {&q.X, &q.C, &q.W_q, &q.W_k, &q.W_v, &q.W_o}) round(*t);
+  const auto round = [storage](double& x) { x = static_cast<double>(stored_input<T>(storage, x)); };
+  for (Tensor<double>* t : {&q.X, &q.C, &q.W_q, &q.W_k, &q.W_v, &q.W_o})
+    for (double& x : t->values()) round(x);
   for (std::vector<double>* b : {&q.b_q, &q.b_k, &q.b_v, &q.b_o})
-    for (double& x : *b) x = static_cast<double>(static_cast<T>(x));
+    for (double& x : *b) round(x);
   q.scale = static_cast<double>(static_cast<T>(q.scale));
   return q;
 }
@@ -42,12 +42,23 @@ std::int64_t ulp_index(T x) {
                   : static_cast<std::int64_t>(bits);
 }
 
+// The same for the bits of a float16 or bfloat16 (sign and magnitude, like a float's).
+inline std::int64_t half_ulp_index(std::uint16_t bits) {
+  return (bits & 0x8000u) != 0 ? -static_cast<std::int64_t>(bits & 0x7FFFu) : static_cast<std::int64_t>(bits);
+}
+
 // Errors of `a` against `b` (same size), computed in B's precision; the ULPs measured in T after
-// rounding both to T. A NaN on either side, or infinities that differ, make every figure NaN (and the
-// ULPs the most there are): an error that max() would otherwise skip over.
+// rounding both to T, or in the half type that `storage` names after rounding both to it. A NaN on
+// either side, or infinities that differ, make every figure NaN (and the ULPs the most there are): an
+// error that max() would otherwise skip over.
 template <class T, class B>
-ErrorStats error_stats(std::span<const double> a, std::span<const B> b) {
+ErrorStats error_stats(std::span<const double> a, std::span<const B> b, DType storage = DType::float32) {
   constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  const auto index = [storage](auto x) {
+    if (storage == DType::float16) return half_ulp_index(double_to_float16(static_cast<double>(x)));
+    if (storage == DType::bfloat16) return half_ulp_index(double_to_bfloat16(static_cast<double>(x)));
+    return ulp_index(static_cast<T>(x));
+  };
   ErrorStats s;
   for (std::size_t k = 0; k < a.size(); ++k) {
     const B x = static_cast<B>(a[k]);
@@ -61,9 +72,10 @@ ErrorStats error_stats(std::span<const double> a, std::span<const B> b) {
     if (b[k] != 0 && !std::isnan(s.max_rel))
       s.max_rel = std::max(s.max_rel, static_cast<double>(diff / std::fabs(b[k])));
     // Unsigned arithmetic: the distance between two indices of T always fits in 64 bits.
-    const auto ua = static_cast<std::uint64_t>(ulp_index(static_cast<T>(a[k])));
-    const auto ub = static_cast<std::uint64_t>(ulp_index(static_cast<T>(b[k])));
-    const bool a_above = ulp_index(static_cast<T>(a[k])) > ulp_index(static_cast<T>(b[k]));
+    const std::int64_t ia = index(a[k]), ib = index(b[k]);
+    const auto ua = static_cast<std::uint64_t>(ia);
+    const auto ub = static_cast<std::uint64_t>(ib);
+    const bool a_above = ia > ib;
     s.max_ulp = std::max(s.max_ulp, a_above ? ua - ub : ub - ua);
   }
   return s;
@@ -96,6 +108,17 @@ ErrorStats error_stats(std::span<const double> a, std::span<const B> b) {
 // the reference's own rounding (the same bound with 2^-53 or 2^-64) fits in the other half. The
 // magnitudes are the reference's, on the same T-rounded inputs. Nothing here assumes that flash
 // shares a step with naive, so the verdict stays sound when either engine changes its order of sums.
+//
+// A half storage type (float16, bfloat16) computes in float32 and rounds each stored step once more.
+// The derivation holds with u and η of the half type (u = 2^-11 float16, 2^-8 bfloat16; η = 2^-24
+// float16, 2^-133 bfloat16): each n above counts at least two operations, the last of which is stored,
+// and n·2^-24 + u_half <= n·u_half (the float32 work plus one rounding to storage) as soon as n >= 2,
+// since u_half >= 2^13·2^-24; likewise float32's η (2^-149) and half an η of the half type's
+// subnormals fit in one η_half. Naive stores the scores twice (scores, scaled): for d_k >= 2 both
+// roundings fit in (d_k + 1)·u, and for d_k = 1 the second fits in the 2·T_r·u that D_j keeps for the
+// exps, which run in float32 (2·2^-24 each). The weights (naive) or P (flash) are stored once more:
+// a_j·(1 + δ_j) moves o by at most u·Σ_j a_j·|v_jc|, within the (N + T_r)·u of step 3 beside the
+// float32 products and additions; the stored O / l within the (N + 2·T_r + 1)·u·|o_c| beside them.
 
 struct Rounding {
   double u;    // unit roundoff: the largest relative error of one operation
@@ -105,6 +128,14 @@ struct Rounding {
 template <class T>
 constexpr Rounding rounding_of() {
   return {std::numeric_limits<T>::epsilon() / 2, static_cast<double>(std::numeric_limits<T>::denorm_min())};
+}
+
+// The rounding of a run in T that stores in `storage`: the half type's for float16 and bfloat16 (above),
+// else T's own.
+template <class T>
+constexpr Rounding rounding_of(DType storage) {
+  if (is_half(storage)) return {unit_roundoff(storage), smallest_subnormal(storage)};
+  return rounding_of<T>();
 }
 
 // |A|, value by value.
@@ -193,8 +224,9 @@ inline RowError attention_row_error(std::span<const double> a, std::span<const d
 template <class T>
 class NoiseFloor final : public Observer {
  public:
-  // p: the T-rounded inputs that the reference runs on; Bc: flash's key tile.
-  NoiseFloor(const Problem& p, std::size_t Bc) : p_(p), Bc_(Bc) {
+  // p: the T-rounded inputs that the reference runs on; Bc: flash's key tile; storage: the engines'.
+  NoiseFloor(const Problem& p, std::size_t Bc, DType storage = DType::float32)
+      : p_(p), Bc_(Bc), r_(rounding_of<T>(storage)) {
     dQ_ = split_heads(projection_error(p.X, p.W_q, p.b_q, r_), p.h);  // (B, h, n, d_k)
     dK_ = split_heads(projection_error(p.C, p.W_k, p.b_k, r_), p.g);  // (B, g, m, d_k)
     dV_ = split_heads(projection_error(p.C, p.W_v, p.b_v, r_), p.g);  // (B, g, m, d_v)
@@ -266,7 +298,7 @@ class NoiseFloor final : public Observer {
 
   const Problem& p_;
   std::size_t Bc_;
-  Rounding r_ = rounding_of<T>();
+  Rounding r_;
   Tensor<double> Q_, K_, V_;     // |Q| (B, h, n, d_k), |K| (B, g, m, d_k), V (B, g, m, d_v) of the reference
   Tensor<double> dQ_, dK_, dV_;  // their bounds ΔQ, ΔK, ΔV
   Tensor<double> O_, dO_;        // o and Δo (B, h, n, d_v)
@@ -280,26 +312,29 @@ using Reference = std::conditional_t<std::is_same_v<T, float>, double, long doub
 // Judges a flash result (made with `tiles`) against naive's and naive's in a wider type on the
 // T-rounded inputs, by the rule that FlashAttention's own tests use:
 // max|flash - ref| <= 2 · max|naive - ref| + noise.
+// `storage`: what both engines stored in (engine/common.hpp); for a half type the inputs are rounded to
+// it, the ULPs are the half type's, and the noise floor uses its rounding. The reference stores nothing
+// rounded: it is the float64 computation on those inputs.
 template <class T>
 CompareRecord judge_flash(const Problem& p, TileSize tiles, const AttentionResult<T>& naive,
-                          const AttentionResult<T>& flash) {
+                          const AttentionResult<T>& flash, DType storage = DType::float32) {
   using R = Reference<T>;
-  const Problem rounded = rounded_inputs<T>(p);
-  NoiseFloor<T> noise_floor(rounded, tiles.Bc);
+  const Problem rounded = rounded_inputs<T>(p, storage);
+  NoiseFloor<T> noise_floor(rounded, tiles.Bc, storage);
   const AttentionResult<R> ref = run_naive<R>(rounded, noise_floor);
 
   CompareRecord c;
-  c.dtype = sizeof(T) == 4 ? DType::float32 : DType::float64;
+  c.dtype = is_half(storage) ? storage : sizeof(T) == 4 ? DType::float32 : DType::float64;
   c.tile_size = tiles;
   c.naive = cast<double>(naive.output);
   c.flash = cast<double>(flash.output);
   c.reference = cast<double>(ref.output);
-  c.naive_vs_ref = error_stats<T, R>(c.naive.values(), ref.output.values());
-  c.flash_vs_ref = error_stats<T, R>(c.flash.values(), ref.output.values());
-  c.flash_vs_naive = error_stats<T, double>(c.flash.values(), c.naive.values());
+  c.naive_vs_ref = error_stats<T, R>(c.naive.values(), ref.output.values(), storage);
+  c.flash_vs_ref = error_stats<T, R>(c.flash.values(), ref.output.values(), storage);
+  c.flash_vs_naive = error_stats<T, double>(c.flash.values(), c.naive.values(), storage);
   c.naive_peak_bytes = naive.peak_score_bytes;
   c.flash_peak_bytes = flash.peak_score_bytes;
-  // The noise floor: twice the largest bound Δy on how far rounding in T can move a correct output
+  // The noise floor: twice the largest bound Δy on how far rounding in T (or storage) can move a correct output
   // (the derivation above).
   const Tensor<double> dy = noise_floor.output_error();  // (B, n, d_out)
   double largest = 0;
@@ -311,12 +346,13 @@ CompareRecord judge_flash(const Problem& p, TileSize tiles, const AttentionResul
   return c;
 }
 
-// Runs naive and flash in T and judges flash (judge_flash).
+// Runs naive and flash in T, storing in `storage`, and judges flash (judge_flash).
 template <class T>
-CompareRecord compare_engines(const Problem& p, TileSize tiles, Observer& naive_observer, Observer& flash_observer) {
-  const AttentionResult<T> naive = run_naive<T>(p, naive_observer);
-  const AttentionResult<T> flash = run_flash<T>(p, flash_observer, tiles);
-  return judge_flash<T>(p, tiles, naive, flash);
+CompareRecord compare_engines(const Problem& p, TileSize tiles, Observer& naive_observer, Observer& flash_observer,
+                              DType storage = DType::float32) {
+  const AttentionResult<T> naive = run_naive<T>(p, naive_observer, storage);
+  const AttentionResult<T> flash = run_flash<T>(p, flash_observer, tiles, storage);
+  return judge_flash<T>(p, tiles, naive, flash, storage);
 }
 
 }  // namespace attn

@@ -1,6 +1,9 @@
 #pragma once
 // Flash attention: the same result as naive, computed tile by tile with an online softmax so that
 // nothing of size n × m is ever held. ref: FlashAttention-2 (arXiv:2307.08691), Algorithm 1.
+// In a half storage type (engine/common.hpp) q, k and v are stored as naive stores them; S, m, l, alpha
+// and the running O stay in T = float, P is rounded before P·V (online_softmax_update), and O / l is
+// rounded as it is stored.
 
 #include <algorithm>
 #include <cmath>
@@ -34,11 +37,12 @@ inline bool tile_masked_out(const Mask& mask, std::size_t b, std::size_t r0, std
 }
 
 template <class T>
-AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tiles) {
+AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tiles, DType storage = DType::float32) {
   if (tiles.Br == 0 || tiles.Bc == 0)
     throw std::invalid_argument(
         fmt::format("run_flash: tiles of {} × {}: both sides must be >= 1", tiles.Br, tiles.Bc));
-  const Inputs<T> in(p);
+  require_storage<T>("run_flash", storage);
+  const Inputs<T> in(p, storage);
   const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v;
   const std::size_t Br = tiles.Br, Bc = tiles.Bc;
   const std::size_t Tr = (n + Br - 1) / Br, Tc = (m + Bc - 1) / Bc;  // the last tiles may be partial
@@ -48,7 +52,7 @@ AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tile
   ByteMeter meter;
 
   // pass 1: project the tokens into queries, keys and values, and split them into heads
-  const Heads<T> heads = project_heads(p, in, observer);
+  const Heads<T> heads = project_heads(p, in, observer, storage);
 
   // pass 2: per query tile, sweep the key tiles with the online softmax
   Tensor<T> O_h({B, h, n, d_v});  // normalised head outputs
@@ -87,7 +91,7 @@ AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tile
           for (std::size_t c = 0; c < cols; ++c)
             for (std::size_t e = 0; e < d_v; ++e) V_j(c, e) = heads.V(b, kv, c0 + c, e);
 
-          OnlineSoftmaxStep<T> step = online_softmax_update(S, m_i, l_i, O_i, V_j);
+          OnlineSoftmaxStep<T> step = online_softmax_update(S, m_i, l_i, O_i, V_j, storage);
           meter.hold(bytes_of(S) + bytes_of(step.P));
           if (watching) {
             observer.on_tile(TileEvent<T>{b, hd, i, j, r0, r1, c0, c1, false, &S, &m_i, &step.m_new, &step.alpha,
@@ -101,6 +105,7 @@ AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tile
         // O_i / l_i once at the end, and lse = m + log l
         Tensor<T> lse_i;
         finish_rows(O_i, lse_i, m_i, l_i);
+        round_stored(O_i, storage);  // lse stays in T, as a backward pass keeps it
         if (watching) observer.on_query_tile_done(QueryTileDone<T>{b, hd, i, r0, r1, &O_i, &lse_i});
         for (std::size_t r = 0; r < rows; ++r) {
           lse(b, hd, r0 + r) = lse_i(r);
@@ -112,7 +117,7 @@ AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tile
   report(observer, Step::head_outputs, O_h);
 
   // pass 3: merge the heads and project out
-  Tensor<T> Y = merge_and_project(p, in, O_h, observer);
+  Tensor<T> Y = merge_and_project(p, in, O_h, observer, storage);
   return {std::move(Y), find_empty_rows(p), meter.peak(), std::move(lse)};
 }
 

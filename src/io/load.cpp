@@ -9,6 +9,7 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "io/json_pointer.hpp"
 #include "io/json_reader.hpp"
 #include "io/load_json.hpp"
+#include "model/run.hpp"
 
 namespace attn {
 
@@ -378,17 +380,25 @@ Problem load_problem(std::string_view text, const std::string& file) {
   return problem_from_json(parse_json(text, file), file, "");
 }
 
-void check_float32_range(const Problem& p, const std::string& file) {
-  const double limit = std::numeric_limits<float>::max();
-  const auto fail = [&](const std::string& pointer, double x) {
-    throw InputError(file, pointer, fmt::format("{} is beyond float32's range (±3.4e38): use --dtype float64", x));
+void check_range(const Problem& p, const std::string& file, DType dtype) {
+  if (dtype == DType::float64) return;
+  const double float32_max = std::numeric_limits<float>::max();
+  // A value the run would hold as ±inf: past float32's largest, or rounded to inf by the half type.
+  const auto beyond = [&](double x) {
+    return std::fabs(x) > float32_max || (is_half(dtype) && std::isinf(stored_input<float>(dtype, x)));
   };
+  const auto fail_in = [&](const std::string& pointer, double x, DType in) {
+    const std::string_view advice =
+        in == DType::float16 ? "(±65504): use --dtype bfloat16, float32 or float64" : "(±3.4e38): use --dtype float64";
+    throw InputError(file, pointer, fmt::format("{} is beyond {}'s range {}", x, name_of(in), advice));
+  };
+  const auto fail = [&](const std::string& pointer, double x) { fail_in(pointer, x, dtype); };
   // A sequence (B, rows, cols), pointed at without the batch index for a 2-D input.
   const auto sequence = [&](const Tensor<double>& t, const std::string& at) {
     for (std::size_t b = 0; b < t.dim(0); ++b)
       for (std::size_t i = 0; i < t.dim(1); ++i)
         for (std::size_t c = 0; c < t.dim(2); ++c)
-          if (std::fabs(t(b, i, c)) > limit) {
+          if (beyond(t(b, i, c))) {
             const std::string item = p.batched ? pointer_index(at, b) : at;
             fail(pointer_index(pointer_index(item, i), c), t(b, i, c));
           }
@@ -398,14 +408,14 @@ void check_float32_range(const Problem& p, const std::string& file) {
     if (w.empty()) return;
     for (std::size_t r = 0; r < w.dim(0); ++r)
       for (std::size_t c = 0; c < w.dim(1); ++c)
-        if (std::fabs(w(r, c)) > limit) {
+        if (beyond(w(r, c))) {
           const auto [row, col] = p.layout == Layout::in_out ? std::pair(r, c) : std::pair(c, r);
           fail(pointer_index(pointer_index(pointer_key("", key), row), col), w(r, c));
         }
   };
   const auto bias = [&](const std::vector<double>& b, const char* key) {
     for (std::size_t i = 0; i < b.size(); ++i)
-      if (std::fabs(b[i]) > limit) fail(pointer_index(pointer_key("", key), i), b[i]);
+      if (beyond(b[i])) fail(pointer_index(pointer_key("", key), i), b[i]);
   };
   sequence(p.X, "/X");
   if (p.cross) sequence(p.C, "/context/X");
@@ -417,7 +427,8 @@ void check_float32_range(const Problem& p, const std::string& file) {
   bias(p.b_k, "b_k");
   bias(p.b_v, "b_v");
   bias(p.b_o, "b_o");
-  if (std::fabs(p.scale) > limit) fail("/scale", p.scale);
+  // The scale stays a float32 number in a half run.
+  if (std::fabs(p.scale) > float32_max) fail_in("/scale", p.scale, DType::float32);
 }
 
 Problem load_problem_file(const std::string& path, const MemoryLimit& limit) {

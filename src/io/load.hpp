@@ -8,6 +8,7 @@
 #include "io/error.hpp"
 #include "io/read.hpp"
 #include "model/problem.hpp"
+#include "model/run.hpp"
 
 namespace attn {
 
@@ -18,8 +19,9 @@ Problem load_problem(std::string_view text, const std::string& file);
 // unreadable file is an InputError.
 Problem load_problem_file(const std::string& path, const MemoryLimit& limit = {});
 
-// Refuses (InputError naming the value's JSON Pointer) an input value beyond float32's range, which a
-// float32 run would turn into inf.
-void check_float32_range(const Problem& problem, const std::string& file);
+// Refuses (InputError naming the value's JSON Pointer) an input value beyond the range of `dtype`, which
+// a run in it would turn into inf: float32's ±3.4e38, float16's 65504 (what rounds to inf), bfloat16's
+// (as float32's, what rounds to inf). A float64 run takes every finite input.
+void check_range(const Problem& problem, const std::string& file, DType dtype);
 
 }  // namespace attn

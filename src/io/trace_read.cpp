@@ -73,11 +73,12 @@ class TraceReader {
       if (!s.is_object()) fail(ptr, "expected a step object");
       const std::optional<Step> step = step_from_name(string_at(s, ptr, "name"));
       if (!step) continue;  // a step this version does not know: newer writers may add steps
-      const bool float32 = string_at(s, ptr, "dtype") == "float32";
+      const std::optional<DType> step_dtype = dtype_from_name(string_at(s, ptr, "dtype"));
+      const bool float32 = step_dtype && computes_in_float32(*step_dtype);
       t.steps.push_back(
           {*step, string_at(s, ptr, "formula"), string_at(s, ptr, "description"), tensor_at(s, ptr, float32)});
     }
-    if (doc.contains("flash")) t.flash = flash(doc.at("flash"), t.dtype == DType::float32);
+    if (doc.contains("flash")) t.flash = flash(doc.at("flash"), computes_in_float32(t.dtype));
     if (doc.contains("compare")) t.compare = compare(doc.at("compare"));
     if (doc.contains("empty_rows")) {
       const json& rows = doc.at("empty_rows");
@@ -261,7 +262,7 @@ class TraceReader {
     const Shape shape = {p.B, p.n, p.d_out};
     Shape written = shape;
     if (!p.batched) written.erase(written.begin());
-    const bool float32 = out.dtype == DType::float32;
+    const bool float32 = computes_in_float32(out.dtype);
     const auto output = [&](const char* key, bool in_float32) {
       const Tensor<double> t = values(c.at("outputs"), outs, key, written, in_float32);
       return Tensor<double>(shape, std::vector<double>(t.values().begin(), t.values().end()));  // batch axis back
@@ -275,7 +276,9 @@ class TraceReader {
   DType dtype_at(const json& object, const std::string& ptr) const {
     const std::string name = string_at(object, ptr, "dtype");
     const std::optional<DType> dtype = dtype_from_name(name);
-    if (!dtype) fail(pointer_key(ptr, "dtype"), fmt::format("expected \"float32\" or \"float64\", found \"{}\"", name));
+    if (!dtype)
+      fail(pointer_key(ptr, "dtype"),
+           fmt::format("expected \"float32\", \"float64\", \"float16\" or \"bfloat16\", found \"{}\"", name));
     return *dtype;
   }
 

@@ -354,7 +354,7 @@ void write_compare(TextWriter& w, const CompareRecord& c, bool batched) {
       number(c.flash_vs_ref.max_abs), number(c.naive_vs_ref.max_abs), number(c.noise), number(c.bound), c.pass));
   w.key("outputs", 4, false);
   w.append("{");
-  const bool float32 = c.dtype == DType::float32;
+  const bool float32 = computes_in_float32(c.dtype);
   output("naive", c.naive, float32);
   output("flash", c.flash, float32);
   output("reference", c.reference, false);
@@ -366,7 +366,7 @@ void write_compare(TextWriter& w, const CompareRecord& c, bool batched) {
 
 std::string trace_to_json(const Trace& t, const std::string& generator) {
   const Problem& p = *t.problem;
-  const bool float32 = t.dtype == DType::float32;
+  const bool float32 = computes_in_float32(t.dtype);
   TextWriter w;
   w.append("{");
   w.key("format", 2, true);

@@ -68,12 +68,6 @@ namespace {
 
 constexpr double minus_inf = -std::numeric_limits<double>::infinity();
 
-double unit_roundoff(DType dtype) { return dtype == DType::float32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53); }
-double smallest_subnormal(DType dtype) {
-  return dtype == DType::float32 ? static_cast<double>(std::numeric_limits<float>::denorm_min())
-                                 : std::numeric_limits<double>::denorm_min();
-}
-
 // `step` of `trace`, with a leading batch axis of extent 1 when the trace dropped it (a 2-D input).
 Tensor<double> recorded(const Trace& trace, Step step) {
   for (const StepRecord& s : trace.steps) {
@@ -463,6 +457,7 @@ Explanation explain_weight(const std::shared_ptr<const Problem>& problem, const 
           fmt::format("explain_weight: batch {}, head {}, query {}, key {} for B = {}, h = {}, n = {}, m = {}",
                       request.batch, request.head, request.query, request.key, p.B, p.h, p.n, p.m));
   require(request.engine != Engine::both, "explain_weight: explains one engine, naive or flash");
+  require(!is_half(request.dtype), "explain_weight: explains float32 or float64 arithmetic, not a half storage type");
   return request.dtype == DType::float64 ? explain_weight_in<double>(problem, request)
                                          : explain_weight_in<float>(problem, request);
 }
@@ -473,6 +468,7 @@ OutputExplanation explain_output(const std::shared_ptr<const Problem>& problem, 
           fmt::format("explain_output: batch {}, query {}, column {} for B = {}, n = {}, d_out = {}", request.batch,
                       request.query, request.column, p.B, p.n, p.d_out));
   require(request.engine != Engine::both, "explain_output: explains one engine, naive or flash");
+  require(!is_half(request.dtype), "explain_output: explains float32 or float64 arithmetic, not a half storage type");
   return request.dtype == DType::float64 ? explain_output_in<double>(problem, request)
                                          : explain_output_in<float>(problem, request);
 }

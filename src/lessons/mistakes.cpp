@@ -525,6 +525,8 @@ double row_entropy(const Tensor<double>& A, std::size_t b, std::size_t hd, std::
 
 MistakeResult run_mistake(const std::shared_ptr<const Problem>& problem, Mistake mistake, DType dtype) {
   if (const auto why = mistake_refused(mistake, *problem)) throw std::invalid_argument(*why);
+  if (is_half(dtype))
+    throw std::invalid_argument(fmt::format("run_mistake: mistakes run in float32 or float64, not {}", name_of(dtype)));
   const Problem& p = *problem;
 
   // pass 1: the intended computation and the mistaken one, every step kept

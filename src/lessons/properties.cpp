@@ -18,9 +18,6 @@ namespace attn {
 
 namespace {
 
-// The unit roundoff of `dtype`: the largest relative error of one operation.
-double unit_roundoff(DType dtype) { return dtype == DType::float32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53); }
-
 void require_weights(const Tensor<double>& A, const char* who) {
   if (A.rank() != 4)
     throw std::invalid_argument(fmt::format("{}: expects weights (B, h, n, m), got rank {}", who, A.rank()));

@@ -6,6 +6,9 @@
 #include <cstddef>
 #include <optional>
 #include <string_view>
+#include <type_traits>
+
+#include "tensor/half.hpp"
 
 namespace attn {
 
@@ -58,5 +61,54 @@ constexpr std::optional<DType> dtype_from_name(std::string_view name) {
 
 // Bytes per value as an engine holds it: a half type is computed in float32.
 constexpr std::size_t scalar_bytes(DType t) { return t == DType::float64 ? 8 : 4; }
+
+// The unit roundoff of `t`: the largest relative error of rounding to it (to nearest), 2^-p for p
+// significant bits.
+constexpr double unit_roundoff(DType t) {
+  switch (t) {
+    case DType::float32: return 0x1p-24;
+    case DType::float64: return 0x1p-53;
+    case DType::float16: return 0x1p-11;
+    case DType::bfloat16: return 0x1p-8;
+  }
+  return 0;
+}
+
+// The smallest subnormal of `t`: the most that underflow can lose in one rounding.
+constexpr double smallest_subnormal(DType t) {
+  switch (t) {
+    case DType::float32: return 0x1p-149;
+    case DType::float64: return 0x1p-1074;
+    case DType::float16: return 0x1p-24;
+    case DType::bfloat16: return 0x1p-133;
+  }
+  return 0;
+}
+
+// Whether every value a run in `t` computes is a float32 number: float32, and the half types, whose
+// stored values float32 holds exactly and whose sums are float32's.
+constexpr bool computes_in_float32(DType t) { return t != DType::float64; }
+
+// x as a run in `storage` keeps it: rounded to the half type (to nearest, ties to even) when `storage`
+// is one, else as it was computed. Only a float32 computation stores in a half type.
+template <class T>
+T stored(DType storage, T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (storage == DType::float16) return float16_to_float(float_to_float16(x));
+    if (storage == DType::bfloat16) return bfloat16_to_float(float_to_bfloat16(x));
+  }
+  return x;
+}
+
+// An input value of the problem (a double) as a run in `storage` and scalar type T holds it: rounded
+// once to the half type, or to T.
+template <class T>
+T stored_input(DType storage, double x) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (storage == DType::float16) return float16_to_float(double_to_float16(x));
+    if (storage == DType::bfloat16) return bfloat16_to_float(double_to_bfloat16(x));
+  }
+  return static_cast<T>(x);
+}
 
 }  // namespace attn

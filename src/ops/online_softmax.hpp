@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <limits>
 
+#include "model/run.hpp"
 #include "ops/attention.hpp"
 #include "tensor/tensor.hpp"
 
@@ -31,9 +32,12 @@ struct OnlineSoftmaxStep {
 //   l_new = alpha · l_prev + rowsum(P)
 //   O     = diag(alpha) · O_prev + P·V      O[r][c] = alpha[r]·O_prev[r][c] + Σ_j P[r][j]·V[j][c]
 // A row that has seen only -inf so far keeps m = -inf, alpha = 1, P = 0: nothing to rescale yet.
+// In a half `storage` type P is rounded to it before P·V, as FlashAttention feeds P to its half-precision
+// matrix product, while l sums P unrounded; S, m, l, alpha and O stay in T (registers).
 template <class T>
 OnlineSoftmaxStep<T> online_softmax_update(const Tensor<T>& S, const Tensor<T>& m_prev, const Tensor<T>& l_prev,
-                                           const Tensor<T>& O_prev, const Tensor<T>& V) {
+                                           const Tensor<T>& O_prev, const Tensor<T>& V,
+                                           DType storage = DType::float32) {
   detail::require(S.rank() == 2 && V.rank() == 2 && O_prev.rank() == 2 && S.dim(1) == V.dim(0) &&
                       m_prev.size() == S.dim(0) && l_prev.size() == S.dim(0) && O_prev.dim(0) == S.dim(0) &&
                       O_prev.dim(1) == V.dim(1),
@@ -56,8 +60,9 @@ OnlineSoftmaxStep<T> online_softmax_update(const Tensor<T>& S, const Tensor<T>& 
     out.alpha(r) = alpha;
     T sum = 0;
     for (std::size_t j = 0; j < Bc; ++j) {
-      out.P(r, j) = std::exp(S(r, j) - m);
-      sum += out.P(r, j);
+      const T p = std::exp(S(r, j) - m);
+      sum += p;
+      out.P(r, j) = stored(storage, p);
     }
     out.l_new(r) = alpha * l_prev(r) + sum;
     T* o = &out.O(r, 0);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -21,9 +22,13 @@ void Renderer::compare_section() {
   const CompareRecord& c = *t_.compare;
   line("");
   heading("compare");
+  // A half type stores what float32 computes (docs/precision.md): say so, since the sums are not in it.
+  const std::string engines_dtype = is_half(c.dtype) ? fmt::format("{} (each step stored in {}, summed in float32)",
+                                                                   name_of(c.dtype), name_of(c.dtype))
+                                                     : std::string(name_of(c.dtype));
   para(fmt::format("naive and flash in {} (tiles {} × {}) against a reference: naive attention in {} on the same "
                    "inputs, rounded to {}",
-                   name_of(c.dtype), c.tile_size.Br, c.tile_size.Bc, reference_name(c.dtype), name_of(c.dtype)),
+                   engines_dtype, c.tile_size.Br, c.tile_size.Bc, reference_name(c.dtype), name_of(c.dtype)),
        "");
 
   // The outputs column by column, naive beside flash, then their differences, per batch item.

@@ -242,7 +242,7 @@ std::string csv_field(std::string_view raw) {
 
 std::string csv(const Trace& trace) {
   std::string out = "step,batch,head,row,row_label,col,col_label,value\n";
-  const bool float32 = trace.dtype == DType::float32;
+  const bool float32 = computes_in_float32(trace.dtype);
   for (const StepRecord& rec : trace.steps) {
     const std::string_view name = step_info(rec.step).name;
     for (const Panel& panel : panels(trace, rec)) {

@@ -324,8 +324,7 @@ std::vector<Panel> chosen_panels(const Trace& trace, const StepRecord& rec, cons
 // "rows: query · columns: key · float32"
 std::string axes_line(const Trace& trace, Step step) {
   const std::vector<std::string> dims = dim_names(step, false);
-  return fmt::format("rows: {} · columns: {} · {}", dims[dims.size() - 2], dims.back(),
-                     trace.dtype == DType::float32 ? "float32" : "float64");
+  return fmt::format("rows: {} · columns: {} · {}", dims[dims.size() - 2], dims.back(), name_of(trace.dtype));
 }
 
 }  // namespace
@@ -339,7 +338,7 @@ bool has_head_axis(Step step) {
 std::string render_svg(const Trace& trace, const PlotOptions& options) {
   const StepRecord& rec = record_of(trace, options.step);
   const std::vector<Panel> shown = chosen_panels(trace, rec, options);
-  const bool float32 = trace.dtype == DType::float32;
+  const bool float32 = computes_in_float32(trace.dtype);
 
   // pass 1: the header's text, which sets the least width
   const std::string name(step_info(rec.step).name);

@@ -4,10 +4,13 @@
 //   bfloat16:                sign 1, exponent 8 (bias 127), mantissa 7 (float32's upper half)
 // Widening to float is exact (every value of both is a float); narrowing a float rounds to nearest,
 // ties to even, as numpy and PyTorch do: past the largest finite value it goes to ±inf, a NaN stays a
-// NaN (made quiet), and values below the smallest normal become subnormals or ±0.
+// NaN (made quiet), and values below the smallest normal become subnormals or ±0. A double is narrowed
+// in one rounding too (double_to_float16, double_to_bfloat16), not twice through the nearest float.
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace attn {
 
@@ -64,5 +67,20 @@ inline std::uint16_t float_to_bfloat16(float f) {
   const std::uint32_t rounded = x + 0x7FFFu + ((x >> 16) & 1u);
   return static_cast<std::uint16_t>(rounded >> 16);
 }
+
+// A double rounded to float toward zero, with the last bit set when that dropped anything: "round to
+// odd". Rounding the result to 16 bits then gives the double's own nearest 16-bit value, ties to even,
+// because float keeps at least two bits more than either half type (24 against 11 and 8), so the set
+// last bit only ever breaks a false tie.
+inline float double_to_float_odd(double d) {
+  const float f = static_cast<float>(d);  // to nearest
+  if (static_cast<double>(f) == d || std::isnan(d)) return f;
+  if (std::isinf(f)) return std::copysign(std::numeric_limits<float>::max(), f);  // beyond float: still beyond 16 bits
+  const float toward_zero = std::fabs(static_cast<double>(f)) > std::fabs(d) ? std::nextafter(f, 0.0f) : f;
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(toward_zero) | 1u);
+}
+
+inline std::uint16_t double_to_float16(double d) { return float_to_float16(double_to_float_odd(d)); }
+inline std::uint16_t double_to_bfloat16(double d) { return float_to_bfloat16(double_to_float_odd(d)); }
 
 }  // namespace attn

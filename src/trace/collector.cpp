@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -49,6 +50,21 @@ void TraceCollector::keep(Step step, Tensor<double> value) {
 
 void TraceCollector::keep_lse(Tensor<double> lse) { trace_.flash->lse = as_traced(std::move(lse), true, false); }
 
+namespace {
+
+// Which dtype would not have overflowed, as the end of the warning.
+std::string_view wider_range_hint(DType dtype) {
+  switch (dtype) {
+    case DType::float16: return "; float16 stops at 65504, --dtype bfloat16 or float32 reach 3.4e38";
+    case DType::float32:
+    case DType::bfloat16: return "; --dtype float64 has a far wider range";
+    case DType::float64: return "";
+  }
+  return "";
+}
+
+}  // namespace
+
 void TraceCollector::warn_non_finite() {
   // Finite inputs can still overflow on the way (a huge dot product): say where it first happened.
   for (const StepRecord& rec : trace_.steps) {
@@ -59,9 +75,9 @@ void TraceCollector::warn_non_finite() {
       Shape index(rec.value.rank());
       for (std::size_t a = index.size(), rest = i; a-- > 0; rest /= rec.value.dim(a))
         index[a] = rest % rec.value.dim(a);
-      trace_.warnings.push_back(fmt::format(
-          "{} has a non-finite value ({}) at [{}]: the arithmetic overflowed{}", step_info(rec.step).name, v[i],
-          fmt::join(index, ", "), trace_.dtype == DType::float32 ? "; --dtype float64 has a far wider range" : ""));
+      trace_.warnings.push_back(fmt::format("{} has a non-finite value ({}) at [{}]: the arithmetic overflowed{}",
+                                            step_info(rec.step).name, v[i], fmt::join(index, ", "),
+                                            wider_range_hint(trace_.dtype)));
       return;
     }
   }

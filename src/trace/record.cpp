@@ -14,7 +14,7 @@ namespace {
 template <class T>
 Trace flash_trace(const std::shared_ptr<const Problem>& problem, const RunRequest& r) {
   TraceCollector collector(problem, r.dtype, r.filter, r.tile_size);
-  AttentionResult<T> result = run_flash<T>(*problem, collector, r.tile_size);
+  AttentionResult<T> result = run_flash<T>(*problem, collector, r.tile_size, r.dtype);
   return std::move(collector).finish(std::move(result.empty_rows));
 }
 
@@ -22,7 +22,7 @@ template <class T>
 Trace run_and_record(const std::shared_ptr<const Problem>& problem, const RunRequest& r) {
   if (r.engine == Engine::flash) return flash_trace<T>(problem, r);
   TraceCollector collector(problem, r.dtype, r.filter);
-  AttentionResult<T> result = run_naive<T>(*problem, collector);
+  AttentionResult<T> result = run_naive<T>(*problem, collector, r.dtype);
   Trace trace = std::move(collector).finish(std::move(result.empty_rows));
   if (r.engine == Engine::both) {
     trace.flash = flash_trace<T>(problem, r).flash;
@@ -35,7 +35,7 @@ template <class T>
 Trace compare_and_record(const std::shared_ptr<const Problem>& problem, const RunRequest& r) {
   TraceCollector naive(problem, r.dtype, r.filter);
   TraceCollector flash(problem, r.dtype, r.filter, r.tile_size);
-  CompareRecord comparison = compare_engines<T>(*problem, r.tile_size, naive, flash);
+  CompareRecord comparison = compare_engines<T>(*problem, r.tile_size, naive, flash, r.dtype);
   Trace trace = std::move(naive).finish(find_empty_rows(*problem));
   trace.flash = std::move(flash).finish({}).flash;
   trace.engine = Engine::both;
@@ -45,6 +45,7 @@ Trace compare_and_record(const std::shared_ptr<const Problem>& problem, const Ru
 
 }  // namespace
 
+// A half dtype runs with T = float, storing in the half type (engine/common.hpp).
 Trace record_run(const std::shared_ptr<const Problem>& problem, const RunRequest& request) {
   return request.dtype == DType::float64 ? run_and_record<double>(problem, request)
                                          : run_and_record<float>(problem, request);

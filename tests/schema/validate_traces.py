@@ -5,8 +5,8 @@ usage: validate_traces.py REPO_ROOT ATTN_TRACE_BINARY
 
 For each bundled input: `run FILE --json OUT` in float32 and in float64, and with --steps/--head on
 every multi-head input; `run --engine flash` (float32, float64, other tile sizes), `run --engine both`
-(and with --head on every multi-head input); `compare --json OUT` in float32 and float64. Each trace
-is validated with Draft202012Validator, and checked for what JSON Schema cannot say: each step's
+(and with --head on every multi-head input, and in float16); `compare --json OUT` in float32, float64
+and bfloat16. Each trace is validated with Draft202012Validator, and checked for what JSON Schema cannot say: each step's
 `data` nests exactly as `shape`, `dims` has one name per axis and the step's dtype is the run's; each
 flash tile lies inside the input and within the tile sizes, its matrices nest as its rows, columns and
 d_v; `lse` and `output` have their shapes; the compare object's outputs have the output's shape and
@@ -205,7 +205,7 @@ def broken_traces(good):
         changed("an unknown step name", lambda t: t["steps"][0].update(name="attention")),
         changed("a data value that is the bare string \"x\"", lambda t: set_first_value(t, "x")),
         changed("a data value that is null", lambda t: set_first_value(t, None)),
-        changed("the dtype float16", lambda t: t["steps"][0].update(dtype="float16")),
+        changed("the dtype float8", lambda t: t["steps"][0].update(dtype="float8")),
         changed("a negative extent in a shape", lambda t: t["steps"][0].update(shape=[-1, 2])),
         changed("a step without data", lambda t: t["steps"][0].pop("data")),
         changed("no steps at all", lambda t: t.pop("steps")),
@@ -254,7 +254,7 @@ def broken_compare_traces(good):
         changed("negative peak bytes", lambda t: t["compare"]["memory"].update(naive_peak_bytes=-1)),
         changed("an error without max_ulp", lambda t: t["compare"]["flash_vs_naive"].pop("max_ulp")),
         changed("a max_ulp of 0.5", lambda t: t["compare"]["flash_vs_naive"].update(max_ulp=0.5)),
-        changed("compare in float16", lambda t: t["compare"].update(dtype="float16")),
+        changed("compare in float8", lambda t: t["compare"].update(dtype="float8")),
         changed("compare without the reference output", lambda t: t["compare"]["outputs"].pop("reference")),
         changed("an unknown key in compare", lambda t: t["compare"].update(extra=1)),
         changed("an unknown engine in config", lambda t: t["config"].update(engine="turbo")),
@@ -300,7 +300,9 @@ def main():
                      ("run", [file, "--engine", "flash", "--block-q", "3", "--block-k", "2"], "flash"),
                      ("run", [file, "--engine", "both"], "both"),
                      ("compare", [file], "both"),
-                     ("compare", [file, "--dtype", "float64", "--block-q", "1", "--block-k", "3"], "both")]
+                     ("compare", [file, "--dtype", "float64", "--block-q", "1", "--block-k", "3"], "both"),
+                     ("run", [file, "--engine", "both", "--dtype", "float16"], "both"),
+                     ("compare", [file, "--dtype", "bfloat16"], "both")]
             if heads > 1:
                 runs.append(("run", [file, "--engine", "both", "--head", str(heads - 1)], "both"))
             for command, args, engine in runs:

@@ -22,14 +22,14 @@ std::shared_ptr<const Problem> example(const std::string& name) {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-double unit_roundoff(DType dtype) { return dtype == DType::float32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53); }
+double roundoff_of(DType dtype) { return dtype == DType::float32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53); }
 
 // How far a sum of `count` terms (and a bias) computed in `dtype` may be from the same sum in double:
 // count + 1 roundings of at most u times the magnitudes summed, twice over for safety.
 double sum_tolerance(const ProductSum& s, DType dtype) {
   double magnitude = s.bias ? std::fabs(*s.bias) : 0.0;
   for (const double t : s.terms) magnitude += std::fabs(t);
-  return 2 * static_cast<double>(s.terms.size() + 1) * unit_roundoff(dtype) * magnitude + 1e-300;
+  return 2 * static_cast<double>(s.terms.size() + 1) * roundoff_of(dtype) * magnitude + 1e-300;
 }
 
 // How far flash's head output O / l may be from Σ_j a_j·v_j formed in double from the same p and alphas:
@@ -38,7 +38,7 @@ double sum_tolerance(const ProductSum& s, DType dtype) {
 double flash_sum_tolerance(const ProductSum& o, std::size_t m, std::size_t key_tiles, DType dtype) {
   double magnitude = std::fabs(o.value);
   for (const double t : o.terms) magnitude += std::fabs(t);
-  return 2 * static_cast<double>(m + 2 * key_tiles + 4) * unit_roundoff(dtype) * magnitude + 1e-300;
+  return 2 * static_cast<double>(m + 2 * key_tiles + 4) * roundoff_of(dtype) * magnitude + 1e-300;
 }
 
 void check_sum(const std::string& what, const ProductSum& s, double engine, DType dtype) {

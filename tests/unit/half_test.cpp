@@ -1,10 +1,12 @@
 // float16 and bfloat16 bits to float and back (src/tensor/half.hpp). The bit patterns are worked out
 // by hand beside each check; the round trips cover every one of the 65,536 patterns of both formats.
+// Doubles are narrowed in one rounding, checked by hand on ties and against their neighbours over a sweep.
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 
 #include <catch2/catch.hpp>
 
@@ -102,5 +104,61 @@ TEST_CASE("Every float16 and bfloat16 pattern widens and rounds back to itself, 
     if (std::isnan(bf)) CHECK(std::isnan(bfloat16_to_float(float_to_bfloat16(bf))));
     else if (float_to_bfloat16(bf) != b)
       FAIL_CHECK("bfloat16 round trip gives 0x" << std::hex << float_to_bfloat16(bf));
+  }
+}
+
+TEST_CASE("A double rounds to float16 and bfloat16 once, not twice through the nearest float", "[half]") {
+  // 1 + 2^-11 + 2^-40 lies just above the float16 tie 1 + 2^-11, so its nearest float16 is 1 + 2^-10
+  // (0x3C01). Its nearest float is the tie itself (2^-40 is below float's half step 2^-24), which would
+  // then round to even, 1 (0x3C00).
+  const double above_tie = 1.0 + 0x1p-11 + 0x1p-40;
+  CHECK(float_to_float16(static_cast<float>(above_tie)) == 0x3C00);
+  CHECK(double_to_float16(above_tie) == 0x3C01);
+  CHECK(double_to_float16(1.0 + 0x1p-11 - 0x1p-40) == 0x3C00);
+  CHECK(double_to_float16(1.0 + 0x1p-11) == 0x3C00);  // a true tie: to even
+  // The same for bfloat16 around its tie 1 + 2^-8 between 0x3F80 and 0x3F81.
+  CHECK(float_to_bfloat16(static_cast<float>(1.0 + 0x1p-8 + 0x1p-40)) == 0x3F80);
+  CHECK(double_to_bfloat16(1.0 + 0x1p-8 + 0x1p-40) == 0x3F81);
+  CHECK(double_to_bfloat16(1.0 + 0x1p-8) == 0x3F80);
+  // 0.1: the float16 step in [2^-4, 2^-3) is 2^-14, and 0.1 / 2^-14 = 1638.4, so 1638 · 2^-14 =
+  // 0.0999755859375 (0x2E66: exponent 11, mantissa 1638 - 1024 = 614 = 0x266).
+  CHECK(double_to_float16(0.1) == 0x2E66);
+  CHECK(float16_to_float(0x2E66) == 0.0999755859375f);
+  // Beyond the ranges: 1e300 is inf in both (past float too), 65520 is float16's tie to inf.
+  CHECK(double_to_float16(1e300) == 0x7C00);
+  CHECK(double_to_bfloat16(-1e300) == 0xFF80);
+  CHECK(double_to_float16(65519.99) == 0x7BFF);
+  CHECK(double_to_float16(65520.0) == 0x7C00);
+  CHECK(std::isnan(float16_to_float(double_to_float16(std::numeric_limits<double>::quiet_NaN()))));
+}
+
+TEST_CASE(
+    "Over a seeded sweep of doubles, double_to_float16 and double_to_bfloat16 give the nearest value, ties "
+    "to even",
+    "[half]") {
+  // Independent of the rounding code: the neighbours of the result, one pattern below and above (for
+  // positive finite values), must be no nearer, and an equal distance must leave the even pattern.
+  std::mt19937_64 gen(11);
+  std::uniform_real_distribution<double> mantissa(1.0, 2.0);
+  std::uniform_int_distribution<int> exponent(-30, 17);
+  const auto check = [](double x, std::uint16_t h, float (*widen)(std::uint16_t), std::uint16_t inf) {
+    INFO("x = " << x << ", pattern " << h);
+    if (h == inf) {
+      CHECK(x >= static_cast<double>(widen(static_cast<std::uint16_t>(inf - 1))));
+      return;
+    }
+    const double at = widen(h), d = std::fabs(x - at);
+    if (h > 0) {
+      const double below = std::fabs(x - static_cast<double>(widen(static_cast<std::uint16_t>(h - 1))));
+      CHECK((d < below || (d == below && h % 2 == 0)));
+    }
+    const double above = std::fabs(x - static_cast<double>(widen(static_cast<std::uint16_t>(h + 1))));
+    CHECK((d < above || (d == above && h % 2 == 0)));
+  };
+  for (int k = 0; k < 200000; ++k) {
+    const double x = std::ldexp(mantissa(gen), exponent(gen));
+    check(x, double_to_float16(x), float16_to_float, 0x7C00);
+    const double wide = std::ldexp(x, exponent(gen) * 7);  // bfloat16 reaches far further
+    check(wide, double_to_bfloat16(wide), bfloat16_to_float, 0x7F80);
   }
 }
