@@ -126,7 +126,7 @@ int run(const DiffOptions& o) {
           display_name(o.dumps), "",
           fmt::format("--name {}={}: the dump holds no tensor called {}", step_info(mapped).name, name, name));
   const DType dtype = o.dtype->count() > 0 ? t.dtype : *least;
-  if (dtype == DType::float32 || is_half(dtype)) check_float32_range(p, display_name(t.file));
+  check_range(p, display_name(t.file), dtype);
 
   const DiffResult result = diff_dump(p, dumped, dtype);
   if (!t.json_out.empty())
@@ -153,10 +153,8 @@ Runner add_diff(CLI::App& app) {
   cmd->add_option("--name", options->names,
                   "STEP=NAME: the dump calls step STEP NAME (--name weights=attn_probs); may be repeated")
       ->type_name("STEP=NAME");
-  options->dtype = cmd->add_option_function<std::string>(
-                          "--dtype", [&t](const std::string& name) { t.dtype = *dtype_from_name(name); },
-                          "compute ours in this dtype (default: the dump's; the least precise when they differ)")
-                       ->check(CLI::IsMember({"float16", "bfloat16", "float32", "float64"}));
+  options->dtype = add_dtype_option(*cmd, t.dtype, /*half=*/true, "compute ours in this dtype")
+                       ->default_str("the dump's: the least precise of its files");
   cmd->add_flag("--bfloat16", options->bfloat16,
                 "read .npy files of 16-bit integers as bfloat16 bits (as does a name ending in .bf16.npy)");
   cmd->add_option("--json", t.json_out,

@@ -94,7 +94,7 @@ _attn_trace() {
         [[ $command == explain ]] && values='naive flash' ;;
       --dtype)
         values='float32 float64'
-        [[ $command == diff ]] && values='float16 bfloat16 float32 float64' ;;
+        [[ $command == run || $command == compare || $command == diff ]] && values='float32 float64 float16 bfloat16' ;;
       --color) values='auto always never' ;;
       --view) values='numbers heatmap auto' ;;
       --format) [[ $command == run || $command == show ]] && values='text markdown latex csv' ;;

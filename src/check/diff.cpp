@@ -6,11 +6,13 @@
 #include <functional>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
 #include <type_traits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "engine/common.hpp"
 #include "ops/attention.hpp"
 #include "tensor/half.hpp"
 
@@ -29,28 +31,6 @@ constexpr std::size_t slot(Step s) { return static_cast<std::size_t>(s); }
 using Given = std::array<std::optional<Tensor<double>>, step_count>;
 template <class T>
 using Values = std::array<Tensor<T>, step_count>;
-
-// The largest relative error of one rounding to `dtype`.
-double roundoff(DType dtype) {
-  switch (dtype) {
-    case DType::float64: return std::ldexp(1.0, -53);
-    case DType::float32: return std::ldexp(1.0, -24);
-    case DType::float16: return std::ldexp(1.0, -11);
-    case DType::bfloat16: return std::ldexp(1.0, -8);
-  }
-  return 1;
-}
-
-// Rounds what a run in `storage` stores: to the half type and back (products and sums stay float32).
-template <class T>
-void store(Tensor<T>& t, DType storage) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (storage == DType::float16)
-      for (float& x : t.values()) x = float16_to_float(float_to_float16(x));
-    if (storage == DType::bfloat16)
-      for (float& x : t.values()) x = bfloat16_to_float(float_to_bfloat16(x));
-  }
-}
 
 // The known mistakes, as changes to the computation.
 enum class Variant {
@@ -210,17 +190,17 @@ template <class T>
 Run<T> forward(const Problem& p, const Given& given, Variant v, DType storage) {
   Run<T> out;
   const auto input = [storage](const Tensor<double>& t) {
-    Tensor<T> r = cast<T>(t);
-    store(r, storage);
+    Tensor<T> r(t.shape());
+    for (std::size_t k = 0; k < t.size(); ++k) r.values()[k] = stored_input<T>(storage, t.values()[k]);
     return r;
   };
   const auto bias = [storage](const std::vector<double>& b) {
-    Tensor<T> r = cast<T>(Tensor<double>({b.size()}, b));
-    store(r, storage);
-    return std::vector<T>(r.values().begin(), r.values().end());
+    std::vector<T> r;
+    for (const double x : b) r.push_back(stored_input<T>(storage, x));
+    return r;
   };
   const auto keep = [&](Step s, Tensor<T> computed) -> const Tensor<T>& {
-    store(computed, storage);
+    round_stored(computed, storage);
     out.computed[slot(s)] = std::move(computed);
     Tensor<T>& carry = out.carry[slot(s)];
     carry = given[slot(s)] ? cast<T>(*given[slot(s)]) : out.computed[slot(s)];
@@ -329,7 +309,7 @@ Magnitude magnitude(const Problem& p, const Values<double>& x, const Tensor<doub
 
 // How the dump's values of one step stand against a reference's.
 struct Judged {
-  double max_abs = 0, max_rel = 0;
+  double max_abs = 0;     // against the exact value
   std::size_t out = 0;    // elements out of tolerance
   std::size_t worst = 0;  // the element furthest out of tolerance (or the largest difference)
   double worst_tolerance = 0;
@@ -356,7 +336,7 @@ double own_error(const Tensor<double>& in_dtype, const Tensor<double>& exact) {
 // match; at `masked`, a finite value <= -1e4 where r is -inf counts as masked.
 Judged judge(std::span<const double> dumped, const Tensor<double>& exact, const Tensor<double>& in_dtype,
              const Magnitude& mag, DType dtype, bool masked_step) {
-  const double e = own_error(in_dtype, exact), u = roundoff(dtype);
+  const double e = own_error(in_dtype, exact), u = unit_roundoff(dtype);
   Judged j;
   double worst_excess = -inf, worst_diff = -1;
   for (std::size_t k = 0; k < dumped.size(); ++k) {
@@ -372,7 +352,6 @@ Judged judge(std::span<const double> dumped, const Tensor<double>& exact, const 
     const bool out = !(diff <= tol);
     if (out) ++j.out;
     if (!std::isnan(diff)) j.max_abs = std::max(j.max_abs, diff);
-    if (std::isfinite(r) && r != 0) j.max_rel = std::max(j.max_rel, diff / std::fabs(r));
     // The worst element: out of tolerance by the most, else the largest difference.
     const double excess = out ? (std::isfinite(diff) ? diff - tol : inf) : -inf;
     if (excess > worst_excess || (worst_excess == -inf && excess == -inf && diff > worst_diff)) {
@@ -383,6 +362,21 @@ Judged judge(std::span<const double> dumped, const Tensor<double>& exact, const 
     }
   }
   return j;
+}
+
+// max |dumped - ours| and max |dumped - ours| / |ours|, the masked step's large negatives counting as -inf.
+std::pair<double, double> largest_difference(std::span<const double> dumped, const Tensor<double>& ours,
+                                             bool masked_step) {
+  double max_abs = 0, max_rel = 0;
+  for (std::size_t k = 0; k < dumped.size(); ++k) {
+    const double x = dumped[k], o = ours.values()[k];
+    if (x == o || (std::isnan(x) && std::isnan(o))) continue;
+    if (masked_step && o == -inf && std::isfinite(x) && x <= masked_threshold) continue;
+    const double diff = std::isfinite(x) && std::isfinite(o) ? std::fabs(x - o) : inf;
+    max_abs = std::max(max_abs, diff);
+    if (std::isfinite(o) && o != 0) max_rel = std::max(max_rel, diff / std::fabs(o));
+  }
+  return {max_abs, max_rel};
 }
 
 Judged judge_against(const Problem& p, const Reference& r, Step s, std::span<const double> dumped, DType dtype) {
@@ -697,9 +691,8 @@ DiffResult diff_dump(const Problem& p, const std::vector<DumpedStep>& dumped, DT
     const Judged local = judge_against(p, resumed, s, as_dumped.values(), dtype);
     const Judged against_trace = judge_against(p, full, s, as_dumped.values(), dtype);
     StepJudgement j{s, d.source, d.shape, layouts[slot(s)], d.dtype};
-    j.max_abs = against_trace.max_abs;
-    j.max_rel = against_trace.max_rel;
-    j.max_abs_resumed = local.max_abs;
+    std::tie(j.max_abs, j.max_rel) = largest_difference(as_dumped.values(), full.in_dtype[slot(s)], s == Step::masked);
+    j.max_abs_resumed = largest_difference(as_dumped.values(), resumed.in_dtype[slot(s)], s == Step::masked).first;
     j.tolerance = local.worst_tolerance;
     j.out_of_tolerance = local.out;
     j.large_negatives = local.large_negatives;

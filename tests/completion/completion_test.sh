@@ -100,7 +100,10 @@ expect_exactly "--query --key --head --batch --output --engine --dtype --block-q
                 --precision --color --help" attn-trace explain x.json --
 expect_exactly "naive flash" attn-trace explain x.json --engine ''
 expect_exactly "--name --dtype --bfloat16 --json --max-memory --precision --color --help" attn-trace diff x.json d/ --
-expect_exactly "float16 bfloat16 float32 float64" attn-trace diff x.json d/ --dtype ''
+expect_exactly "float32 float64 float16 bfloat16" attn-trace diff x.json d/ --dtype ''
+expect_exactly "float32 float64 float16 bfloat16" attn-trace compare x.json --dtype ''
+expect_exactly "bfloat16" attn-trace run x.json --dtype b
+expect_exactly "float32 float64" attn-trace explain x.json --dtype ''
 expect_exactly "" attn-trace diff x.json d/ --name ''
 expect_exactly "" attn-trace explain x.json --output ''
 expect_exactly "mask-after-softmax minus-1e9" attn-trace run x.json --mistake m
@@ -115,7 +118,6 @@ expect_exactly "flash" attn-trace run x.json --engine f
 expect_exactly "naive flash both" attn-trace run x.json --engine = ''
 expect_exactly "both" attn-trace run --engine = b
 expect_exactly "" attn-trace compare x.json --engine ''
-expect_exactly "float32 float64" attn-trace compare x.json --dtype ''
 expect_exactly "float64" attn-trace run x.json --dtype float6
 expect_exactly "auto always never" attn-trace show t.json --color ''
 expect_exactly "numbers heatmap auto" attn-trace run x.json --view ''

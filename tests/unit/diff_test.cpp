@@ -7,8 +7,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <memory>
+
 #include "check/diff.hpp"
 #include "io/load.hpp"
+#include "trace/record.hpp"
 
 using namespace attn;
 
@@ -139,4 +143,33 @@ TEST_CASE("A dump whose shape fits no reading of its step is refused, naming the
           "q.npy: shape (2, 3) does not fit step q of this input: (batch 1, query 3, feature 2), or without the "
           "batch axis");
   }
+}
+
+TEST_CASE("diff computes every step as the naive engine does, bit for bit, in every dtype", "[diff]") {
+  // A dump of our own naive run must agree exactly: diff's computation from the dump's steps is the
+  // engine's own model (inputs and stored steps rounded to the dtype, float32 sums for the half types).
+  std::vector<std::filesystem::path> inputs;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(ATTN_SOURCE_DIR) + "/data"))
+    inputs.push_back(entry.path());
+  REQUIRE(inputs.size() >= 10);
+  for (const auto& path : inputs)
+    for (const DType dtype : {DType::float32, DType::float64, DType::float16, DType::bfloat16}) {
+      DYNAMIC_SECTION(path.filename().string() << " in " << name_of(dtype)) {
+        const auto problem = std::make_shared<const Problem>(load_problem_file(path.string()));
+        const Trace trace = record_run(problem, {.dtype = dtype});
+        std::vector<DumpedStep> dump;
+        for (const StepRecord& r : trace.steps)
+          dump.push_back({r.step, std::string(step_info(r.step).name), r.value.shape(),
+                          std::vector<double>(r.value.values().begin(), r.value.values().end()), dtype});
+        const DiffResult result = diff_dump(*problem, dump, dtype);
+        CHECK_FALSE(result.first.has_value());
+        REQUIRE(result.steps.size() == 13);
+        for (const StepJudgement& j : result.steps) {
+          INFO(step_info(j.step).name);
+          CHECK(j.verdict == Verdict::agrees);
+          CHECK(j.max_abs == 0);
+          CHECK(j.max_abs_resumed == 0);
+        }
+      }
+    }
 }
