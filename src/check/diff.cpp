@@ -195,8 +195,8 @@ Run<T> forward(const Problem& p, const Given& given, Variant v, DType storage) {
     return r;
   };
   const auto bias = [storage](const std::vector<double>& b) {
-    std::vector<T> r;
-    for (const double x : b) r.push_back(stored_input<T>(storage, x));
+    std::vector<T> r(b.size());
+    for (std::size_t k = 0; k < b.size(); ++k) r[k] = stored_input<T>(storage, b[k]);
     return r;
   };
   const auto keep = [&](Step s, Tensor<T> computed) -> const Tensor<T>& {
