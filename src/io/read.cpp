@@ -96,6 +96,19 @@ struct stat open_to_read(Descriptor& in, const std::string& path) {
   return st;
 }
 
+// Reads `in` to its end in chunks, giving each to `take`; a read error is an InputError naming `path`.
+template <class Take>
+void read_chunks(const Descriptor& in, const std::string& path, Take&& take) {
+  std::string chunk(std::size_t{1} << 16, '\0');
+  for (;;) {
+    const ssize_t n = ::read(in.fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) cannot_read(path, errno);
+    if (n == 0) return;
+    take(std::string_view(chunk.data(), static_cast<std::size_t>(n)));
+  }
+}
+
 }  // namespace
 
 void JsonCost::add(std::string_view chunk) {
@@ -155,13 +168,7 @@ std::string read_text(const std::string& path, const MemoryLimit& limit) {
 
   JsonCost cost;
   FirstByte first;
-  std::string chunk(std::size_t{1} << 16, '\0');
-  for (;;) {
-    const ssize_t n = ::read(in.fd, chunk.data(), chunk.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) cannot_read(path, errno);
-    if (n == 0) break;
-    const std::string_view got(chunk.data(), static_cast<std::size_t>(n));
+  read_chunks(in, path, [&](std::string_view got) {
     if (const std::string why = first.add(got); !why.empty()) throw InputError(name, "", why);
     cost.add(got);
     // Growing the text holds the old block and the new one at once (a regular file's is reserved).
@@ -175,7 +182,7 @@ std::string read_text(const std::string& path, const MemoryLimit& limit) {
                                    limit.text, JsonCost::per_value, describe_bytes(cost.bytes())));
     if (growing > 0) text.reserve(std::max(text.capacity() * 2, text.size() + got.size()));
     text.append(got);
-  }
+  });
   return text;
 }
 
@@ -184,18 +191,13 @@ std::string read_bytes(const std::string& path, std::size_t limit, const std::st
   Descriptor in;
   open_to_read(in, path);
   std::string bytes;
-  std::string chunk(std::size_t{1} << 16, '\0');
-  for (;;) {
-    const ssize_t n = ::read(in.fd, chunk.data(), chunk.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) cannot_read(path, errno);
-    if (n == 0) break;
-    if (static_cast<std::size_t>(n) > limit - std::min(limit, bytes.size()))
+  read_chunks(in, path, [&](std::string_view got) {
+    if (got.size() > limit - std::min(limit, bytes.size()))
       throw InputError(
           name, "",
           fmt::format("the file is over --max-memory {} (with what was read before it): it was not read", limit_text));
-    bytes.append(chunk.data(), static_cast<std::size_t>(n));
-  }
+    bytes.append(got);
+  });
   return bytes;
 }
 

@@ -109,11 +109,12 @@ const std::vector<Golden>& goldens() {
   return all;
 }
 
-// Keeps the golden steps an engine reports, in double (exact for float values too).
+// Keeps the steps of `steps` that an engine reports, in double (exact for float values too).
 class Recorder final : public Observer {
  public:
+  explicit Recorder(const std::vector<std::pair<Step, std::string>>& steps = golden_steps) : steps_(steps) {}
   bool wants(Step step) const override {
-    return std::any_of(golden_steps.begin(), golden_steps.end(), [&](const auto& s) { return s.first == step; });
+    return std::any_of(steps_.begin(), steps_.end(), [&](const auto& s) { return s.first == step; });
   }
   void on(Step step, const Tensor<float>& value) override { values_.insert_or_assign(step, cast<double>(value)); }
   void on(Step step, const Tensor<double>& value) override { values_.insert_or_assign(step, value); }
@@ -123,6 +124,7 @@ class Recorder final : public Observer {
   }
 
  private:
+  const std::vector<std::pair<Step, std::string>>& steps_;
   std::map<Step, Tensor<double>> values_;
 };
 
@@ -322,22 +324,6 @@ const std::vector<HalfGolden>& half_goldens() {
   return all;
 }
 
-class HalfRecorder final : public Observer {
- public:
-  bool wants(Step step) const override {
-    return std::any_of(half_steps.begin(), half_steps.end(), [&](const auto& s) { return s.first == step; });
-  }
-  void on(Step step, const Tensor<float>& value) override { values_.insert_or_assign(step, cast<double>(value)); }
-  void on(Step step, const Tensor<double>& value) override { values_.insert_or_assign(step, value); }
-  const Tensor<double>* find(Step step) const {
-    const auto it = values_.find(step);
-    return it == values_.end() ? nullptr : &it->second;
-  }
-
- private:
-  std::map<Step, Tensor<double>> values_;
-};
-
 std::uint16_t half_bits(double x, DType dtype) {
   return dtype == DType::float16 ? float_to_float16(static_cast<float>(x)) : float_to_bfloat16(static_cast<float>(x));
 }
@@ -427,7 +413,7 @@ void check_half(const HalfGolden& g, DType dtype) {
   };
   {
     const std::string run = fmt::format("naive {}", name_of(dtype));
-    HalfRecorder rec;
+    Recorder rec(half_steps);
     run_naive<float>(p, rec, dtype);
     for (const auto& [step, name] : half_steps) check_half_step(g, run, dtype, step, name, rec.find(step), one_ulp);
   }
@@ -452,7 +438,7 @@ void check_half(const HalfGolden& g, DType dtype) {
         }
   for (const TileSize tiles : {default_tiles(p.n, p.m), TileSize{3, 2}, TileSize{1, 1}, TileSize{64, 64}}) {
     const std::string run = fmt::format("flash {} Br={} Bc={}", name_of(dtype), tiles.Br, tiles.Bc);
-    HalfRecorder rec;
+    Recorder rec(half_steps);
     run_flash<float>(p, rec, tiles, dtype);
     for (const Step step : {Step::q, Step::k, Step::v})
       check_half_step(g, run, dtype, step, std::string(step_info(step).name), rec.find(step), one_ulp);
