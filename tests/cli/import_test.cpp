@@ -4,6 +4,7 @@
 // back exactly; X drawn the same way every time; and each thing that cannot be imported refused in one
 // line with exit 2. The Llama layer, whose input needs RoPE, is tested in import_rope_test.cpp.
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -99,7 +100,10 @@ TEST_CASE("Imported weights read back bit for bit: float32 and float16 values ar
   {
     const Problem p = load_problem_file(import_to(dir, cases()[2].args, "mha"));
     const auto tensors = read_dumps(model_path("torch_mha/model.safetensors"), false, no_limit);
-    const DumpTensor& in_proj = tensors.at(0).name == "in_proj_weight" ? tensors.at(0).tensor : tensors.at(1).tensor;
+    const auto in_proj_at =
+        std::find_if(tensors.begin(), tensors.end(), [](const NamedDump& t) { return t.name == "in_proj_weight"; });
+    REQUIRE(in_proj_at != tensors.end());
+    const DumpTensor& in_proj = in_proj_at->tensor;
     // W_q is rows 0..d of in_proj_weight (out × in), so W_q[a][c] (in × out) is in_proj[c][a].
     const std::size_t d = p.d_model;
     for (std::size_t a = 0; a < d; ++a)
