@@ -1,10 +1,8 @@
 // attn-trace new: write a valid input of the sizes asked, for a class or an experiment.
 
-#include <charconv>
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -32,55 +30,9 @@ struct NewOptions {
   TraceOptions limits;  // only --max-memory
 };
 
-// A size or a seed: digits that fit 64 bits. CLI11 alone would take "-1" for 2^64 - 1, and a number
-// beyond 2^64 - 1 for 2^64 - 1.
-const CLI::Validator whole_number(
-    [](const std::string& text) {
-      std::uint64_t value = 0;
-      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-      const bool whole = !text.empty() && error == std::errc() && end == text.data() + text.size();
-      return whole ? std::string()
-                   : fmt::format("expected a whole number from 0 to 18446744073709551615, found \"{}\"", text);
-    },
-    "N");
-
-std::vector<std::string> words(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
-
 std::size_t at_least_one(std::string_view option, std::size_t value) {
   if (value == 0) throw UsageError(fmt::format("{}: expected at least 1, found 0", option));
   return value;
-}
-
-// --mask: the input format's names for the masks that need no data of their own.
-void parse_mask(const std::string& spec, NewInputRequest& r) {
-  constexpr std::string_view window_prefix = "sliding_window:";
-  if (spec == "none" || spec == "causal") {
-    r.mask = spec == "none" ? MaskKind::none : MaskKind::causal;
-    return;
-  }
-  if (spec.starts_with(window_prefix)) {
-    const std::string_view w = std::string_view(spec).substr(window_prefix.size());
-    std::size_t window = 0;
-    const auto [end, error] = std::from_chars(w.data(), w.data() + w.size(), window);
-    if (error != std::errc() || end != w.data() + w.size() || window == 0)
-      throw UsageError(
-          fmt::format("--mask {}: the window must be a whole number, at least 1, as sliding_window:2", spec));
-    r.mask = MaskKind::sliding_window;
-    r.window = window;
-    return;
-  }
-  if (spec == "sliding_window") throw UsageError("--mask sliding_window: give the window too, as sliding_window:2");
-  if (spec == "padding" || spec == "custom")
-    throw UsageError(
-        fmt::format("--mask {}: new writes none, causal or sliding_window:W; a {} mask needs flags of "
-                    "its own, to add by hand (docs/input-format.md)",
-                    spec, spec));
-  throw UsageError(fmt::format("--mask {}: unknown mask; expected none, causal or sliding_window:W", spec));
 }
 
 // The options as a request, or a UsageError for the first combination that makes no valid input.
@@ -107,7 +59,9 @@ NewInputRequest request_of(const NewOptions& o) {
     throw UsageError(fmt::format("--heads {}: does not divide --d-model {}; give --d-k, the width of each head",
                                  r.heads, r.d_model));
   else r.d_k = r.d_model / r.heads;
-  parse_mask(o.mask, r);
+  const SimpleMask mask = parse_simple_mask(o.mask, "new");
+  r.mask = mask.kind;
+  r.window = mask.window;
   r.output_projection = o.output_projection;
   r.integers = o.integers;
   r.seed = o.seed;

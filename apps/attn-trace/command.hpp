@@ -28,5 +28,6 @@ Runner add_new(CLI::App& app);
 Runner add_scaling(CLI::App& app);
 Runner add_explain(CLI::App& app);
 Runner add_diff(CLI::App& app);
+Runner add_import(CLI::App& app);
 
 }  // namespace attn::cli

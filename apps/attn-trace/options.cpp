@@ -1,10 +1,13 @@
 #include "options.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <cctype>
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <sstream>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -153,6 +156,44 @@ void check_mistake_dtype(DType dtype) {
   if (is_half(dtype))
     throw UsageError(fmt::format("--mistake: mistakes run in float32 or float64, not {}; leave --dtype {} out",
                                  name_of(dtype), name_of(dtype)));
+}
+
+const CLI::Validator whole_number(
+    [](const std::string& text) {
+      std::uint64_t value = 0;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+      const bool whole = !text.empty() && error == std::errc() && end == text.data() + text.size();
+      return whole ? std::string()
+                   : fmt::format("expected a whole number from 0 to 18446744073709551615, found \"{}\"", text);
+    },
+    "N");
+
+std::vector<std::string> words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+SimpleMask parse_simple_mask(const std::string& spec, std::string_view command) {
+  constexpr std::string_view window_prefix = "sliding_window:";
+  if (spec == "none" || spec == "causal") return {spec == "none" ? MaskKind::none : MaskKind::causal, 0};
+  if (spec.starts_with(window_prefix)) {
+    const std::string_view w = std::string_view(spec).substr(window_prefix.size());
+    std::size_t window = 0;
+    const auto [end, error] = std::from_chars(w.data(), w.data() + w.size(), window);
+    if (error != std::errc() || end != w.data() + w.size() || window == 0)
+      throw UsageError(
+          fmt::format("--mask {}: the window must be a whole number, at least 1, as sliding_window:2", spec));
+    return {MaskKind::sliding_window, window};
+  }
+  if (spec == "sliding_window") throw UsageError("--mask sliding_window: give the window too, as sliding_window:2");
+  if (spec == "padding" || spec == "custom")
+    throw UsageError(
+        fmt::format("--mask {}: {} writes none, causal or sliding_window:W; a {} mask needs flags of "
+                    "its own, to add by hand (docs/input-format.md)",
+                    spec, command, spec));
+  throw UsageError(fmt::format("--mask {}: unknown mask; expected none, causal or sliding_window:W", spec));
 }
 
 void write_result(const std::string& out, const std::string& text) {

@@ -81,6 +81,21 @@ void check_mistake_fits(Mistake mistake, const Problem& problem);
 // A UsageError when `dtype` is float16 or bfloat16: a mistake is made and measured in float32 or float64.
 void check_mistake_dtype(DType dtype);
 
+// A size or a seed: digits that fit 64 bits. CLI11 alone would take "-1" for 2^64 - 1, and a number
+// beyond 2^64 - 1 for 2^64 - 1.
+extern const CLI::Validator whole_number;
+
+// The words of `text`, split at spaces (--tokens).
+std::vector<std::string> words(const std::string& text);
+
+// --mask for the commands that write an input (new, import): the masks that need no data of their own.
+struct SimpleMask {
+  MaskKind kind = MaskKind::none;
+  std::size_t window = 0;  // sliding_window only
+};
+// "none", "causal" or "sliding_window:W", or a UsageError that says what `command` writes.
+SimpleMask parse_simple_mask(const std::string& spec, std::string_view command);
+
 // `text` to the file `out` (written as every file is, io/output.hpp), or to stdout when `out` is "" or "-".
 void write_result(const std::string& out, const std::string& text);
 

@@ -40,7 +40,7 @@ class Budget {
 
 }  // namespace
 
-std::vector<NamedDump> read_dumps(const std::string& path, bool bfloat16, const MemoryLimit& limit) {
+std::vector<NamedDump> read_dumps(const std::string& path, bool bfloat16, const MemoryLimit& limit, DumpFiles files) {
   namespace fs = std::filesystem;
   const std::string name = display_name(path);
   Budget budget(limit);
@@ -48,7 +48,10 @@ std::vector<NamedDump> read_dumps(const std::string& path, bool bfloat16, const 
   std::vector<NamedDump> dumps;
   if (!fs::is_directory(path, error)) {
     if (!ends_with(path, ".safetensors"))
-      throw InputError(name, "", "DUMPS must be a folder of <step>.npy or <step>.json files, or a .safetensors file");
+      throw InputError(name, "",
+                       files == DumpFiles::npy_and_json
+                           ? "DUMPS must be a folder of <step>.npy or <step>.json files, or a .safetensors file"
+                           : "WEIGHTS must be a folder of <tensor>.npy files, or a .safetensors file");
     // A binary file is at most a quarter of the values it becomes (float16 -> float64).
     const std::string bytes = read_bytes(path, budget.left() / 4, limit.text);
     for (auto& [tensor_name, tensor] : read_safetensors(bytes, name)) {
@@ -58,16 +61,17 @@ std::vector<NamedDump> read_dumps(const std::string& path, bool bfloat16, const 
     if (dumps.empty()) throw InputError(name, "", "the file holds no tensor");
     return dumps;
   }
-  std::vector<fs::path> files;
+  const bool json_too = files == DumpFiles::npy_and_json;
+  std::vector<fs::path> paths;
   for (const fs::directory_entry& entry : fs::directory_iterator(path, error)) {
     const std::string file = entry.path().filename().string();
-    if ((ends_with(file, ".npy") || ends_with(file, ".json")) && entry.is_regular_file(error))
-      files.push_back(entry.path());
+    if ((ends_with(file, ".npy") || (json_too && ends_with(file, ".json"))) && entry.is_regular_file(error))
+      paths.push_back(entry.path());
   }
   if (error) throw InputError(name, "", fmt::format("cannot list the folder: {}", error.message()));
-  std::sort(files.begin(), files.end());
+  std::sort(paths.begin(), paths.end());
   std::set<std::string> seen;
-  for (const fs::path& file : files) {
+  for (const fs::path& file : paths) {
     const std::string base = file.filename().string(), shown = display_name(file.string());
     std::string tensor_name;
     DumpTensor tensor;
@@ -85,7 +89,8 @@ std::vector<NamedDump> read_dumps(const std::string& path, bool bfloat16, const 
       throw InputError(shown, "", fmt::format("a second tensor called {} in {}", tensor_name, name));
     dumps.push_back({tensor_name, base, std::move(tensor)});
   }
-  if (dumps.empty()) throw InputError(name, "", "the folder holds no .npy or .json file");
+  if (dumps.empty())
+    throw InputError(name, "", json_too ? "the folder holds no .npy or .json file" : "the folder holds no .npy file");
   return dumps;
 }
 
