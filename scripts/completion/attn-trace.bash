@@ -58,7 +58,7 @@ _attn_trace() {
   for ((i = 1; i < cword; i++)); do
     word=${COMP_WORDS[i]}
     if [[ -z $command ]]; then
-      case $word in run | compare | properties | scaling | explain | diff | show | plot | report | example | new) command=$word ;; esac
+      case $word in run | compare | properties | scaling | explain | diff | import | show | plot | report | example | new) command=$word ;; esac
       continue
     fi
     if ((takes_value)); then
@@ -80,7 +80,7 @@ _attn_trace() {
     if [[ $cur == -* ]]; then
       _attn_trace_words '--help --version' "$cur"
     else
-      _attn_trace_words 'run compare properties scaling explain diff show plot report example new' "$cur"
+      _attn_trace_words 'run compare properties scaling explain diff import show plot report example new' "$cur"
     fi
     return 0
   fi
@@ -103,12 +103,15 @@ _attn_trace() {
           values='list no-scale no-mask mask-after-softmax softmax-columns shared-qkv wrong-reshape minus-1e9' ;;
       --steps) value_kind=steps ;;
       --step) values=${_attn_trace_steps% tiles} ;;
+      --x) value_kind=output ;;  # a .npy file
       --json | -o | --output)
         [[ $command == explain && $prev == --output ]] && return 0  # a column number
         value_kind=output ;;
-      --mask) [[ $command == new ]] && values='none causal' ;;  # or sliding_window:W
+      --mask) [[ $command == new || $command == import ]] && values='none causal' ;;  # or sliding_window:W
+      --style) [[ $command == import ]] && values='gpt2 llama bert torch-mha' ;;
       --block-q | --block-k | --head | --batch | --max-memory | --precision | --max-rows | --max-cols | --seed | \
-        --samples | --d-k | --d-model | --heads | --kv-heads | --tokens | --context-tokens | --query | --key | --name)
+        --samples | --d-k | --d-model | --heads | --kv-heads | --tokens | --context-tokens | --query | --key | --name | \
+        --prefix | --seed | --n | --rope-theta)
         return 0 ;;  # a number: nothing to offer
       *) value_kind=none ;;
     esac
@@ -155,6 +158,8 @@ _attn_trace() {
     scaling) options='--d-k --samples --seed --json --max-memory --precision --help' ;;
     explain) options='--query --key --head --batch --output --engine --dtype --block-q --block-k --json --max-memory
                       --precision --color --help' ;;
+    import) options='--style --prefix --x --seed --n --heads --kv-heads --tokens --mask --rope-theta -o --output
+                     --max-memory --help' ;;
     diff) options='--name --dtype --bfloat16 --json --max-memory --precision --color --help' ;;
     new) options='--tokens --context-tokens --d-model --heads --kv-heads --d-k --mask --output-projection --integers
                   --seed -o --output --max-memory --help' ;;
@@ -162,7 +167,8 @@ _attn_trace() {
   if [[ $cur == -* ]] && ((!after_dashdash)); then
     _attn_trace_words "$options" "$cur"
     # A lone "-" may also be FILE: standard input.
-    [[ $cur == - && $command != example && $command != scaling && $command != new ]] && ((positionals == 0)) &&
+    [[ $cur == - && $command != example && $command != scaling && $command != new && $command != import ]] &&
+      ((positionals == 0)) &&
       COMPREPLY+=(-)
     return 0
   fi
@@ -171,6 +177,9 @@ _attn_trace() {
       run | compare | properties | explain | diff | show | plot | report) _attn_trace_json_files "$cur" ;;
       example) _attn_trace_words "$(_attn_trace_examples "${COMP_WORDS[0]}")" "$cur" ;;
       scaling | new) _attn_trace_words "$options" "$cur" ;;  # no FILE: only options
+      import)  # WEIGHTS: a .safetensors file, or a folder of .npy files
+        mapfile -t COMPREPLY < <(compgen -d -- "$cur"; compgen -f -X '!*.safetensors' -- "$cur")
+        compopt -o filenames 2>/dev/null ;;
     esac
   elif [[ $command == diff ]] && ((positionals == 1)); then
     # DUMPS: a folder, or a .safetensors file

@@ -72,7 +72,7 @@ expect_has() {
 # The commands and the top-level options.
 expect_exactly "report run" attn-trace r
 expect_exactly "run" attn-trace ru
-expect_exactly "compare diff example explain new plot properties report run scaling show" attn-trace ''
+expect_exactly "compare diff example explain import new plot properties report run scaling show" attn-trace ''
 expect_exactly "properties plot" attn-trace p
 expect_exactly "--dtype --seed --json --max-memory --help" attn-trace properties x.json --
 expect_exactly "--d-k --samples --seed --json --max-memory --precision --help" attn-trace scaling ''
@@ -105,6 +105,9 @@ expect_exactly "float32 float64 float16 bfloat16" attn-trace compare x.json --dt
 expect_exactly "bfloat16" attn-trace run x.json --dtype b
 expect_exactly "float32 float64" attn-trace explain x.json --dtype ''
 expect_exactly "" attn-trace diff x.json d/ --name ''
+expect_exactly "gpt2 llama bert torch-mha" attn-trace import w.safetensors --style ''
+expect_exactly "--style" attn-trace import w.safetensors --st
+expect_exactly "--prefix" attn-trace import w.safetensors --style gpt2 --pr
 expect_exactly "" attn-trace explain x.json --output ''
 expect_exactly "mask-after-softmax minus-1e9" attn-trace run x.json --mistake m
 expect_exactly "list" attn-trace run --mistake l
@@ -175,6 +178,7 @@ expect_lines $'a.json\nb.json\ninputs\ntwo words\n-' attn-trace plot --all-heads
 expect_has "--step --all-heads" "a.json" attn-trace plot a.json --all-heads ''
 expect_lines $'inputs\ntwo words\nmodel.safetensors' attn-trace diff a.json ''
 expect_lines $'a.json\nb.json\ninputs\ntwo words\n-' attn-trace diff --bfloat16 ''
+expect_lines $'inputs\ntwo words\nmodel.safetensors' attn-trace import ''
 
 if ((failures)); then
   echo "$failures of $checks completions wrong"
