@@ -84,7 +84,7 @@ std::shared_ptr<const Problem> problem_of(const TraceOptions& t) {
 // in the dtype, for the run from the input, the run from the dump and one mistake at a time.
 void check_diff_memory(const TraceOptions& t, const Problem& p) {
   std::size_t values = 0;
-  for (const Step s : all_steps()) values += element_count(canonical_shape(s, p));
+  for (const Step s : steps_of(p)) values += element_count(canonical_shape(s, p));
   const std::size_t bytes = values * sizeof(double) * 6;
   const MemoryLimit limit = memory_limit(t);
   if (bytes / 6 != values * sizeof(double) || bytes > limit.bytes)
@@ -109,6 +109,11 @@ int run(const DiffOptions& o) {
       throw InputError(display_name(o.dumps), "",
                        fmt::format("{}: no step is called {} (the steps: {}; --name STEP=NAME maps another name)",
                                    visible(d.source), visible(d.name), steps_list()));
+    if (!step_applies(*step, p))
+      throw InputError(
+          display_name(o.dumps), "",
+          fmt::format("{}: step {} belongs to an input with \"{}\", and {} has none", visible(d.source),
+                      step_info(*step).name, *step == Step::bias ? "alibi" : "rope", display_name(t.file)));
     for (const DumpedStep& before : dumped)
       if (before.step == *step)
         throw InputError(display_name(o.dumps), "",
