@@ -87,7 +87,7 @@ std::shared_ptr<const Problem> problem_of(const TraceOptions& t) {
 void check_diff_memory(const TraceOptions& t, const Problem& p) {
   constexpr std::size_t copies = 12;
   std::size_t values = 0;
-  for (const Step s : all_steps()) values += element_count(canonical_shape(s, p));
+  for (const Step s : steps_of(p)) values += element_count(canonical_shape(s, p));
   const std::size_t bytes = values * sizeof(double) * copies;
   const MemoryLimit limit = memory_limit(t);
   if (bytes / copies != values * sizeof(double) || bytes > limit.bytes)
@@ -112,6 +112,11 @@ int run(const DiffOptions& o) {
       throw InputError(display_name(o.dumps), "",
                        fmt::format("{}: no step is called {} (the steps: {}; --name STEP=NAME maps another name)",
                                    visible(d.source), visible(d.name), steps_list()));
+    if (!step_applies(*step, p))
+      throw InputError(
+          display_name(o.dumps), "",
+          fmt::format("{}: step {} belongs to an input with \"{}\", and {} has none", visible(d.source),
+                      step_info(*step).name, *step == Step::bias ? "alibi" : "rope", display_name(t.file)));
     for (const DumpedStep& before : dumped)
       if (before.step == *step)
         throw InputError(display_name(o.dumps), "",

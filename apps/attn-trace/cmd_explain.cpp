@@ -99,6 +99,8 @@ int run(const ExplainOptions& o) {
   filter.head = o.head.value_or(0);
   filter.only = {Step::q_heads, Step::k_heads, Step::v_heads, Step::scores,
                  Step::scaled,  Step::masked,  Step::weights, Step::head_outputs};
+  if (p.rope) filter.only.insert(filter.only.end(), {Step::q_rot, Step::k_rot});
+  if (p.alibi) filter.only.push_back(Step::bias);
   const RunRequest request = run_request(t, p, filter);
   check_memory(t, request, p, true, flash);  // flash runs with naive beside it, to compare
   const Explanation e = explain_weight(problem, {.batch = b,

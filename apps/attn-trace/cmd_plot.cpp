@@ -29,7 +29,8 @@ void check_request(const PlotCommand& c, Step step) {
   if ((c.trace.head || c.all_heads) && !has_head_axis(step))
     throw UsageError(
         fmt::format("{}: the {} step has no head axis (it holds every head at once); the steps drawn head by "
-                    "head are q_heads, k_heads, v_heads, scores, scaled, masked, weights and head_outputs",
+                    "head are q_heads, k_heads, v_heads, q_rot, k_rot, scores, scaled, bias, masked, weights and "
+                    "head_outputs",
                     c.trace.head ? "--head" : "--all-heads", name));
   if (c.trace.engine == Engine::flash && is_score_step(step))
     throw UsageError(
@@ -92,8 +93,8 @@ Runner add_plot(CLI::App& app) {
   cmd->add_option("FILE", o.file, "an input (docs/input-format.md), or a trace saved by run --json; - reads stdin")
       ->required();
   cmd->add_option("--step", c->step,
-                  "the step to draw, by trace name: q,k,v,q_heads,k_heads,v_heads,scores,scaled,masked,weights,"
-                  "head_outputs,concat,output")
+                  "the step to draw, by trace name: q,k,v,q_heads,k_heads,v_heads,q_rot,k_rot (rope),scores,scaled,"
+                  "bias (alibi),masked,weights,head_outputs,concat,output")
       ->default_str("weights");
   CLI::Option* head =
       cmd->add_option("--head", o.head, "draw query head H (for k_heads and v_heads: the key/value head it reads)")

@@ -64,9 +64,9 @@ void add_run_options(CLI::App& command, TraceOptions& o, bool with_engine, bool 
 void add_filter_options(CLI::App& command, TraceOptions& o) {
   command
       .add_option("--steps", o.steps,
-                  "only these steps, by trace name: q,k,v,q_heads,k_heads,v_heads,scores,"
-                  "scaled,masked,weights,head_outputs,concat,output, and tiles for the flash "
-                  "pass's tiles")
+                  "only these steps, by trace name: q,k,v,q_heads,k_heads,v_heads,q_rot,k_rot (with rope),"
+                  "scores,scaled,bias (with alibi),masked,weights,head_outputs,concat,output, and tiles for "
+                  "the flash pass's tiles")
       ->delimiter(',');
   command.add_option("--head", o.head, "only this query head (and the key/value head it reads)")
       ->check(CLI::Range(0, 65535));
@@ -222,6 +222,12 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem, boo
       continue;
     }
     const Step step = step_by_name("--steps", name);
+    if (!step_applies(step, problem)) {
+      std::vector<std::string_view> names;
+      for (const Step s : steps_of(problem)) names.push_back(step_info(s).name);
+      throw UsageError(fmt::format("--steps {}: this input has no \"{}\", so no step {}; its steps are {}", name,
+                                   step == Step::bias ? "alibi" : "rope", name, fmt::join(names, ",")));
+    }
     if (is_score_step(step)) filter.tiles = true;
     filter.only.push_back(step);
   }
@@ -259,13 +265,14 @@ std::string human(std::size_t bytes) {
   return bytes == too_large ? "more than 16 EiB (the sizes overflow a 64-bit count)" : describe_bytes(bytes);
 }
 
-RunShape run_shape(const TraceOptions& o, const RunRequest& r, const StepFilter& filter, bool naive, bool flash) {
+RunShape run_shape(const TraceOptions& o, const RunRequest& r, const Problem& p, const StepFilter& filter, bool naive,
+                   bool flash) {
   RunShape shape;
   shape.naive = naive;
   shape.flash = flash;
   shape.scalar = scalar_bytes(r.dtype);
   shape.tile_size = r.tile_size;
-  for (const Step s : all_steps()) {
+  for (const Step s : steps_of(p)) {
     if (!filter.keeps(s)) continue;
     const bool score = is_score_step(s);
     if (score && naive) ++shape.score_steps_traced;
@@ -283,7 +290,7 @@ MemoryLimit memory_limit(const TraceOptions& options) { return {parse_size(optio
 void check_memory(const TraceOptions& o, const RunRequest& r, const Problem& p, bool naive, bool flash, bool reference,
                   std::size_t runs) {
   const std::size_t limit = memory_limit(o).bytes;
-  RunShape shape = run_shape(o, r, r.filter, naive, flash);
+  RunShape shape = run_shape(o, r, p, r.filter, naive, flash);
   if (reference) shape.reference_scalar = r.dtype == DType::float64 ? sizeof(long double) : 8;
   runs = std::max<std::size_t>(runs, 1);
   const std::size_t need = estimate_memory(p, shape).total();  // of one run
@@ -298,11 +305,11 @@ void check_memory(const TraceOptions& o, const RunRequest& r, const Problem& p, 
   }
   // Would the flash engine alone fit, as asked or keeping only the output?
   std::string hint;
-  const std::size_t flash_need = estimate_memory(p, run_shape(o, r, r.filter, false, true)).total();
+  const std::size_t flash_need = estimate_memory(p, run_shape(o, r, p, r.filter, false, true)).total();
   StepFilter output_only;
   output_only.only = {Step::output};
   output_only.tiles = false;
-  const std::size_t lean_need = estimate_memory(p, run_shape(o, r, output_only, false, true)).total();
+  const std::size_t lean_need = estimate_memory(p, run_shape(o, r, p, output_only, false, true)).total();
   if (naive && !reference && flash_need <= limit)
     hint = fmt::format("; --engine flash would need about {}", human(flash_need));
   else if (!reference && lean_need <= limit)

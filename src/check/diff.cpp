@@ -218,14 +218,27 @@ Run<T> forward(const Problem& p, const Given& given, Variant v, DType storage) {
   const auto split = [&](const Tensor<T>& Y, std::size_t heads, std::size_t tokens, std::size_t d) {
     return v == Variant::head_split ? reinterpreted(Y, {p.B, heads, tokens, d}) : split_heads(Y, heads);
   };
-  const Tensor<T>& Q = keep(Step::q_heads, split(q, p.h, p.n, p.d_k));
-  const Tensor<T>& K = keep(Step::k_heads, split(k, p.g, p.m, p.d_k));
+  const Tensor<T>* Q = &keep(Step::q_heads, split(q, p.h, p.n, p.d_k));
+  const Tensor<T>* K = &keep(Step::k_heads, split(k, p.g, p.m, p.d_k));
   const Tensor<T>& V = keep(Step::v_heads, split(val, p.g, p.m, p.d_v));
+  // RoPE after the split, as the engines turn them (engine/common.hpp: project_heads).
+  if (p.rope) {
+    Q = &keep(Step::q_rot, rotate(*Q, input(p.rope->cos_q), input(p.rope->sin_q), p.rope->style));
+    K = &keep(Step::k_rot, rotate(*K, input(p.rope->cos_k), input(p.rope->sin_k), p.rope->style));
+  }
 
-  const Tensor<T>& S = keep(Step::scores, v == Variant::k_untransposed ? scores_untransposed(Q, K) : scores(Q, K));
+  const Tensor<T>& S = keep(Step::scores, v == Variant::k_untransposed ? scores_untransposed(*Q, *K) : scores(*Q, *K));
   const double factor = v == Variant::no_scale ? 1.0 : v == Variant::scale_twice ? p.scale * p.scale : p.scale;
-  const Tensor<T>& S_scaled = keep(Step::scaled, scale(S, static_cast<T>(factor)));
-  Tensor<T> masked = apply_mask(S_scaled, mask_of(p, v));
+  const Tensor<T>* S_scaled = &keep(Step::scaled, scale(S, static_cast<T>(factor)));
+  // ALiBi after the scale, as the naive engine adds it.
+  if (p.alibi) {
+    const std::vector<T> slopes = bias(p.alibi->slopes);
+    const std::vector<T> pos_q(p.alibi->query_positions.begin(), p.alibi->query_positions.end());
+    const std::vector<T> pos_k(p.alibi->key_positions.begin(), p.alibi->key_positions.end());
+    S_scaled = &keep(Step::bias, add_alibi(*S_scaled, std::span<const T>(slopes), std::span<const T>(pos_q),
+                                           std::span<const T>(pos_k)));
+  }
+  Tensor<T> masked = apply_mask(*S_scaled, mask_of(p, v));
   if (v == Variant::large_negative)
     for (T& x : masked.values())
       if (x == -std::numeric_limits<T>::infinity()) x = static_cast<T>(lowest_written(storage));
@@ -292,9 +305,42 @@ Magnitude magnitude(const Problem& p, const Values<double>& x, const Tensor<doub
     case Step::q: return {projected(p.X, p.W_q, p.b_q), static_cast<double>(p.d_model + 1)};
     case Step::k: return {projected(p.C, p.W_k, p.b_k), static_cast<double>(p.d_context + 1)};
     case Step::v: return {projected(p.C, p.W_v, p.b_v), static_cast<double>(p.d_context + 1)};
-    case Step::scores:
-      return {scores(absolute(x[slot(Step::q_heads)]), absolute(x[slot(Step::k_heads)])), static_cast<double>(p.d_k)};
+    case Step::q_rot:
+    case Step::k_rot: {
+      // Two products and a sum per turned feature: |x_a·cos| + |x_b·sin|.
+      const bool keys = s == Step::k_rot;
+      const Tensor<double> in = absolute(x[slot(keys ? Step::k_heads : Step::q_heads)]);
+      const Tensor<double> c = absolute(keys ? p.rope->cos_k : p.rope->cos_q);
+      const Tensor<double> sn = absolute(keys ? p.rope->sin_k : p.rope->sin_q);
+      Tensor<double> of = in;
+      const std::size_t P = c.dim(1);
+      for (std::size_t b = 0; b < in.dim(0); ++b)
+        for (std::size_t hd = 0; hd < in.dim(1); ++hd)
+          for (std::size_t t = 0; t < in.dim(2); ++t)
+            for (std::size_t i = 0; i < P; ++i) {
+              const std::size_t a = p.rope->style == RopeStyle::half ? i : 2 * i;
+              const std::size_t e = p.rope->style == RopeStyle::half ? i + P : 2 * i + 1;
+              of(b, hd, t, a) = in(b, hd, t, a) * c(t, i) + in(b, hd, t, e) * sn(t, i);
+              of(b, hd, t, e) = in(b, hd, t, e) * c(t, i) + in(b, hd, t, a) * sn(t, i);
+            }
+      return {std::move(of), 2};
+    }
+    case Step::scores: {
+      const Step q = p.rope ? Step::q_rot : Step::q_heads, k = p.rope ? Step::k_rot : Step::k_heads;
+      return {scores(absolute(x[slot(q)]), absolute(x[slot(k)])), static_cast<double>(p.d_k)};
+    }
     case Step::scaled: return {absolute(own), 1};
+    case Step::bias: {
+      // S' + b: |S'| + |b| over two terms (the product of the bias and the sum).
+      Tensor<double> of = absolute(x[slot(Step::scaled)]);
+      for (std::size_t b = 0; b < of.dim(0); ++b)
+        for (std::size_t hd = 0; hd < of.dim(1); ++hd)
+          for (std::size_t i = 0; i < of.dim(2); ++i)
+            for (std::size_t j = 0; j < of.dim(3); ++j)
+              of(b, hd, i, j) +=
+                  std::fabs(alibi_bias(p.alibi->slopes[hd], p.alibi->query_positions[i], p.alibi->key_positions[j]));
+      return {std::move(of), 2};
+    }
     case Step::weights: return {absolute(own), static_cast<double>(p.m)};
     case Step::head_outputs:
       return {weighted_sum(absolute(x[slot(Step::weights)]), absolute(x[slot(Step::v_heads)])),
@@ -538,8 +584,10 @@ Shape canonical_shape(Step step, const Problem& p) {
     case Step::q: return {p.B, p.n, p.h * p.d_k};
     case Step::k: return {p.B, p.m, p.g * p.d_k};
     case Step::v: return {p.B, p.m, p.g * p.d_v};
-    case Step::q_heads: return {p.B, p.h, p.n, p.d_k};
-    case Step::k_heads: return {p.B, p.g, p.m, p.d_k};
+    case Step::q_heads:
+    case Step::q_rot: return {p.B, p.h, p.n, p.d_k};
+    case Step::k_heads:
+    case Step::k_rot: return {p.B, p.g, p.m, p.d_k};
     case Step::v_heads: return {p.B, p.g, p.m, p.d_v};
     case Step::head_outputs: return {p.B, p.h, p.n, p.d_v};
     case Step::concat: return {p.B, p.n, p.h * p.d_v};
@@ -551,7 +599,8 @@ Shape canonical_shape(Step step, const Problem& p) {
 namespace {
 
 bool is_head_step(Step s) {
-  return s == Step::q_heads || s == Step::k_heads || s == Step::v_heads || s == Step::head_outputs;
+  return s == Step::q_heads || s == Step::k_heads || s == Step::v_heads || s == Step::q_rot || s == Step::k_rot ||
+         s == Step::head_outputs;
 }
 
 // Does step `later` use the value of step `earlier`, directly or through other steps?
@@ -561,9 +610,12 @@ bool depends_on(Step later, Step earlier) {
       case Step::q_heads: return {Step::q};
       case Step::k_heads: return {Step::k};
       case Step::v_heads: return {Step::v};
-      case Step::scores: return {Step::q_heads, Step::k_heads};
+      case Step::q_rot: return {Step::q_heads};
+      case Step::k_rot: return {Step::k_heads};
+      case Step::scores: return {Step::q_heads, Step::k_heads, Step::q_rot, Step::k_rot};
       case Step::scaled: return {Step::scores};
-      case Step::masked: return {Step::scaled};
+      case Step::bias: return {Step::scaled};
+      case Step::masked: return {Step::scaled, Step::bias};
       case Step::weights: return {Step::masked};
       case Step::head_outputs: return {Step::weights, Step::v_heads};
       case Step::concat: return {Step::head_outputs};

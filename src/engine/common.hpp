@@ -84,6 +84,12 @@ template <class T>
 struct Inputs {
   Tensor<T> X, C, W_q, W_k, W_v, W_o;
   std::vector<T> b_q, b_k, b_v, b_o;
+  // RoPE's table (empty without rope): a precomputed input like a weight, so held as one.
+  Tensor<T> cos_q, sin_q;  // (n, dims/2)
+  Tensor<T> cos_k, sin_k;  // (m, dims/2)
+  // ALiBi (empty without alibi): the slopes held as inputs; the positions are whole numbers, exact in T.
+  std::vector<T> slopes;        // (h)
+  std::vector<T> pos_q, pos_k;  // (n), (m)
 
   explicit Inputs(const Problem& p, DType storage = DType::float32)
       : X(held(p.X, storage)),
@@ -95,7 +101,19 @@ struct Inputs {
         b_q(held(p.b_q, storage)),
         b_k(held(p.b_k, storage)),
         b_v(held(p.b_v, storage)),
-        b_o(held(p.b_o, storage)) {}
+        b_o(held(p.b_o, storage)) {
+    if (p.rope) {
+      cos_q = held(p.rope->cos_q, storage);
+      sin_q = held(p.rope->sin_q, storage);
+      cos_k = held(p.rope->cos_k, storage);
+      sin_k = held(p.rope->sin_k, storage);
+    }
+    if (p.alibi) {
+      slopes = held(p.alibi->slopes, storage);
+      pos_q.assign(p.alibi->query_positions.begin(), p.alibi->query_positions.end());
+      pos_k.assign(p.alibi->key_positions.begin(), p.alibi->key_positions.end());
+    }
+  }
 
  private:
   static Tensor<T> held(const Tensor<double>& t, DType storage) {
@@ -118,8 +136,9 @@ struct Heads {
   Tensor<T> V;  // (B, g, m, d_v)
 };
 
-// Project the tokens into queries, keys and values, and split them into heads (steps q … v_heads).
-// The heads are a relayout of values already stored.
+// Project the tokens into queries, keys and values, split them into heads (steps q … v_heads), and
+// with RoPE turn the queries and keys by their positions (q_rot, k_rot), once, before any score.
+// The heads are a relayout of values already stored; the turned ones are stored anew.
 template <class T>
 Heads<T> project_heads(const Problem& p, const Inputs<T>& in, Observer& observer, DType storage = DType::float32) {
   Tensor<T> Q = project(in.X, in.W_q, std::span<const T>(in.b_q));  // (B, n, h·d_k)
@@ -136,6 +155,14 @@ Heads<T> project_heads(const Problem& p, const Inputs<T>& in, Observer& observer
   report(observer, Step::q_heads, heads.Q);
   report(observer, Step::k_heads, heads.K);
   report(observer, Step::v_heads, heads.V);
+  if (p.rope) {
+    heads.Q = rotate(heads.Q, in.cos_q, in.sin_q, p.rope->style);  // (B, h, n, d_k)
+    round_stored(heads.Q, storage);
+    report(observer, Step::q_rot, heads.Q);
+    heads.K = rotate(heads.K, in.cos_k, in.sin_k, p.rope->style);  // (B, g, m, d_k)
+    round_stored(heads.K, storage);
+    report(observer, Step::k_rot, heads.K);
+  }
   return heads;
 }
 

@@ -29,6 +29,11 @@ Problem rounded_inputs(const Problem& p, DType storage = DType::float32) {
   for (std::vector<double>* b : {&q.b_q, &q.b_k, &q.b_v, &q.b_o})
     for (double& x : *b) round(x);
   q.scale = static_cast<double>(static_cast<T>(q.scale));
+  if (q.rope)
+    for (Tensor<double>* t : {&q.rope->cos_q, &q.rope->sin_q, &q.rope->cos_k, &q.rope->sin_k})
+      for (double& x : t->values()) round(x);
+  if (q.alibi)
+    for (double& x : q.alibi->slopes) round(x);
   return q;
 }
 
@@ -104,6 +109,13 @@ ErrorStats error_stats(std::span<const double> a, std::span<const B> b, DType st
 //           + (N + 1)·(T_r + 1)·η·(1 + max_j |v_jc| + |o_c|)        what underflow can lose
 //   4. y = concat·W_o + b_o  Δy = Δconcat·|W_o| + (h·d_v + 1)·u·(|concat|·|W_o| + |b_o|) + h·d_v·η
 //      (no W_o: Δy = Δconcat)
+//   RoPE (between 1 and 2, on Q and K): y_a = x_a·c - x_b·s is two products and one sum, on the
+//      T-rounded table that the reference uses as well, so
+//      Δy_a = |c|·Δx_a + |s|·Δx_b + 2·u·(|x_a·c| + |x_b·s|) + 2·η, and the same for y_b;
+//      step 2 then reads the turned |q|, |k| and these ΔQ, ΔK.
+//   ALiBi (in step 2): s_j + b_j with b_j = -slope·(pos_i - pos_j), whose difference is exact: one
+//      product and one sum more, Δs_j += u·|scale|·Σ_e |q_e|·|k_je| + 2·u·|b_j| + η
+//      (the sum's u·|s_j + b_j| split between the two terms).
 // noise = 2 · max Δy. The bound is first order: γ_n = n·u / (1 - n·u) <= 2·n·u while n·u <= 1/2, and
 // the reference's own rounding (the same bound with 2^-53 or 2^-64) fits in the other half. The
 // magnitudes are the reference's, on the same T-rounded inputs. Nothing here assumes that flash
@@ -114,11 +126,12 @@ ErrorStats error_stats(std::span<const double> a, std::span<const B> b, DType st
 // float16, 2^-133 bfloat16): each n above counts at least two operations, the last of which is stored,
 // and n·2^-24 + u_half <= n·u_half (the float32 work plus one rounding to storage) as soon as n >= 2,
 // since u_half >= 2^13·2^-24; likewise float32's η (2^-149) and half an η of the half type's
-// subnormals fit in one η_half. Naive stores the scores twice (scores, scaled): for d_k >= 2 both
-// roundings fit in (d_k + 1)·u, and for d_k = 1 the second fits in the 2·T_r·u that D_j keeps for the
-// exps, which run in float32 (2·2^-24 each). The weights (naive) or P (flash) are stored once more:
-// a_j·(1 + δ_j) moves o by at most u·Σ_j a_j·|v_jc|, within the (N + T_r)·u of step 3 beside the
-// float32 products and additions; the stored O / l within the (N + 2·T_r + 1)·u·|o_c| beside them.
+// subnormals fit in one η_half. Naive stores the scores twice (scores, scaled), three times with ALiBi
+// (bias), and the turned q and k once more: for d_k >= 2 the first two roundings fit in (d_k + 1)·u, the
+// third in ALiBi's u·|scale|·Σ|q|·|k| + u·|b_j|, the turned ones in RoPE's 2·u (n = 2 above), and for d_k = 1 the
+// second fits in the 2·T_r·u that D_j keeps for the exps, which run in float32 (2·2^-24 each). The weights (naive) or P
+// (flash) are stored once more: a_j·(1 + δ_j) moves o by at most u·Σ_j a_j·|v_jc|, within the (N + T_r)·u of step 3
+// beside the float32 products and additions; the stored O / l within the (N + 2·T_r + 1)·u·|o_c| beside them.
 
 struct Rounding {
   double u;    // unit roundoff: the largest relative error of one operation
@@ -158,10 +171,12 @@ inline Tensor<double> projection_error(const Tensor<double>& X, const Tensor<dou
 
 // Δs_j = |scale|·Σ_e ((d_k + 1)·u·|q_e|·|k_je| + Δq_e·|k_je| + |q_e|·Δk_je + Δq_e·Δk_je) + (d_k·|scale| + 1)·η
 // q, dq (d_k): one query row and its error; K, dK (m, d_k): the keys of its head, as magnitudes.
+// bias (m) or empty: ALiBi's b_j for this row, whose product and sum add their own rounding (above).
 inline std::vector<double> score_error(std::span<const double> q, std::span<const double> dq, const double* K,
-                                       const double* dK, std::size_t m, double scale, Rounding r) {
+                                       const double* dK, std::size_t m, double scale, Rounding r,
+                                       std::span<const double> bias = {}) {
   const std::size_t d_k = q.size();
-  const double a = std::fabs(scale), dots = static_cast<double>(d_k) + 1;
+  const double a = std::fabs(scale), dots = static_cast<double>(d_k) + (bias.empty() ? 1 : 2);
   std::vector<double> ds(m);
   for (std::size_t j = 0; j < m; ++j) {
     const double* k = K + j * d_k;
@@ -169,8 +184,30 @@ inline std::vector<double> score_error(std::span<const double> q, std::span<cons
     double sum = 0;
     for (std::size_t e = 0; e < d_k; ++e) sum += dots * r.u * q[e] * k[e] + dq[e] * k[e] + q[e] * dk[e] + dq[e] * dk[e];
     ds[j] = a * sum + (static_cast<double>(d_k) * a + 1) * r.eta;
+    if (!bias.empty()) ds[j] += 2 * r.u * std::fabs(bias[j]) + r.eta;
   }
   return ds;
+}
+
+// ΔY_a = |c|·ΔX_a + |s|·ΔX_b + 2·u·(|X_a·c| + |X_b·s|) + 2·η for each turned pair (a, b), and likewise
+// for b; features past the turned ones keep their ΔX. X (B, H, T, d) as magnitudes, dX its bound, cos
+// and sin (T, dims/2) the table.                                                    -> (B, H, T, d)
+inline Tensor<double> rotation_error(const Tensor<double>& X, const Tensor<double>& dX, const Tensor<double>& cos,
+                                     const Tensor<double>& sin, RopeStyle style, Rounding r) {
+  Tensor<double> dY = dX;
+  const std::size_t P = cos.dim(1);
+  for (std::size_t b = 0; b < X.dim(0); ++b)
+    for (std::size_t hd = 0; hd < X.dim(1); ++hd)
+      for (std::size_t t = 0; t < X.dim(2); ++t)
+        for (std::size_t i = 0; i < P; ++i) {
+          const std::size_t a = style == RopeStyle::half ? i : 2 * i;
+          const std::size_t c = style == RopeStyle::half ? i + P : 2 * i + 1;
+          const double co = std::fabs(cos(t, i)), si = std::fabs(sin(t, i));
+          const double xa = X(b, hd, t, a), xc = X(b, hd, t, c), da = dX(b, hd, t, a), dc = dX(b, hd, t, c);
+          dY(b, hd, t, a) = co * da + si * dc + 2 * r.u * (xa * co + xc * si) + 2 * r.eta;
+          dY(b, hd, t, c) = co * dc + si * da + 2 * r.u * (xc * co + xa * si) + 2 * r.eta;
+        }
+  return dY;
 }
 
 // One query row of one head: its output o and the bound Δo (step 3 above), both (d_v).
@@ -235,7 +272,8 @@ class NoiseFloor final : public Observer {
   }
 
   bool wants(Step step) const override {
-    return step == Step::q_heads || step == Step::k_heads || step == Step::v_heads || step == Step::weights;
+    return step == Step::q_heads || step == Step::k_heads || step == Step::v_heads || step == Step::q_rot ||
+           step == Step::k_rot || step == Step::weights;
   }
   void on(Step step, const Tensor<float>& value) override { take(step, value); }
   void on(Step step, const Tensor<double>& value) override { take(step, value); }
@@ -258,6 +296,15 @@ class NoiseFloor final : public Observer {
   void take(Step step, const Tensor<U>& value) {
     if (step == Step::q_heads) Q_ = magnitude(cast<double>(value));
     if (step == Step::k_heads) K_ = magnitude(cast<double>(value));
+    // RoPE: the error of the turned heads from the unturned ones (above), then their magnitudes.
+    if (step == Step::q_rot) {
+      dQ_ = rotation_error(Q_, dQ_, p_.rope->cos_q, p_.rope->sin_q, p_.rope->style, r_);
+      Q_ = magnitude(cast<double>(value));
+    }
+    if (step == Step::k_rot) {
+      dK_ = rotation_error(K_, dK_, p_.rope->cos_k, p_.rope->sin_k, p_.rope->style, r_);
+      K_ = magnitude(cast<double>(value));
+    }
     if (step == Step::v_heads) V_ = cast<double>(value);
     if (step == Step::weights) rows(value);
   }
@@ -267,7 +314,7 @@ class NoiseFloor final : public Observer {
   void rows(const Tensor<U>& A) {
     const std::size_t m = p_.m, d_k = p_.d_k, d_v = p_.d_v;
     if (m == 0) return;  // no keys: every output is 0 (or b_o) in both engines
-    std::vector<double> a(m), log_ratio(m);
+    std::vector<double> a(m), log_ratio(m), bias(p_.alibi ? m : 0);
     for (std::size_t b = 0; b < p_.B; ++b)
       for (std::size_t hd = 0; hd < p_.h; ++hd) {
         const std::size_t kv = kv_head_of(hd, p_.h, p_.g);
@@ -283,9 +330,12 @@ class NoiseFloor final : public Observer {
             if (tiles == 0 || j / Bc_ != last_tile) ++tiles;
             last_tile = j / Bc_;
           }
+          if (p_.alibi)
+            for (std::size_t j = 0; j < m; ++j)
+              bias[j] = alibi_bias(p_.alibi->slopes[hd], p_.alibi->query_positions[i], p_.alibi->key_positions[j]);
           const std::vector<double> ds = score_error(std::span<const double>(&Q_(b, hd, i, 0), d_k),
                                                      std::span<const double>(&dQ_(b, hd, i, 0), d_k), &K_(b, kv, 0, 0),
-                                                     &dK_(b, kv, 0, 0), m, p_.scale, r_);
+                                                     &dK_(b, kv, 0, 0), m, p_.scale, r_, std::span<const double>(bias));
           const RowError e =
               attention_row_error(a, log_ratio, N, tiles, ds, &V_(b, kv, 0, 0), &dV_(b, kv, 0, 0), d_v, r_);
           for (std::size_t c = 0; c < d_v; ++c) {

@@ -59,6 +59,10 @@ inline std::size_t shared_values(const Problem& p) {
   v = checked_add(v, product(2, B, n, p.h, p.d_k));                                 // Q and its heads
   v = checked_add(v, product(2, B, m, p.g, checked_add(p.d_k, p.d_v)));             // K, V and their heads
   v = checked_add(v, product(3, B, n, checked_add(product(p.h, p.d_v), p.d_out)));  // head outputs, concat, output
+  if (p.rope) {
+    v = checked_add(v, product(B, checked_add(product(n, p.h), product(m, p.g)), p.d_k));  // q_rot, k_rot
+    v = checked_add(v, product(2, checked_add(n, m), p.rope->dims));                       // cos and sin
+  }
   return v;
 }
 

@@ -49,9 +49,11 @@ AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tile
   const T scale = static_cast<T>(p.scale);
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   const bool watching = observer.wants_tiles();
+  const bool alibi = p.alibi.has_value();
   ByteMeter meter;
 
-  // pass 1: project the tokens into queries, keys and values, and split them into heads
+  // pass 1: project the tokens into queries, keys and values, split them into heads, and turn the
+  // queries and keys by their positions (RoPE) once, before the tiles, as rotary kernels do
   const Heads<T> heads = project_heads(p, in, observer, storage);
 
   // pass 2: per query tile, sweep the key tiles with the online softmax
@@ -71,8 +73,8 @@ AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tile
             if (watching) observer.on_tile(TileEvent<T>{b, hd, i, j, r0, r1, c0, c1, true});
             continue;
           }
-          // S = Q_i·K_jᵀ · scale, -inf where the mask forbids
-          // S[r][c] = scale · Σ_e Q[r0+r][e] · K[c0+c][e]
+          // S = Q_i·K_jᵀ · scale (+ ALiBi's bias of this block), -inf where the mask forbids
+          // S[r][c] = scale · Σ_e Q[r0+r][e] · K[c0+c][e]  - s_hd·(pos_q[r0+r] - pos_k[c0+c])
           Tensor<T> S({rows, cols});
           for (std::size_t r = 0; r < rows; ++r) {
             const T* q = &heads.Q(b, hd, r0 + r, 0);
@@ -85,6 +87,7 @@ AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tile
               T dot = 0;
               for (std::size_t e = 0; e < d_k; ++e) dot += q[e] * k[e];
               S(r, c) = dot * scale;
+              if (alibi) S(r, c) += alibi_term(in.slopes[hd], in.pos_q[r0 + r], in.pos_k[c0 + c]);
             }
           }
           Tensor<T> V_j({cols, d_v});  // (Bc, d_v) this tile's values

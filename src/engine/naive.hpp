@@ -17,8 +17,8 @@ AttentionResult<T> run_naive(const Problem& p, Observer& observer, DType storage
   // pass 1: project the tokens into queries, keys and values, and split them into heads
   const Heads<T> heads = project_heads(p, in, observer, storage);
 
-  // pass 2: query dot key, scaled, masked, then a softmax of each row. Each (B, h, n, m) buffer is
-  // dropped once the next one is made, so at most two are held at a time.
+  // pass 2: query dot key, scaled, with ALiBi's bias added, masked, then a softmax of each row. Each
+  // (B, h, n, m) buffer is dropped once the next one is made, so at most two are held at a time.
   Tensor<T> A;  // (B, h, n, m)
   {
     Tensor<T> S = scores(heads.Q, heads.K);  // (B, h, n, m)
@@ -31,6 +31,15 @@ AttentionResult<T> run_naive(const Problem& p, Observer& observer, DType storage
     report(observer, Step::scaled, S_scaled);
     meter.release(bytes_of(S));
     S = Tensor<T>();
+    if (p.alibi) {
+      Tensor<T> S_bias = add_alibi(S_scaled, std::span<const T>(in.slopes), std::span<const T>(in.pos_q),
+                                   std::span<const T>(in.pos_k));
+      round_stored(S_bias, storage);
+      meter.hold(bytes_of(S_bias));
+      report(observer, Step::bias, S_bias);
+      meter.release(bytes_of(S_scaled));
+      S_scaled = std::move(S_bias);  // what the mask applies to
+    }
     Tensor<T> S_masked = apply_mask(S_scaled, allows);  // stored values and -inf: nothing new to round
     meter.hold(bytes_of(S_masked));
     report(observer, Step::masked, S_masked);

@@ -95,6 +95,18 @@ std::string explanation_to_json(const Explanation& e, const std::string& generat
   out["score"] = sum(e.dot);
   out["scale"] = number(e.scale);
   out["scaled"] = number(e.scaled);
+  if (!e.q_rot.empty())
+    out["rope"] = {{"position_query", e.pos_q},
+                   {"position_key", e.pos_k},
+                   {"theta_i", numbers(e.theta)},
+                   {"q_rot", numbers(e.q_rot)},
+                   {"k_rot", numbers(e.k_rot)}};
+  if (e.alibi)
+    out["alibi"] = {{"slope", number(e.slope)},
+                    {"position_query", e.alibi_pos_q},
+                    {"position_key", e.alibi_pos_k},
+                    {"bias", number(*e.alibi)},
+                    {"biased", number(e.biased)}};
   out["mask"] = {{"kind", e.mask}, {"allowed", e.allowed}, {"reason", e.mask_reason}, {"empty_row", e.empty_row}};
   ojson keys = ojson::array();
   for (std::size_t k = 0; k < e.row.size(); ++k) {

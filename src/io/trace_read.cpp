@@ -73,6 +73,10 @@ class TraceReader {
       if (!s.is_object()) fail(ptr, "expected a step object");
       const std::optional<Step> step = step_from_name(string_at(s, ptr, "name"));
       if (!step) continue;  // a step this version does not know: newer writers may add steps
+      if (!step_applies(*step, *t.problem))
+        fail(pointer_key(ptr, "name"),
+             fmt::format("the step \"{}\" belongs to an input with \"{}\", and this trace's input has none",
+                         step_info(*step).name, *step == Step::bias ? "alibi" : "rope"));
       const std::optional<DType> step_dtype = dtype_from_name(string_at(s, ptr, "dtype"));
       const bool float32 = step_dtype && computes_in_float32(*step_dtype);
       t.steps.push_back(

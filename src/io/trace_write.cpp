@@ -76,24 +76,41 @@ ojson mask_json(const Mask& mask, bool with_offset) {
   return j;
 }
 
+// Positions are whole numbers: written as such.
+ojson whole_numbers(const std::vector<double>& v) {
+  ojson out = ojson::array();
+  for (const double x : v) out.push_back(static_cast<long long>(x));
+  return out;
+}
+
 ojson config_json(const Trace& t) {
   const Problem& p = *t.problem;
-  return {{"n", p.n},
-          {"m", p.m},
-          {"batch", p.batched ? ojson(p.B) : ojson(nullptr)},
-          {"d_model", p.d_model},
-          {"d_context", p.d_context},
-          {"d_k", p.d_k},
-          {"d_v", p.d_v},
-          {"d_out", p.d_out},
-          {"n_heads", p.h},
-          {"n_kv_heads", p.g},
-          {"scale", p.scale},
-          {"mask", mask_json(p.mask, true)},
-          {"layout", p.layout == Layout::in_out ? "in_out" : "out_in"},
-          {"dtype", name_of(t.dtype)},
-          {"engine", name_of(t.engine)},
-          {"head", t.head ? ojson(*t.head) : ojson(nullptr)}};
+  ojson config = {{"n", p.n},
+                  {"m", p.m},
+                  {"batch", p.batched ? ojson(p.B) : ojson(nullptr)},
+                  {"d_model", p.d_model},
+                  {"d_context", p.d_context},
+                  {"d_k", p.d_k},
+                  {"d_v", p.d_v},
+                  {"d_out", p.d_out},
+                  {"n_heads", p.h},
+                  {"n_kv_heads", p.g},
+                  {"scale", p.scale},
+                  {"mask", mask_json(p.mask, true)},
+                  {"layout", p.layout == Layout::in_out ? "in_out" : "out_in"},
+                  {"dtype", name_of(t.dtype)},
+                  {"engine", name_of(t.engine)},
+                  {"head", t.head ? ojson(*t.head) : ojson(nullptr)}};
+  if (p.rope)
+    config["rope"] = {{"theta", p.rope->theta},
+                      {"style", std::string(to_string(p.rope->style))},
+                      {"dims", p.rope->dims},
+                      {"frequencies", p.rope->frequencies}};
+  if (p.alibi)
+    config["alibi"] = {{"slopes", p.alibi->slopes},
+                       {"query_positions", whole_numbers(p.alibi->query_positions)},
+                       {"key_positions", whole_numbers(p.alibi->key_positions)}};
+  return config;
 }
 
 // JSON text for people and programs alike: objects one key a line, lists of numbers on one line.
@@ -261,9 +278,45 @@ void write_input(TextWriter& w, const Problem& p, int indent) {
   w.value(mask_json(p.mask, false), indent + 2);
   key("layout");
   w.append(p.layout == Layout::in_out ? "\"in_out\"" : "\"out_in\"");
+  if (p.rope) {
+    ojson rope = {{"theta", p.rope->theta}, {"positions", whole_numbers(p.rope->positions)}};
+    if (p.cross) rope["context_positions"] = whole_numbers(p.rope->context_positions);
+    rope["style"] = std::string(to_string(p.rope->style));
+    rope["dims"] = p.rope->dims;
+    key("rope");
+    w.value(rope, indent + 2);
+  }
+  if (p.alibi) {
+    key("alibi");
+    w.value(p.alibi->standard ? ojson(true) : ojson(p.alibi->slopes), indent + 2);
+  }
   w.append("\n");
   w.pad(indent);
   w.append("}");
+}
+
+// The angle table of q_rot or k_rot: each token's position, θ_i, and cos and sin of pos·θ_i as the run
+// held them (rounded to its dtype, as the engines hold inputs).
+void write_rotation(TextWriter& w, const Problem& p, bool keys, DType dtype) {
+  const Rope& r = *p.rope;
+  const auto held = [dtype](const Tensor<double>& t) {
+    Tensor<double> out = t;
+    if (dtype != DType::float64)
+      for (double& x : out.values()) x = static_cast<double>(stored_input<float>(dtype, x));
+    return out;
+  };
+  const bool float32 = computes_in_float32(dtype);
+  w.append("{");
+  w.key("positions", 8, true);
+  w.data(Tensor<double>({(keys ? r.context_positions : r.positions).size()}, keys ? r.context_positions : r.positions),
+         false, 8);
+  w.key("theta_i", 8, false);
+  w.data(Tensor<double>({r.frequencies.size()}, r.frequencies), false, 8);
+  w.key("cos", 8, false);
+  w.data(held(keys ? r.cos_k : r.cos_q), float32, 8);
+  w.key("sin", 8, false);
+  w.data(held(keys ? r.sin_k : r.sin_q), float32, 8);
+  w.append("\n      }");
 }
 
 // docs/trace-format.md's `flash` object: block sizes, every tile, lse and output. `finals` (O / l and lse
@@ -398,6 +451,10 @@ std::string trace_to_json(const Trace& t, const std::string& generator) {
     w.append(json(name_of(t.dtype)).dump());
     w.key("data", 6, false);
     w.data(s.value, float32, 6);
+    if (p.rope && (s.step == Step::q_rot || s.step == Step::k_rot)) {
+      w.key("rotation", 6, false);
+      write_rotation(w, p, s.step == Step::k_rot, t.dtype);
+    }
     w.append("\n    }");
   }
   w.append(t.steps.empty() ? "]" : "\n  ]");

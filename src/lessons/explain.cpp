@@ -261,6 +261,8 @@ Explanation explain_weight_in(const std::shared_ptr<const Problem>& problem, con
   run.tile_size = r.tile_size;
   run.filter.only = {Step::q_heads, Step::k_heads, Step::v_heads, Step::scores,
                      Step::scaled,  Step::masked,  Step::weights, Step::head_outputs};
+  if (p.rope) run.filter.only.insert(run.filter.only.end(), {Step::q_rot, Step::k_rot});
+  if (p.alibi) run.filter.only.push_back(Step::bias);
   run.filter.head = hd;
   run.filter.tiles = r.engine == Engine::flash;
   const Trace trace = record_run(problem, run);
@@ -270,9 +272,13 @@ Explanation explain_weight_in(const std::shared_ptr<const Problem>& problem, con
   const Tensor<double> V = recorded(trace, Step::v_heads);        // (B, 1, m, d_v)
   const Tensor<double> S = recorded(trace, Step::scores);         // (B, 1, n, m)
   const Tensor<double> S_scaled = recorded(trace, Step::scaled);  // (B, 1, n, m)
-  const Tensor<double> S_masked = recorded(trace, Step::masked);  // (B, 1, n, m)
-  const Tensor<double> A = recorded(trace, Step::weights);        // (B, 1, n, m)
-  const Tensor<double> O = recorded(trace, Step::head_outputs);   // (B, 1, n, d_v)
+  // With RoPE the score reads the turned heads; with ALiBi the softmax reads the biased scores.
+  const Tensor<double> Q_dot = p.rope ? recorded(trace, Step::q_rot) : Q;                 // (B, 1, n, d_k)
+  const Tensor<double> K_dot = p.rope ? recorded(trace, Step::k_rot) : K;                 // (B, 1, m, d_k)
+  const Tensor<double> S_before_mask = p.alibi ? recorded(trace, Step::bias) : S_scaled;  // (B, 1, n, m)
+  const Tensor<double> S_masked = recorded(trace, Step::masked);                          // (B, 1, n, m)
+  const Tensor<double> A = recorded(trace, Step::weights);                                // (B, 1, n, m)
+  const Tensor<double> O = recorded(trace, Step::head_outputs);                           // (B, 1, n, d_v)
 
   Explanation e;
   e.dtype = r.dtype;
@@ -300,16 +306,35 @@ Explanation explain_weight_in(const std::shared_ptr<const Problem>& problem, con
     e.k.push_back(row_times_column<T>(p.C, b, j, p.W_k, e.kv_head * p.d_k + c, p.b_k, K(b, 0, j, c)));
   }
 
+  // pass 2b: RoPE turns q and k by their positions before the score
+  if (p.rope) {
+    for (std::size_t c = 0; c < p.d_k; ++c) {
+      e.q_rot.push_back(Q_dot(b, 0, i, c));
+      e.k_rot.push_back(K_dot(b, 0, j, c));
+    }
+    e.pos_q = p.rope->positions[i];
+    e.pos_k = p.rope->context_positions[j];
+    e.theta = p.rope->frequencies;
+    e.rope_pairs = p.rope->style == RopeStyle::half ? fmt::format("(i, i + {})", p.rope->dims / 2) : "(2i, 2i + 1)";
+  }
+
   // pass 3: the score q·k = Σ_c q_c·k_c, and its scale
   std::vector<double> q_row(p.d_k), k_row(p.d_k);
   for (std::size_t c = 0; c < p.d_k; ++c) {
-    q_row[c] = Q(b, 0, i, c);
-    k_row[c] = K(b, 0, j, c);
+    q_row[c] = Q_dot(b, 0, i, c);
+    k_row[c] = K_dot(b, 0, j, c);
   }
   e.dot = products(std::move(q_row), std::move(k_row), std::nullopt, S(b, 0, i, j));
   e.scale = in_dtype<T>(p.scale);
   e.scale_given = p.scale_given;
   e.scaled = S_scaled(b, 0, i, j);
+  if (p.alibi) {
+    e.slope = in_dtype<T>(p.alibi->slopes[hd]);
+    e.alibi_pos_q = p.alibi->query_positions[i];
+    e.alibi_pos_k = p.alibi->key_positions[j];
+    e.alibi = alibi_bias(e.slope, e.alibi_pos_q, e.alibi_pos_k);
+    e.biased = S_before_mask(b, 0, i, j);
+  }
 
   // pass 4: the mask
   e.allowed = p.mask.allows(b, i, j);
@@ -334,7 +359,7 @@ Explanation explain_weight_in(const std::shared_ptr<const Problem>& problem, con
   for (std::size_t k = 0; k < p.m; ++k) {
     SoftmaxEntry& entry = e.row[k];
     entry.allowed = p.mask.allows(b, i, k);
-    entry.scaled = S_scaled(b, 0, i, k);
+    entry.scaled = S_before_mask(b, 0, i, k);
     entry.weight = A(b, 0, i, k);
     if (e.empty_row) {
       entry.shifted = minus_inf;

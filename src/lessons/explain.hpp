@@ -60,7 +60,7 @@ struct ExplainRequest {
 // Key j' of query row i in naive's softmax.
 struct SoftmaxEntry {
   bool allowed = true;  // by the mask
-  double scaled = 0;    // s' = scale·q·k_j' (the scaled step), before the mask
+  double scaled = 0;    // s' = scale·q·k_j' (the scaled step; with ALiBi the bias step), before the mask
   double shifted = 0;   // s'' − max: -inf where masked
   double exp = 0;       // exp(s'' − max)
   double weight = 0;    // a_ij' (the weights step)
@@ -110,11 +110,20 @@ struct Explanation {
   std::vector<double> c;  // (d_context) C[b][j]: X[b][j] in self-attention
   // 2. the projections: q[e] = Σ_r x_r·W_q[r][hd·d_k + e] + b_q, k[e] = Σ_r c_r·W_k[r][kv·d_k + e] + b_k
   std::vector<ProductSum> q, k;  // (d_k) each value from q_heads, k_heads
+  // 2b. with RoPE: q and k turned by their positions (from q_rot, k_rot); empty without
+  std::vector<double> q_rot, k_rot;  // (d_k)
+  double pos_q = 0, pos_k = 0;       // the positions of query i and key j
+  std::vector<double> theta;         // (dims/2) θ_i
+  std::string rope_pairs;            // "(i, i + 2)" or "(2i, 2i + 1)"
   // 3. the score and its scale
-  ProductSum dot;    // q·k = Σ_e q_e·k_e; value from the scores step
+  ProductSum dot;    // q·k = Σ_e q_e·k_e (the turned ones with RoPE); value from the scores step
   double scale = 1;  // in the dtype
   bool scale_given = false;
   double scaled = 0;  // s = scale·q·k, from the scaled step
+  // 3b. with ALiBi: s + b, b = -slope·(pos_i - pos_j), from the bias step
+  std::optional<double> alibi;  // b
+  double slope = 0, alibi_pos_q = 0, alibi_pos_k = 0;
+  double biased = 0;  // s + b
   // 4. the mask
   bool allowed = true;
   std::string mask;         // Mask::summary()

@@ -506,6 +506,13 @@ const StepDifference* first_difference_of(const MistakeResult& r) {
 }
 
 std::optional<std::string> mistake_refused(Mistake mistake, const Problem& p) {
+  if (p.rope || p.alibi)
+    return fmt::format(
+        "the mistakes are shown on attention without positions, and this input has {}: leave it out "
+        "of a copy of the input to see the mistake",
+        p.rope && p.alibi ? "\"rope\" and \"alibi\""
+        : p.rope          ? "\"rope\""
+                          : "\"alibi\"");
   if (mistake != Mistake::shared_qkv) return std::nullopt;
   if (p.cross)
     return std::string(

@@ -157,6 +157,12 @@ Problem permute_tokens(const Problem& p, std::span<const std::size_t> pi) {
 Expectation equivariance_expected(const Problem& p) {
   if (p.n < 2) return {true, "one query: every permutation leaves it where it is"};
   const std::string_view kind = p.cross ? "cross-attention" : "self-attention";
+  if (p.rope || p.alibi)
+    return {false, fmt::format("not expected: {} gives each place its own position, which stays when the tokens "
+                               "move, so a moved token is turned or biased differently",
+                               p.rope && p.alibi ? "RoPE and ALiBi"
+                               : p.rope          ? "RoPE"
+                                                 : "ALiBi")};
   switch (p.mask.kind) {
     case MaskKind::causal:
     case MaskKind::sliding_window:

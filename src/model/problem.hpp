@@ -3,10 +3,12 @@
 // Values are kept in double; an engine rounds them to its own scalar type.
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/mask.hpp"
+#include "model/positions.hpp"
 #include "tensor/tensor.hpp"
 
 namespace attn {
@@ -45,6 +47,8 @@ struct Problem {
   bool scale_given = false;
   Mask mask;
   Layout layout = Layout::in_out;
+  std::optional<Rope> rope;    // rotary position embeddings of q and k, when the input has `rope`
+  std::optional<Alibi> alibi;  // ALiBi's bias on the scaled scores, when the input has `alibi`
 
   bool has_output_projection() const { return !W_o.empty(); }
 };

@@ -25,6 +25,16 @@ const std::array<StepInfo, step_count>& table() {
        "V_h = V.reshape(m, g, d_v).transpose(0, 1)",
        "the values split into key/value heads",
        {kv_head, key, feature}},
+      {Step::q_rot,
+       "q_rot",
+       "q_rot = RoPE(q, pos)",
+       "the queries turned by their positions (RoPE): each pair of features rotates by position · θ_i",
+       {head, query, feature}},
+      {Step::k_rot,
+       "k_rot",
+       "k_rot = RoPE(k, pos)",
+       "the keys turned by their positions, so that q·k depends on how far apart the two tokens are",
+       {kv_head, key, feature}},
       {Step::scores,
        "scores",
        "S = Q·Kᵀ",
@@ -34,6 +44,11 @@ const std::array<StepInfo, step_count>& table() {
        "scaled",
        "S' = S · scale",
        "the scores scaled (by 1/√d_k unless set) so their spread does not grow with d_k",
+       {head, query, key}},
+      {Step::bias,
+       "bias",
+       "S'' = S' - m_h·(i - j)",
+       "ALiBi: each score lowered in proportion to how far the key lies behind the query, by a slope per head",
        {head, query, key}},
       {Step::masked,
        "masked",
@@ -95,7 +110,9 @@ std::vector<std::string> dim_names(Step step, bool batched) {
       case Axis::feature:
         switch (step) {
           case Step::q_heads:
-          case Step::k_heads: names.emplace_back("d_k"); break;
+          case Step::k_heads:
+          case Step::q_rot:
+          case Step::k_rot: names.emplace_back("d_k"); break;
           case Step::v_heads:
           case Step::head_outputs: names.emplace_back("d_v"); break;
           case Step::output: names.emplace_back("d_out"); break;

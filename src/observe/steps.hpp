@@ -10,9 +10,28 @@
 
 namespace attn {
 
-enum class Step { q, k, v, q_heads, k_heads, v_heads, scores, scaled, masked, weights, head_outputs, concat, output };
+// In the order of the pipeline. q_rot and k_rot are steps of an input with `rope` only, bias of an input
+// with `alibi` only (trace/trace.hpp: step_applies); every other step is in every trace.
+enum class Step {
+  q,
+  k,
+  v,
+  q_heads,
+  k_heads,
+  v_heads,
+  q_rot,
+  k_rot,
+  scores,
+  scaled,
+  bias,
+  masked,
+  weights,
+  head_outputs,
+  concat,
+  output
+};
 
-inline constexpr std::size_t step_count = 13;
+inline constexpr std::size_t step_count = 16;
 
 // What each axis of a step is, so a printer knows which labels go where.
 enum class Axis { query, key, head, kv_head, feature };
@@ -29,11 +48,15 @@ const StepInfo& step_info(Step step);
 const std::array<Step, step_count>& all_steps();
 std::optional<Step> step_from_name(std::string_view name);
 
-// The n × m steps (scores, scaled, masked, weights): the matrices the flash pass never forms whole;
+// The n × m steps (scores, scaled, bias, masked, weights): the matrices the flash pass never forms whole;
 // its tiles hold them piece by piece.
 constexpr bool is_score_step(Step step) {
-  return step == Step::scores || step == Step::scaled || step == Step::masked || step == Step::weights;
+  return step == Step::scores || step == Step::scaled || step == Step::bias || step == Step::masked ||
+         step == Step::weights;
 }
+
+// The steps that only some inputs have: q_rot and k_rot (RoPE), bias (ALiBi).
+constexpr bool is_position_step(Step step) { return step == Step::q_rot || step == Step::k_rot || step == Step::bias; }
 
 // The dimension names of docs/trace-format.md's `dims`: "query", "key", "head", "kv_head", then the
 // feature axis by its role ("d_k", "d_v", "feature").

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "model/positions.hpp"
 #include "tensor/tensor.hpp"
 
 namespace attn {
@@ -79,6 +80,59 @@ Tensor<T> merge_heads(const Tensor<T>& O) {
       for (std::size_t i = 0; i < n; ++i)
         for (std::size_t c = 0; c < d; ++c) Y(b, i, hd * d + c) = O(b, hd, i, c);
   return Y;
+}
+
+// RoPE: the first 2·P features of every token turn pair by pair through the angle of its position; the
+// rest pass through. Pair i is (a, b) = (i, i + P) in the half style, (2i, 2i + 1) interleaved.
+// X (B, H, T, d), cos and sin (T, P): cos and sin of position_t · θ_i          -> (B, H, T, d)
+// Y[..][t][a] = X[..][t][a]·cos[t][i] - X[..][t][b]·sin[t][i]
+// Y[..][t][b] = X[..][t][b]·cos[t][i] + X[..][t][a]·sin[t][i]
+template <class T>
+Tensor<T> rotate(const Tensor<T>& X, const Tensor<T>& cos, const Tensor<T>& sin, RopeStyle style) {
+  detail::require(
+      X.rank() == 4 && cos.rank() == 2 && cos.shape() == sin.shape() && cos.dim(0) == X.dim(2) &&
+          2 * cos.dim(1) <= X.dim(3),
+      "rotate",
+      fmt::format("X [{}] and the angles [{}] do not fit", fmt::join(X.shape(), ", "), fmt::join(cos.shape(), ", ")));
+  const std::size_t B = X.dim(0), H = X.dim(1), T_ = X.dim(2), P = cos.dim(1);
+  Tensor<T> Y = X;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < H; ++hd)
+      for (std::size_t t = 0; t < T_; ++t) {
+        const T* x = &X(b, hd, t, 0);
+        T* y = &Y(b, hd, t, 0);
+        for (std::size_t i = 0; i < P; ++i) {
+          const std::size_t a = style == RopeStyle::half ? i : 2 * i;
+          const std::size_t c = style == RopeStyle::half ? i + P : 2 * i + 1;
+          y[a] = x[a] * cos(t, i) - x[c] * sin(t, i);
+          y[c] = x[c] * cos(t, i) + x[a] * sin(t, i);
+        }
+      }
+  return Y;
+}
+
+// ALiBi's bias of one score: a penalty linear in the distance from the query to the key.
+// bias = -s·(pos_i - pos_j); the positions are whole numbers, so their difference is exact.
+template <class T>
+T alibi_term(T slope, T pos_i, T pos_j) {
+  return -slope * (pos_i - pos_j);
+}
+
+// S'' = S' + bias per head                       S (B, h, n, m), slopes (h), pos_q (n), pos_k (m)
+// S''[b][hd][i][j] = S'[b][hd][i][j] - s_hd·(pos_q[i] - pos_k[j])               -> (B, h, n, m)
+template <class T>
+Tensor<T> add_alibi(const Tensor<T>& S, std::span<const T> slopes, std::span<const T> pos_q, std::span<const T> pos_k) {
+  detail::require(S.rank() == 4 && slopes.size() == S.dim(1) && pos_q.size() == S.dim(2) && pos_k.size() == S.dim(3),
+                  "add_alibi",
+                  fmt::format("S [{}] with {} slopes, {} query and {} key positions", fmt::join(S.shape(), ", "),
+                              slopes.size(), pos_q.size(), pos_k.size()));
+  const std::size_t B = S.dim(0), h = S.dim(1), n = S.dim(2), m = S.dim(3);
+  Tensor<T> out = S;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < h; ++hd)
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < m; ++j) out(b, hd, i, j) += alibi_term(slopes[hd], pos_q[i], pos_k[j]);
+  return out;
 }
 
 // Query head hd reads key/value head hd / (h/g): consecutive query heads share one K/V head (GQA),

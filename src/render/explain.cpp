@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "render/page.hpp"
 #include "render/text.hpp"
@@ -196,7 +197,17 @@ void projections(Page& page, const Explanation& e, const Numbers& num) {
 }
 
 void score(Page& page, const Explanation& e, const Numbers& num) {
-  page.heading("4. the score: q·k");
+  if (!e.q_rot.empty()) {
+    page.heading("the positions: RoPE turns q and k");
+    paragraph(page, fmt::format("Each pair of features {} turns by the angle pos·θ_i, θ_i = {:.4g}: the query at "
+                                "position {}, the key at position {}. The score below reads the turned vectors, so "
+                                "it depends on how far apart the two tokens are ({}), not on where they are.",
+                                e.rope_pairs, fmt::join(e.theta, ", "), e.pos_q, e.pos_k, e.pos_q - e.pos_k));
+    page.pieces({"q_rot =", num.vector(e.q_rot)});
+    page.pieces({"k_rot =", num.vector(e.k_rot)});
+    page.line();
+  }
+  page.heading(e.q_rot.empty() ? "4. the score: q·k" : "4. the score: q_rot·k_rot (written q·k below)");
   page.pieces(sum_pieces("q·k =", e.dot, num));
   page.line();
   page.heading("5. the scale");
@@ -211,6 +222,14 @@ void score(Page& page, const Explanation& e, const Numbers& num) {
                       ? "The input sets the scale."
                       : "Dividing by √d_k keeps the scores' spread near 1 whatever d_k, so that softmax does not "
                         "saturate (attn-trace scaling measures it).");
+  if (e.alibi) {
+    page.pieces({fmt::format("ALiBi: s + b, b = -{}·({} - {}) =", num.factor(e.slope), e.alibi_pos_q, e.alibi_pos_k),
+                 fmt::format("{} + {}", num.factor(e.scaled), num.factor(*e.alibi)),
+                 fmt::format("= {}", num(e.biased))});
+    paragraph(page, fmt::format("Head {}'s slope {} lowers a score in proportion to how far the key lies behind the "
+                                "query; from here on s means s + b.",
+                                e.head, num(e.slope)));
+  }
   page.line();
 }
 
@@ -226,10 +245,11 @@ void mask(Page& page, const Explanation& e, const Numbers& num) {
                                 "q·k is. The row below still shows how the keys it allows share query {}'s attention.",
                                 e.mask, e.mask_reason, e.query));
   } else if (e.mask == "none") {
-    paragraph(page, fmt::format("No mask: query {} may attend to every key, so s stays {}.", e.query, num(e.scaled)));
+    paragraph(page, fmt::format("No mask: query {} may attend to every key, so s stays {}.", e.query,
+                                num(e.alibi ? e.biased : e.scaled)));
   } else {
     paragraph(page, fmt::format("The mask ({}) allows query {} to see key {}, so s stays {}.", e.mask, e.query, e.key,
-                                num(e.scaled)));
+                                num(e.alibi ? e.biased : e.scaled)));
   }
   page.line();
 }

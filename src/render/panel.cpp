@@ -101,6 +101,28 @@ std::vector<Panel> panels(const Trace& trace, const StepRecord& rec) {
   return out;
 }
 
+std::vector<Panel> rotation_panels(const Problem& p, Step step) {
+  if (!p.rope || (step != Step::q_rot && step != Step::k_rot)) return {};
+  const Rope& r = *p.rope;
+  const bool keys = step == Step::k_rot;
+  const std::vector<double>& pos = keys ? r.context_positions : r.positions;
+  const std::vector<std::string>& tokens = keys ? p.context_tokens[0] : p.tokens[0];
+  std::vector<Panel> out;
+  for (const bool sine : {false, true}) {
+    const Tensor<double>& t = sine ? (keys ? r.sin_k : r.sin_q) : (keys ? r.cos_k : r.cos_q);
+    Panel panel;
+    panel.step = step;
+    panel.caption = fmt::format("{}(pos·θ_i)", sine ? "sin" : "cos");
+    panel.rows = t.dim(0);
+    panel.cols = t.dim(1);
+    panel.values.assign(t.values().begin(), t.values().end());
+    for (std::size_t k = 0; k < panel.rows; ++k) panel.row_labels.push_back(fmt::format("{} @{}", tokens[k], pos[k]));
+    for (std::size_t i = 0; i < panel.cols; ++i) panel.col_labels.push_back(fmt::format("i={}", i));
+    out.push_back(std::move(panel));
+  }
+  return out;
+}
+
 ColorRange panel_range(const std::vector<const Panel*>& list) {
   std::vector<double> kept;
   bool weights = true;

@@ -37,6 +37,11 @@ struct Panel {
 // The panels of `rec`, one per batch item and head, in the order of its values.
 std::vector<Panel> panels(const Trace& trace, const StepRecord& rec);
 
+// RoPE's angle table under q_rot (the queries' positions) or k_rot (the keys'): two panels, cos and
+// sin of pos·θ_i, one row per token (of batch item 0: a batch shares the positions) and one column per
+// pair i. Empty for any other step or an input without rope.
+std::vector<Panel> rotation_panels(const Problem& p, Step step);
+
 // The caption of key/value head `kv` for a problem with grouped heads: "kv head 1 (read by query heads 2–3)".
 std::string kv_head_caption(const Problem& p, std::size_t kv);
 

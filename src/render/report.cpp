@@ -327,19 +327,21 @@ std::string pipeline_svg(const Trace& t) {
     Step step;
     double col, row;
   };
-  const std::vector<Node> nodes = {{Step::q, 1, 0},
-                                   {Step::k, 1, 1},
-                                   {Step::v, 1, 2},
-                                   {Step::q_heads, 2, 0},
-                                   {Step::k_heads, 2, 1},
-                                   {Step::v_heads, 2, 2},
-                                   {Step::scores, 3, 0.5},
-                                   {Step::scaled, 4, 0.5},
-                                   {Step::masked, 5, 0.5},
-                                   {Step::weights, 6, 0.5},
-                                   {Step::head_outputs, 7, 1.5},
-                                   {Step::concat, 8, 1.5},
-                                   {Step::output, 9, 1.5}};
+  // RoPE adds a column after the heads (q_rot, k_rot), ALiBi one after the scale (bias); the rest move right.
+  const Problem& p = *t.problem;
+  const double rot = p.rope ? 1 : 0, bias = p.alibi ? 1 : 0;
+  const double c_scores = 3 + rot, c_scaled = 4 + rot, c_masked = 5 + rot + bias, c_weights = 6 + rot + bias,
+               c_heads_out = 7 + rot + bias, c_concat = 8 + rot + bias, c_output = 9 + rot + bias;
+  std::vector<Node> nodes = {{Step::q, 1, 0},       {Step::k, 1, 1},       {Step::v, 1, 2},
+                             {Step::q_heads, 2, 0}, {Step::k_heads, 2, 1}, {Step::v_heads, 2, 2}};
+  if (p.rope) nodes.insert(nodes.end(), {{Step::q_rot, 3, 0}, {Step::k_rot, 3, 1}});
+  nodes.insert(nodes.end(), {{Step::scores, c_scores, 0.5}, {Step::scaled, c_scaled, 0.5}});
+  if (p.alibi) nodes.push_back({Step::bias, c_scaled + 1, 0.5});
+  nodes.insert(nodes.end(), {{Step::masked, c_masked, 0.5},
+                             {Step::weights, c_weights, 0.5},
+                             {Step::head_outputs, c_heads_out, 1.5},
+                             {Step::concat, c_concat, 1.5},
+                             {Step::output, c_output, 1.5}});
   constexpr double w = 112, h = 44, dx = 132, dy = 58, x0 = 8, y0 = 8;
   const auto x = [&](double col) { return x0 + col * dx; };
   const auto y = [&](double row) { return y0 + row * dy; };
@@ -356,7 +358,7 @@ std::string pipeline_svg(const Trace& t) {
     return fmt::format("<path class=\"{}\" d=\"M{} {} C{} {} {} {} {} {}\" marker-end=\"url(#arrow)\"/>", cls, x1, y1,
                        xm, y1, xm, y2, x2, y2);
   };
-  const double width = x(9) + w + x0, height = y(3.1) + h + y0;
+  const double width = x(c_output) + w + x0, height = y(3.1) + h + y0;
   std::string out = fmt::format(
       "<svg class=\"pipeline\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"the steps of attention, from X to the "
       "output; each box links to its step\"><defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" "
@@ -366,10 +368,13 @@ std::string pipeline_svg(const Trace& t) {
   // The edges first, so the boxes cover their ends.
   for (const double row : {0.0, 1.0, 2.0}) out += edge(0, 1, 1, row, "edge");
   for (const double row : {0.0, 1.0, 2.0}) out += edge(1, row, 2, row, "edge");
-  out += edge(2, 0, 3, 0.5, "edge") + edge(2, 1, 3, 0.5, "edge");
-  out += edge(3, 0.5, 4, 0.5, "edge") + edge(4, 0.5, 5, 0.5, "edge") + edge(5, 0.5, 6, 0.5, "edge");
-  out += edge(6, 0.5, 7, 1.5, "edge") + edge(2, 2, 7, 1.5, "edge");
-  out += edge(7, 1.5, 8, 1.5, "edge") + edge(8, 1.5, 9, 1.5, "edge");
+  if (p.rope) out += edge(2, 0, 3, 0, "edge") + edge(2, 1, 3, 1, "edge");
+  out += edge(2 + rot, 0, c_scores, 0.5, "edge") + edge(2 + rot, 1, c_scores, 0.5, "edge");
+  out += edge(c_scores, 0.5, c_scaled, 0.5, "edge");
+  if (p.alibi) out += edge(c_scaled, 0.5, c_scaled + 1, 0.5, "edge");
+  out += edge(c_masked - 1, 0.5, c_masked, 0.5, "edge") + edge(c_masked, 0.5, c_weights, 0.5, "edge");
+  out += edge(c_weights, 0.5, c_heads_out, 1.5, "edge") + edge(2, 2, c_heads_out, 1.5, "edge");
+  out += edge(c_heads_out, 1.5, c_concat, 1.5, "edge") + edge(c_concat, 1.5, c_output, 1.5, "edge");
   // The input.
   out += fmt::format(
       "<g class=\"node input\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"6\"/><text x=\"{}\" "
@@ -386,13 +391,14 @@ std::string pipeline_svg(const Trace& t) {
                        kept(node.step) ? "" : " absent", name, page_text(step_formula(node.step, *t.problem)), box);
   }
   // The flash pass: the same heads in, the same head outputs out, the scores only ever in tiles.
-  const double fx = x(3), fy = y(3.1), fw = x(6) + w - x(3);
-  // In from below the heads (they hold Q, K and V per head), out to the bottom of head_outputs.
+  const double fx = x(c_scores), fy = y(3.1), fw = x(c_weights) + w - x(c_scores);
+  // In from below the heads (they hold Q, K and V per head, turned with RoPE), out to the bottom of
+  // head_outputs. With ALiBi the tiles add the bias of their block to S.
   out += fmt::format("<path class=\"edge flash-edge\" d=\"M{} {} C{} {} {} {} {} {}\" marker-end=\"url(#arrow)\"/>",
                      x(2) + w / 2, y(2) + h, x(2) + w / 2, fy + h / 2, fx - 30, fy + h / 2, fx - 4, fy + h / 2);
   out += fmt::format("<path class=\"edge flash-edge\" d=\"M{} {} C{} {} {} {} {} {}\" marker-end=\"url(#arrow)\"/>",
-                     fx + fw, fy + h / 2, x(7) + w / 2, fy + h / 2, x(7) + w / 2, fy + h / 2, x(7) + w / 2,
-                     y(1.5) + h + 4);
+                     fx + fw, fy + h / 2, x(c_heads_out) + w / 2, fy + h / 2, x(c_heads_out) + w / 2, fy + h / 2,
+                     x(c_heads_out) + w / 2, y(1.5) + h + 4);
   const std::string flash_box = fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"6\"/><text x=\"{}\" y=\"{}\" class=\"node-name\">flash: "
       "the tile walk</text><text x=\"{}\" y=\"{}\" class=\"node-shape\">S and P one Br × Bc tile at a time; running m, "
@@ -705,7 +711,7 @@ class Report {
 
   std::string step_sections() const {
     std::string out;
-    for (const Step step : all_steps()) {
+    for (const Step step : steps_of(p_)) {
       const auto found =
           std::find_if(views_.begin(), views_.end(), [step](const StepView& v) { return v.rec->step == step; });
       out += found == views_.end() ? absent_step(step)
@@ -741,6 +747,12 @@ class Report {
                                            "went to the heatmaps before them); <code>--head H</code> makes a trace "
                                            "of one head that fits.",
                                            left, view.panels.size()));
+    }
+    if (const std::vector<Panel> angles = rotation_panels(p_, rec.step); !angles.empty()) {
+      // RoPE's angle table: what each token was turned by.
+      notes +=
+          note(fmt::format("The angles: pair i turns by pos·θ_i, θ_i = {}^(−2i/{}).", p_.rope->theta, p_.rope->dims));
+      for (const Panel& panel : angles) notes += static_table(panel, 12);
     }
     if (rec.step == Step::weights) {
       // The rows the mask emptied, one line per batch item.

@@ -20,11 +20,12 @@ std::string Renderer::run() {
     compare_section();
     return std::move(out_);
   }
-  // The flash pass goes where its tiles replace the naive steps: after the heads are split. When
+  // The flash pass goes where its tiles replace the naive steps: after the heads are split (and turned,
+  // with RoPE). When
   // both engines ran, it follows the whole naive trace.
   bool flash_done = !t_.flash;
   for (const StepRecord& rec : t_.steps) {
-    if (!flash_done && t_.engine == Engine::flash && rec.step > Step::v_heads) {
+    if (!flash_done && t_.engine == Engine::flash && rec.step > Step::k_rot) {
       flash_section();
       flash_done = true;
     }
@@ -72,6 +73,12 @@ void Renderer::header() {
                            p_.d_out));
   row("scale", scale_text());
   row("mask", p_.mask.summary());
+  if (p_.rope)
+    row("rope", fmt::format("theta {}, style {}, {} of d_k = {} features turn", p_.rope->theta,
+                            to_string(p_.rope->style), p_.rope->dims, p_.d_k));
+  if (p_.alibi)
+    row("alibi", fmt::format("slopes {:.4g}{}", fmt::join(p_.alibi->slopes, ", "),
+                             p_.alibi->standard ? " (the standard ones)" : ""));
   row("weights", fmt::format("layout {}{}",
                              p_.layout == Layout::in_out ? "in_out (Q = X·W_q)" : "out_in (Q = X·W_qᵀ, as nn.Linear)",
                              p_.has_output_projection() ? ", with W_o" : ", no W_o"));
@@ -101,6 +108,14 @@ void Renderer::step(const StepRecord& rec) {
 
   // A table or heatmap of the last two axes (one row for a rank-1 value) per batch item and head.
   for (const Panel& panel : panels(t_, rec)) matrix(panel);
+  if (const std::vector<Panel> angles = rotation_panels(p_, rec.step); !angles.empty()) {
+    const Rope& r = *p_.rope;
+    line("");
+    para(fmt::format("the angles: pair i turns by pos·θ_i, θ_i = {}^(-2i/{}) = {:.4g}", r.theta, r.dims,
+                     fmt::join(r.frequencies, ", ")),
+         "  ");
+    for (const Panel& panel : angles) matrix(panel);
+  }
 }
 
 void Renderer::heading(std::string_view name) {

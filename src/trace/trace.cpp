@@ -10,6 +10,42 @@
 
 namespace attn {
 
+namespace {
+
+// "0…4", or the list when the positions do not count up by one: "5, 6, 9".
+std::string positions_text(const std::vector<double>& pos) {
+  bool counting = true;
+  for (std::size_t t = 1; t < pos.size() && counting; ++t) counting = pos[t] == pos[t - 1] + 1;
+  if (counting && pos.size() > 2) return fmt::format("{}…{}", pos.front(), pos.back());
+  return fmt::format("{}", fmt::join(pos, ", "));
+}
+
+// "q_rot = RoPE(q, pos): pairs (i, i + 2) turn by pos·θ_i, θ_i = 10000^(-2i/4), pos = 0…2".
+std::string rope_formula(const Problem& p, bool keys) {
+  const Rope& r = *p.rope;
+  const std::string pairs = r.style == RopeStyle::half ? fmt::format("(i, i + {})", r.dims / 2) : "(2i, 2i + 1)";
+  const std::string rest =
+      r.dims < p.d_k ? fmt::format("; features {}…{} pass through", r.dims, p.d_k - 1) : std::string();
+  return fmt::format("{} = RoPE({}, pos): pairs {} turn by pos·θ_i, θ_i = {}^(-2i/{}), pos = {}{}",
+                     keys ? "k_rot" : "q_rot", keys ? "k" : "q", pairs, r.theta, r.dims,
+                     positions_text(keys ? r.context_positions : r.positions), rest);
+}
+
+}  // namespace
+
+bool step_applies(Step step, const Problem& p) {
+  if (step == Step::q_rot || step == Step::k_rot) return p.rope.has_value();
+  if (step == Step::bias) return p.alibi.has_value();
+  return true;
+}
+
+std::vector<Step> steps_of(const Problem& p) {
+  std::vector<Step> steps;
+  for (const Step s : all_steps())
+    if (step_applies(s, p)) steps.push_back(s);
+  return steps;
+}
+
 std::string step_formula(Step step, const Problem& p) {
   const auto plus_bias = [](const std::vector<double>& b, std::string_view name) {
     return b.empty() ? std::string() : fmt::format(" + {}", name);
@@ -20,10 +56,18 @@ std::string step_formula(Step step, const Problem& p) {
     case Step::k: return fmt::format("K = {}·W_k{}", source, plus_bias(p.b_k, "b_k"));
     case Step::v: return fmt::format("V = {}·W_v{}", source, plus_bias(p.b_v, "b_v"));
     case Step::scaled: return p.scale_given ? fmt::format("S' = S · {}", p.scale) : fmt::format("S' = S / √{}", p.d_k);
-    case Step::masked:
+    case Step::q_rot: return rope_formula(p, false);
+    case Step::k_rot: return rope_formula(p, true);
+    case Step::bias:
+      return fmt::format("S' + B, B[i][j] = -m_h·(pos_i - pos_j), m = {:.4g}{}, pos_i = {}, pos_j = {}",
+                         fmt::join(p.alibi->slopes, ", "), p.alibi->standard ? " (ALiBi's standard slopes)" : "",
+                         positions_text(p.alibi->query_positions), positions_text(p.alibi->key_positions));
+    case Step::masked: {
+      const std::string_view before = p.alibi ? "S' + B" : "S'";
       return p.mask.kind == MaskKind::none
-                 ? "S'' = S' (mask: none)"
-                 : fmt::format("S'' = S' where allowed, -inf elsewhere (mask: {})", p.mask.summary());
+                 ? fmt::format("S'' = {} (mask: none)", before)
+                 : fmt::format("S'' = {} where allowed, -inf elsewhere (mask: {})", before, p.mask.summary());
+    }
     case Step::output:
       return p.has_output_projection() ? fmt::format("Y = O·W_o{}", plus_bias(p.b_o, "b_o"))
                                        : "Y = O (no W_o: the output is the merged heads)";
@@ -59,7 +103,8 @@ std::string step_description(Step step, const Problem& p) {
   if (step == Step::output && !p.has_output_projection())
     return "the result: the merged heads as they are, since the input has no output projection";
   if (step == Step::masked && p.mask.kind == MaskKind::none)
-    return "no mask: every query may see every key, so this is the scaled scores unchanged";
+    return p.alibi ? "no mask: every query may see every key, so this is the biased scores unchanged"
+                   : "no mask: every query may see every key, so this is the scaled scores unchanged";
   return std::string(step_info(step).description);
 }
 
@@ -89,7 +134,9 @@ Shape traced_shape(Step step, const Problem& p, bool one_head) {
           case Step::k: shape.push_back(p.g * p.d_k); break;
           case Step::v: shape.push_back(p.g * p.d_v); break;
           case Step::q_heads:
-          case Step::k_heads: shape.push_back(p.d_k); break;
+          case Step::k_heads:
+          case Step::q_rot:
+          case Step::k_rot: shape.push_back(p.d_k); break;
           case Step::concat: shape.push_back(p.h * p.d_v); break;
           case Step::output: shape.push_back(p.d_out); break;
           default: shape.push_back(p.d_v); break;  // v_heads, head_outputs

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Every trace that attn-trace writes for data/*.json satisfies docs/trace.schema.json.
+"""Every trace that attn-trace writes for data/*.json (and tests/data/positions/*.json) satisfies
+docs/trace.schema.json.
 
 usage: validate_traces.py REPO_ROOT ATTN_TRACE_BINARY
 
@@ -23,8 +24,8 @@ import tempfile
 
 import jsonschema
 
-STEP_NAMES = ["q", "k", "v", "q_heads", "k_heads", "v_heads", "scores", "scaled", "masked", "weights",
-              "head_outputs", "concat", "output"]
+STEP_NAMES = ["q", "k", "v", "q_heads", "k_heads", "v_heads", "q_rot", "k_rot", "scores", "scaled", "bias", "masked",
+              "weights", "head_outputs", "concat", "output"]
 
 
 def nesting_errors(data, shape, where):
@@ -277,6 +278,8 @@ def main():
     validator = jsonschema.Draft202012Validator(schema)
 
     inputs = sorted((root / "data").glob("*.json"))
+    # and the inputs with RoPE and ALiBi (their extra steps, the rotation table, the input's rope and alibi)
+    inputs += sorted((root / "tests" / "data" / "positions").glob("*.json"))
     if not inputs:
         print(f"FAIL no inputs in {root / 'data'}", file=sys.stderr)
         return 1

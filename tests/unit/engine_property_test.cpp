@@ -112,7 +112,7 @@ TEMPLATE_TEST_CASE("Every weight row sums to 1 when it has a key, is 0 where mas
     const auto run = run_recorded<TestType>(p);
     const std::vector<EmptyRow> empty = check_weights(p, spec, run.steps.at(Step::weights), tol);
     CHECK(run.result.empty_rows == empty);
-    for (const Step step : all_steps()) {
+    for (const Step step : steps_of(p)) {
       if (step == Step::masked) continue;  // holds -inf by design
       INFO("step " << step_info(step).name);
       CHECK(attn::test::no_nan(run.steps.at(step)));
@@ -250,7 +250,7 @@ TEMPLATE_TEST_CASE("A custom mask with an all-false row gives that row zero weig
   const auto run = run_recorded<TestType>(p);
 
   CHECK(run.result.empty_rows == std::vector<EmptyRow>{{0, 1}});
-  for (const Step step : all_steps()) {
+  for (const Step step : steps_of(p)) {
     if (step == Step::masked) continue;
     INFO("step " << step_info(step).name);
     CHECK(attn::test::no_nan(run.steps.at(step)));
@@ -463,7 +463,7 @@ TEST_CASE("float32 and float64 runs agree to 1e-5 relative to the values' magnit
     INFO("seed " << seed << ": " << describe(p, spec));
     const auto f = run_recorded<float>(p);
     const auto r = run_recorded<double>(p);
-    for (const Step step : all_steps()) {
+    for (const Step step : steps_of(p)) {
       const Tensor<double>& reference = r.steps.at(step);
       check_close(step_info(step).name, f.steps.at(step), reference, 1e-5 * std::max(1.0, max_abs(reference)));
     }
@@ -509,7 +509,7 @@ TEST_CASE("A 2-D cross-attention trace drops the batch axis, so scores are (h, n
   TraceCollector collector(p, DType::float64);
   AttentionResult<double> result = run_naive<double>(*p, collector);
   const Trace trace = std::move(collector).finish(result.empty_rows);
-  REQUIRE(trace.steps.size() == step_count);
+  REQUIRE(trace.steps.size() == steps_of(*p).size());
   CHECK(trace.steps[6].step == Step::scores);
   CHECK(trace.steps[6].value.shape() == Shape{1, 2, 4});
   // o = m - n = 2, w = 2: query 0 sees keys 1, 2; query 1 sees keys 2, 3
