@@ -112,6 +112,22 @@ def softmax_rows(masked):
     return torch.nn.functional.softmax(masked, dim=-1).masked_fill(nothing_to_see, 0.0)
 
 
+def rotate(x, positions, rope, tensor):
+    """RoPE on x (B, heads, tokens, d_k): the first `dims` features turn in pairs by position · θ_i;
+    "half" pairs feature i with i + dims/2 (Hugging Face's rotate-half), "interleaved" 2i with 2i + 1."""
+    dims, theta = rope["dims"], torch.tensor(rope["frequencies"], dtype=torch.float64)
+    angle = torch.tensor(positions, dtype=torch.float64)[:, None] * theta[None, :]   # (tokens, dims/2)
+    cos, sin = tensor(torch.cos(angle).tolist()), tensor(torch.sin(angle).tolist())
+    out = x.clone()
+    if rope["style"] == "half":
+        a, b = x[..., : dims // 2], x[..., dims // 2 : dims]
+        out[..., : dims // 2], out[..., dims // 2 : dims] = a * cos - b * sin, b * cos + a * sin
+    else:
+        a, b = x[..., 0:dims:2], x[..., 1:dims:2]
+        out[..., 0:dims:2], out[..., 1:dims:2] = a * cos - b * sin, b * cos + a * sin
+    return out
+
+
 def pytorch_attention(inp, config, dtype, inputs_in=None):
     """The whole computation from the trace's "input", in PyTorch: every step, by name.
 
@@ -144,13 +160,27 @@ def pytorch_attention(inp, config, dtype, inputs_in=None):
     s["q_heads"] = s["q"].reshape(B, n, h, d_k).transpose(1, 2)           # (B, h, n, d_k)
     s["k_heads"] = s["k"].reshape(B, m, g, d_k).transpose(1, 2)           # (B, g, m, d_k)
     s["v_heads"] = s["v"].reshape(B, m, g, d_v).transpose(1, 2)           # (B, g, m, d_v)
+    Q, K = s["q_heads"], s["k_heads"]
+    if "rope" in config:  # rotary positions: each pair of features turns by position · θ_i
+        rope = inp.get("rope", {})
+        q_pos = rope.get("positions", list(range(n)))
+        k_pos = rope.get("context_positions", list(range(m))) if "context" in inp else q_pos
+        s["q_rot"] = Q = rotate(Q, q_pos, config["rope"], tensor)
+        s["k_rot"] = K = rotate(K, k_pos, config["rope"], tensor)
     # grouped-query attention: query head i reads key/value head i // (h // g)
-    K = s["k_heads"].repeat_interleave(h // g, dim=1)                     # (B, h, m, d_k)
+    K = K.repeat_interleave(h // g, dim=1)                                # (B, h, m, d_k)
     V = s["v_heads"].repeat_interleave(h // g, dim=1)                     # (B, h, m, d_v)
-    s["scores"] = s["q_heads"] @ K.transpose(2, 3)                        # (B, h, n, m)
+    s["scores"] = Q @ K.transpose(2, 3)                                   # (B, h, n, m)
     s["scaled"] = s["scores"] * tensor(config["scale"])
+    before_mask = s["scaled"]
+    if "alibi" in config:  # ALiBi: -slope_h · (position of query i - position of key j), added to the scores
+        a = config["alibi"]
+        distance = (torch.tensor(a["query_positions"], dtype=torch.float64)[:, None]
+                    - torch.tensor(a["key_positions"], dtype=torch.float64)[None, :])      # (n, m)
+        slopes = torch.tensor(a["slopes"], dtype=torch.float64)[:, None, None]             # (h, 1, 1)
+        s["bias"] = before_mask = s["scaled"] + (-slopes * distance).to(dtype)             # (B, h, n, m)
     s["allowed"] = allowed_keys(config["mask"], B, n, m)                  # (B, n, m), the same for every head
-    s["masked"] = s["scaled"].masked_fill(~s["allowed"].unsqueeze(1), -torch.inf)
+    s["masked"] = before_mask.masked_fill(~s["allowed"].unsqueeze(1), -torch.inf)
     s["weights"] = softmax_rows(s["masked"])                              # (B, h, n, m)
     s["head_outputs"] = s["weights"] @ V                                  # (B, h, n, d_v)
     s["concat"] = s["head_outputs"].transpose(1, 2).reshape(B, n, h * d_v)  # (B, n, h·d_v)

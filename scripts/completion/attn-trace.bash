@@ -11,7 +11,8 @@
 _attn_trace_display_options='--max-memory --precision --color --max-rows --max-cols --view'
 _attn_trace_trace_options="--dtype --block-q --block-k --steps --head --json $_attn_trace_display_options"
 _attn_trace_plot_options='--step --head --all-heads --batch -o --output --engine --dtype --max-memory --help'
-_attn_trace_steps='q k v q_heads k_heads v_heads scores scaled masked weights head_outputs concat output tiles'
+_attn_trace_steps='q k v q_heads k_heads v_heads q_rot k_rot scores scaled bias masked weights head_outputs concat output
+                   tiles'
 
 # Sets COMPREPLY to the words of the list $1 that start with $2.
 _attn_trace_words() {

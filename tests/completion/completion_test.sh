@@ -129,20 +129,21 @@ expect_exactly "auto always" attn-trace run x.json --color a
 expect_exactly "" attn-trace run x.json --head ''
 expect_exactly "" attn-trace run x.json --max-memory ''
 expect_exactly "naive flash both" attn-trace plot x.json --engine ''
-expect_exactly "q k v q_heads k_heads v_heads scores scaled masked weights head_outputs concat output" \
+expect_exactly "q k v q_heads k_heads v_heads q_rot k_rot scores scaled bias masked weights head_outputs concat output" \
   attn-trace plot x.json --step ''
 expect_exactly "weights" attn-trace plot x.json --step w
 expect_exactly "" attn-trace plot x.json --batch ''
 
 # --steps: a comma list; the names already given are not offered again.
-expect_exactly "q k v q_heads k_heads v_heads scores scaled masked weights head_outputs concat output tiles" \
-  attn-trace run x.json --steps ''
-expect_exactly "q q_heads" attn-trace run x.json --steps q
+expect_exactly "q k v q_heads k_heads v_heads q_rot k_rot scores scaled bias masked weights head_outputs concat output
+                tiles" attn-trace run x.json --steps ''
+expect_exactly "q q_heads q_rot" attn-trace run x.json --steps q
 expect_exactly "scores,weights" attn-trace run x.json --steps scores,w
-expect_exactly "q,k q,k_heads" attn-trace run x.json --steps q,k
+expect_exactly "q,k q,k_heads q,k_rot" attn-trace run x.json --steps q,k
 expect_exactly "scores,weights,scaled" attn-trace run x.json --steps scores,weights,s
-expect_exactly "q,k,v,q_heads q,k,v,k_heads q,k,v,v_heads q,k,v,scores q,k,v,scaled q,k,v,masked q,k,v,weights
-                q,k,v,head_outputs q,k,v,concat q,k,v,output q,k,v,tiles" attn-trace run x.json --steps q,k,v,
+expect_exactly "q,k,v,q_heads q,k,v,k_heads q,k,v,v_heads q,k,v,q_rot q,k,v,k_rot q,k,v,scores q,k,v,scaled
+                q,k,v,bias q,k,v,masked q,k,v,weights q,k,v,head_outputs q,k,v,concat q,k,v,output q,k,v,tiles" \
+  attn-trace run x.json --steps q,k,v,
 expect_exactly "scores,scaled" attn-trace compare x.json --steps = scores,sc
 
 # The example names come from the binary's `example --list`.
@@ -152,7 +153,7 @@ COMP_WORDS_0=$attn_trace
 expect_exactly "$names" "$COMP_WORDS_0" example ''
 expect_has "the-cat-sat gpt-causal gqa" "run" "$COMP_WORDS_0" example ''
 expect_exactly "the-cat-sat" "$COMP_WORDS_0" example the-
-expect_exactly "gpt-causal gqa" "$COMP_WORDS_0" example g
+expect_exactly "gpt-causal gpt2-layer gqa" "$COMP_WORDS_0" example g
 expect_exactly "--list --help" "$COMP_WORDS_0" example gqa ''
 # Typed by name, attn-trace is looked up on PATH.
 PATH="$(dirname "$attn_trace"):$PATH" expect_has "the-cat-sat" "" attn-trace example ''

@@ -8,7 +8,8 @@ Runs the script on
   and with compare, in float32 and float64;
 - traces made now with ATTN_TRACE: `--head 1` of data/gpt_causal.json and data/gqa.json, a few other
   options (--head, --steps, tile sizes), and the inputs of tests/python/inputs/ (the masks, batches
-  and empty rows that data/ does not have), each with every engine and compare in both dtypes;
+  and empty rows that data/ does not have) and tests/data/positions/ (RoPE and ALiBi), each with every
+  engine and compare in both dtypes;
 and requires each one to pass. Then it plants one mistake at a time in copies of stored traces and
 requires the script to report each (exit status 1), and to refuse a trace of a newer version, so that
 a check that cannot fail does not go unnoticed.
@@ -74,6 +75,8 @@ def fresh_traces(binary, folder):
     for the inputs of tests/python/inputs/; and a few more options."""
     runs = [(REPO / "data/gpt_causal.json", ["--head", "1"]), (REPO / "data/gqa.json", ["--head", "1"])]
     runs += [(inp, []) for inp in sorted((REPO / "tests/python/inputs").glob("*.json"))]
+    # rotary positions and ALiBi, with positions that do not start at 0 (tests/data/positions)
+    runs += [(inp, []) for inp in sorted((REPO / "tests/data/positions").glob("*.json"))]
     made = []  # (file name, arguments of the binary)
     for inp, options in runs:
         for dtype in DTYPES:

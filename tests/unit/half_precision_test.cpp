@@ -258,9 +258,13 @@ TEST_CASE("compare in float16 and bfloat16 passes on every bundled input, judged
       // Both engines store the output rounded to the half type.
       check_representable(name + ": naive output", c.naive, dtype);
       check_representable(name + ": flash output", c.flash, dtype);
-      // A half engine is within a few of its own ULPs of float64 on these small inputs.
-      CHECK(c.naive_vs_ref.max_ulp <= 8);
-      CHECK(c.flash_vs_ref.max_ulp <= 8);
+      // A half engine is within a few of its own ULPs of float64 on the small hand-written inputs. (The
+      // layers imported from random weights, *_layer.json, have outputs near 0, where a few ULPs of the
+      // larger values are many of theirs: only the absolute bound above holds for them.)
+      if (name.find("_layer.json") == std::string::npos) {
+        CHECK(c.naive_vs_ref.max_ulp <= 8);
+        CHECK(c.flash_vs_ref.max_ulp <= 8);
+      }
     }
 }
 
