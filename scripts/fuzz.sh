@@ -3,7 +3,8 @@
 # the readers of tensor dumps (.npy, .safetensors, JSON nested arrays) with libFuzzer (clang,
 # AddressSanitizer, UndefinedBehaviorSanitizer), seeded with data/, the bad-input corpus, small saved
 # traces and tensor dumps (fuzz/seeds/), the inputs it once found (tests/data/fuzz/,
-# tests/data/compare/) and the input of every PyTorch golden case (tests/conformance/golden/).
+# tests/data/compare/), the RoPE and ALiBi inputs (tests/data/positions/) and the input of every
+# PyTorch golden case (tests/conformance/golden/).
 # Fails on any crash, leak, hang (10 s for one input), sanitizer report or broken invariant.
 #
 # usage: scripts/fuzz.sh [SECONDS]   (default 120)
@@ -16,7 +17,8 @@ cmake --build --preset fuzz
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/corpus" "$work/artifacts"
-cp data/*.json tests/data/bad/*.json fuzz/seeds/*.json fuzz/seeds/*.npy fuzz/seeds/*.safetensors tests/data/fuzz/*.json tests/data/compare/*.json "$work/corpus/"
+cp data/*.json tests/data/bad/*.json fuzz/seeds/*.json fuzz/seeds/*.npy fuzz/seeds/*.safetensors tests/data/fuzz/*.json tests/data/compare/*.json \
+  tests/data/positions/*.json "$work/corpus/"
 # Each golden file is {"input": {...}, ...}: its input, written compactly, joins the corpus. One longer
 # than max_len would be cut short by the fuzzer (and refused as JSON), so its numbers are rounded to the
 # most significant digits that fit; one that fits at none of them is left out, with its name.

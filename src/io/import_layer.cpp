@@ -507,6 +507,7 @@ ImportedLayer import_layer(const std::vector<NamedDump>& weights, const ModelCon
                                                                                     : "out_proj.weight")
                                               .dtype));
   std::vector<std::string> quoted_labels;
+  quoted_labels.reserve(labels.size());
   for (const std::string& label : labels) quoted_labels.push_back(quoted(label));
   std::string text = "{\n";
   text += fmt::format("  \"description\": {},\n",
