@@ -19,6 +19,7 @@
 #include "io/json_pointer.hpp"
 #include "io/json_reader.hpp"
 #include "io/load_json.hpp"
+#include "io/new_input.hpp"
 #include "lessons/scaling.hpp"
 
 namespace attn {
@@ -308,25 +309,6 @@ std::string quoted(const std::string& text) {
 // The shortest text that reads back to the same double (fmt's default): float32, float16 and bfloat16
 // values widened to double arrive bit for bit.
 std::string number(double x) { return fmt::format("{}", x); }
-
-// `lead` (the indented key), then the rows of texts, one row a line, each column as wide as its widest.
-std::string matrix_text(const std::string& lead, std::size_t rows, std::size_t cols,
-                        const std::vector<std::string>& texts) {
-  std::size_t width = 0;
-  for (const std::string& s : texts) width = std::max(width, s.size());
-  std::string out = lead + "[";
-  const std::string row_indent = ",\n" + std::string(lead.size() + 1, ' ');
-  for (std::size_t r = 0; r < rows; ++r) {
-    if (r > 0) out += row_indent;
-    out += '[';
-    for (std::size_t c = 0; c < cols; ++c) {
-      if (c > 0) out += ", ";
-      out += fmt::format("{:>{}}", texts[r * cols + c], width);
-    }
-    out += ']';
-  }
-  return out + "]";
-}
 
 std::vector<std::string> texts_of(const std::vector<double>& values) {
   std::vector<std::string> out;

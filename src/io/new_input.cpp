@@ -3,6 +3,7 @@
 
 #include "io/new_input.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -13,6 +14,24 @@
 #include <nlohmann/json.hpp>
 
 namespace attn {
+
+std::string matrix_text(const std::string& lead, std::size_t rows, std::size_t cols,
+                        const std::vector<std::string>& texts, std::size_t width) {
+  if (width == 0)
+    for (const std::string& s : texts) width = std::max(width, s.size());
+  std::string out = lead + "[";
+  const std::string row_indent = ",\n" + std::string(lead.size() + 1, ' ');
+  for (std::size_t r = 0; r < rows; ++r) {
+    if (r > 0) out += row_indent;
+    out += '[';
+    for (std::size_t c = 0; c < cols; ++c) {
+      if (c > 0) out += ", ";
+      out += fmt::format("{:>{}}", texts[r * cols + c], width);
+    }
+    out += ']';
+  }
+  return out + "]";
+}
 
 namespace {
 
@@ -58,18 +77,10 @@ Draw weight_values(bool integers, std::size_t d_model) {
 
 // `lead` (the indented key), then a (rows, cols) matrix drawn row by row, one row per line.
 std::string matrix(const std::string& lead, std::size_t rows, std::size_t cols, const Draw& draw, SplitMix64& rng) {
-  std::string out = lead + "[";
-  const std::string row_indent = ",\n" + std::string(lead.size() + 1, ' ');
-  for (std::size_t r = 0; r < rows; ++r) {
-    if (r > 0) out += row_indent;
-    out += '[';
-    for (std::size_t c = 0; c < cols; ++c) {
-      if (c > 0) out += ", ";
-      out += fmt::format("{:>{}}", draw.value(rng), draw.width);
-    }
-    out += ']';
-  }
-  return out + "]";
+  std::vector<std::string> texts;
+  texts.reserve(rows * cols);
+  for (std::size_t k = 0; k < rows * cols; ++k) texts.push_back(draw.value(rng));
+  return matrix_text(lead, rows, cols, texts, draw.width);
 }
 
 std::string mask_json(const NewInputRequest& r) {

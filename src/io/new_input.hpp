@@ -37,6 +37,11 @@ std::string make_new_input(const NewInputRequest& request);
 // the sizes alone and saturating instead of overflowing: checked against --max-memory before building.
 std::size_t new_input_bytes(const NewInputRequest& request);
 
+// `lead` (the indented key), then a (rows, cols) matrix of `texts` (row-major), one row a line, each
+// right-aligned to `width` columns (0: the widest text's): how new and import write matrices.
+std::string matrix_text(const std::string& lead, std::size_t rows, std::size_t cols,
+                        const std::vector<std::string>& texts, std::size_t width = 0);
+
 // "made by attn-trace new: 4 tokens, d_model 4, 2 heads of d_k 2, …, seed 0": the input's description.
 std::string new_input_description(const NewInputRequest& request);
 

@@ -79,6 +79,23 @@ inline void check_success(const RunResult& r) {
   CHECK_FALSE(r.out.empty());
 }
 
+// `run ARGS --json OUT`, then `show OUT` must print what `run ARGS` alone printed, byte for byte.
+inline void check_round_trip(const std::vector<std::string>& run_args, const std::string& out) {
+  const RunResult plain = run_binary(run_args);
+  std::vector<std::string> with_json = run_args;
+  with_json.insert(with_json.end(), {"--json", out});
+  const RunResult written = run_binary(with_json);
+  const RunResult shown = run_binary({"show", out});
+  INFO(plain.describe());
+  INFO(written.describe());
+  INFO(shown.describe());
+  check_success(plain);
+  check_success(written);
+  check_success(shown);
+  CHECK(written.out == plain.out);  // --json FILE writes the file and still prints the text
+  CHECK(shown.out == plain.out);
+}
+
 // A step starts with a heading line "━━ NAME ━━━…" (the step names of docs/trace-format.md).
 inline const std::string step_rule = "━━ ";
 

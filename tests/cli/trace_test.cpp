@@ -55,23 +55,6 @@ int heads_of(const std::string& input_file) {
 const std::string cat_sat = source_path("data/the_cat_sat.json");
 const std::string malformed = source_path("tests/data/bad/X_string.json");
 
-// `run ARGS --json OUT`, then `show OUT` must print what `run ARGS` alone printed, byte for byte.
-void check_round_trip(const std::vector<std::string>& run_args, const std::string& out) {
-  const RunResult plain = run_binary(run_args);
-  std::vector<std::string> with_json = run_args;
-  with_json.insert(with_json.end(), {"--json", out});
-  const RunResult written = run_binary(with_json);
-  const RunResult shown = run_binary({"show", out});
-  INFO(plain.describe());
-  INFO(written.describe());
-  INFO(shown.describe());
-  check_success(plain);
-  check_success(written);
-  check_success(shown);
-  CHECK(written.out == plain.out);  // --json FILE writes the file and still prints the text
-  CHECK(shown.out == plain.out);
-}
-
 }  // namespace
 
 // --- run --json, then show ----------------------------------------------------------------------

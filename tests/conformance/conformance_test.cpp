@@ -137,22 +137,30 @@ std::string index_of(const Shape& shape, std::size_t at) {
   return fmt::format("[{}]", fmt::join(index, ", "));
 }
 
+// Whether the engine reported the step, in the golden's shape (a failed check saying which when not). The
+// engines hold a batch axis even for a single sequence; the goldens have it only for a batch.
+bool reported_in_shape(const std::string& name, bool batched, const std::string& run, const std::string& step_name,
+                       const Tensor<double>* got, const Shape& want) {
+  if (got == nullptr) {
+    FAIL_CHECK(fmt::format("{}: {}: step {} was never reported", name, run, step_name));
+    return false;
+  }
+  Shape shape = got->shape();
+  if (!batched && !shape.empty() && shape.front() == 1) shape.erase(shape.begin());
+  if (shape != want) {
+    FAIL_CHECK(fmt::format("{}: {}: step {} has shape [{}], PyTorch's has [{}]", name, run, step_name,
+                           fmt::join(shape, ", "), fmt::join(want, ", ")));
+    return false;
+  }
+  return true;
+}
+
 // One engine's step against PyTorch's: |got - want| <= tol · max(1, |want|) everywhere. The engines
 // hold a batch axis even for a single sequence; the goldens have it only for a batch.
 void check_step(const Golden& g, const std::string& run, Step step, const std::string& step_name,
                 const Tensor<double>* got, double tol) {
   const Expected& want = g.expected.at(step);
-  if (got == nullptr) {
-    FAIL_CHECK(fmt::format("{}: {}: step {} was never reported", g.name, run, step_name));
-    return;
-  }
-  Shape shape = got->shape();
-  if (!g.problem.batched && !shape.empty() && shape.front() == 1) shape.erase(shape.begin());
-  if (shape != want.shape) {
-    FAIL_CHECK(fmt::format("{}: {}: step {} has shape [{}], PyTorch's has [{}]", g.name, run, step_name,
-                           fmt::join(shape, ", "), fmt::join(want.shape, ", ")));
-    return;
-  }
+  if (!reported_in_shape(g.name, g.problem.batched, run, step_name, got, want.shape)) return;
   std::size_t bad = 0;
   double worst = 0;
   for (std::size_t at = 0; at < want.values.size(); ++at) {
@@ -162,7 +170,7 @@ void check_step(const Golden& g, const std::string& run, Step step, const std::s
     worst = std::isnan(err) ? err : std::max(worst, err);
     if (++bad <= max_reported)
       FAIL_CHECK(fmt::format("{}: {}: step {} at {}: got {}, PyTorch {} (error {:.3g} > tolerance {:g})", g.name, run,
-                             step_name, index_of(shape, at), a, e, err, tol));
+                             step_name, index_of(want.shape, at), a, e, err, tol));
   }
   if (bad > max_reported)
     FAIL_CHECK(fmt::format("{}: {}: step {}: {} more mismatches (worst error {:.3g})", g.name, run, step_name,
@@ -350,17 +358,7 @@ template <class Allowed>
 void check_half_step(const HalfGolden& g, const std::string& run, DType dtype, Step step, const std::string& step_name,
                      const Tensor<double>* got, Allowed allowed) {
   const Expected& want = g.expected.at(std::string(name_of(dtype))).at(step);
-  if (got == nullptr) {
-    FAIL_CHECK(fmt::format("{}: {}: step {} was never reported", g.name, run, step_name));
-    return;
-  }
-  Shape shape = got->shape();
-  if (!g.problem.batched && !shape.empty() && shape.front() == 1) shape.erase(shape.begin());
-  if (shape != want.shape) {
-    FAIL_CHECK(fmt::format("{}: {}: step {} has shape [{}], PyTorch's has [{}]", g.name, run, step_name,
-                           fmt::join(shape, ", "), fmt::join(want.shape, ", ")));
-    return;
-  }
+  if (!reported_in_shape(g.name, g.problem.batched, run, step_name, got, want.shape)) return;
   std::size_t bad = 0;
   for (std::size_t at = 0; at < want.values.size(); ++at) {
     const double a = got->values()[at], e = want.values[at];
@@ -368,14 +366,14 @@ void check_half_step(const HalfGolden& g, const std::string& run, DType dtype, S
     // Within half an ULP of PyTorch's would pass below: first, the step must be stored in the half type.
     if (half_value(half_bits(a, dtype), dtype) != a && ++bad <= max_reported) {
       FAIL_CHECK(fmt::format("{}: {}: step {} at {}: got {}, which is not a {} value", g.name, run, step_name,
-                             index_of(shape, at), a, name_of(dtype)));
+                             index_of(want.shape, at), a, name_of(dtype)));
       continue;
     }
     const double limit = allowed(at, a, e);
     if (std::fabs(a - e) <= limit) continue;  // a NaN fails here
     if (++bad <= max_reported)
       FAIL_CHECK(fmt::format("{}: {}: step {} at {}: got {}, PyTorch {} ({} {} ULPs apart; allowed {:.3g})", g.name,
-                             run, step_name, index_of(shape, at), a, e,
+                             run, step_name, index_of(want.shape, at), a, e,
                              std::abs(half_position(a, dtype) - half_position(e, dtype)), name_of(dtype), limit));
   }
   if (bad > max_reported)
