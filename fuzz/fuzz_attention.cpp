@@ -153,7 +153,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   // float32 where the values fit.
   try {
-    attn::check_float32_range(*problem, "fuzz.json");
+    attn::check_range(*problem, "fuzz.json", attn::DType::float32);
   } catch (const attn::InputError&) {
     return 0;
   }

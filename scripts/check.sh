@@ -3,8 +3,9 @@
 # runs this.
 #   1. the release build and its whole suite, the installation test among it
 #   2. the house style: clang-format and clang-tidy (scripts/lint.sh)
-#   3. the same suite built with AddressSanitizer and UndefinedBehaviorSanitizer (the dev preset)
-#   4. a bounded libFuzzer run (FUZZ_SECONDS, default 120)
+#   3. the C++ suites built with AddressSanitizer and UndefinedBehaviorSanitizer (the dev preset; the
+#      Python checks of what is shown and written run in step 1 only)
+#   4. a bounded libFuzzer run (FUZZ_SECONDS, default 60; scripts/fuzz.sh SECONDS runs longer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --tests
@@ -25,5 +26,5 @@ cmake --build --preset dev
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --preset dev
 
 phase "fuzzing"
-bash scripts/fuzz.sh "${FUZZ_SECONDS:-120}"
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
 phase "done"
