@@ -318,8 +318,7 @@ Magnitude magnitude(const Problem& p, const Values<double>& x, const Tensor<doub
         for (std::size_t hd = 0; hd < in.dim(1); ++hd)
           for (std::size_t t = 0; t < in.dim(2); ++t)
             for (std::size_t i = 0; i < P; ++i) {
-              const std::size_t a = p.rope->style == RopeStyle::half ? i : 2 * i;
-              const std::size_t e = p.rope->style == RopeStyle::half ? i + P : 2 * i + 1;
+              const auto [a, e] = rope_pair(p.rope->style, i, P);
               of(b, hd, t, a) = in(b, hd, t, a) * c(t, i) + in(b, hd, t, e) * sn(t, i);
               of(b, hd, t, e) = in(b, hd, t, e) * c(t, i) + in(b, hd, t, a) * sn(t, i);
             }

@@ -200,8 +200,7 @@ inline Tensor<double> rotation_error(const Tensor<double>& X, const Tensor<doubl
     for (std::size_t hd = 0; hd < X.dim(1); ++hd)
       for (std::size_t t = 0; t < X.dim(2); ++t)
         for (std::size_t i = 0; i < P; ++i) {
-          const std::size_t a = style == RopeStyle::half ? i : 2 * i;
-          const std::size_t c = style == RopeStyle::half ? i + P : 2 * i + 1;
+          const auto [a, c] = rope_pair(style, i, P);
           const double co = std::fabs(cos(t, i)), si = std::fabs(sin(t, i));
           const double xa = X(b, hd, t, a), xc = X(b, hd, t, c), da = dX(b, hd, t, a), dc = dX(b, hd, t, c);
           dY(b, hd, t, a) = co * da + si * dc + 2 * r.u * (xa * co + xc * si) + 2 * r.eta;

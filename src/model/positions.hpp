@@ -17,6 +17,14 @@ enum class RopeStyle { half, interleaved };
 
 std::string_view to_string(RopeStyle style);
 
+// The two features that pair i of `pairs` (dims/2) turns together in `style`.
+struct RopePair {
+  std::size_t a, b;
+};
+constexpr RopePair rope_pair(RopeStyle style, std::size_t i, std::size_t pairs) {
+  return style == RopeStyle::half ? RopePair{i, i + pairs} : RopePair{2 * i, 2 * i + 1};
+}
+
 struct Rope {
   double theta = 10000;  // the base of the frequencies
   RopeStyle style = RopeStyle::half;

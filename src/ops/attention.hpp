@@ -102,8 +102,7 @@ Tensor<T> rotate(const Tensor<T>& X, const Tensor<T>& cos, const Tensor<T>& sin,
         const T* x = &X(b, hd, t, 0);
         T* y = &Y(b, hd, t, 0);
         for (std::size_t i = 0; i < P; ++i) {
-          const std::size_t a = style == RopeStyle::half ? i : 2 * i;
-          const std::size_t c = style == RopeStyle::half ? i + P : 2 * i + 1;
+          const auto [a, c] = rope_pair(style, i, P);
           y[a] = x[a] * cos(t, i) - x[c] * sin(t, i);
           y[c] = x[c] * cos(t, i) + x[a] * sin(t, i);
         }
