@@ -423,7 +423,7 @@ BenchResult run_bench(const BenchRequest& r, const ProgressFn& progress) {
   out.max_memory = r.max_memory;
   out.cpu = cpu_model();
   out.cores = std::thread::hardware_concurrency();
-  out.peak_method = find_peak_method();
+  out.peak_method = r.peak_method.value_or(find_peak_method());
   const Clock::time_point start = Clock::now();
 
   // Every engine on one problem; `make` builds its values when a run fits (the sizes alone are in `sizes`).

@@ -152,6 +152,7 @@ struct BenchRequest {
   std::size_t threads = 1;
   std::size_t max_memory = 0;  // refuse a run whose estimated_bytes is over it
   bool sweep = false;
+  std::optional<PeakMethod> peak_method;  // how to measure the peak; default: clear_refs where permitted, else fork
 };
 
 // The memory one engine run of `p` is estimated to need (engine/estimate.hpp), plus `input_bytes`.

@@ -190,6 +190,23 @@ TEST_CASE("A bench of a tiny input measures both engines, and refuses the one ov
   CHECK_FALSE(limited.runs[1].refused);
 }
 
+TEST_CASE("Where clear_refs is not permitted, a forked child's ru_maxrss gives the peak", "[bench][run]") {
+  BenchRequest r;
+  r.lengths = {64};
+  r.shape = tiny(64, 64, MaskKind::none);
+  r.repeats = 1;
+  r.max_memory = std::size_t{1} << 30;
+  r.peak_method = PeakMethod::fork;
+  const BenchResult result = run_bench(r);
+  CHECK(result.peak_method == PeakMethod::fork);
+  REQUIRE(result.runs.size() == 2);
+  for (const BenchRun& run : result.runs) {
+    CHECK(run.rss_before_bytes > 0);
+    CHECK(run.peak_rss_bytes >= run.score_bytes);  // the child held at least the scores
+    CHECK(run.peak_rss_bytes > 0);
+  }
+}
+
 TEST_CASE("The bench JSON has the documented keys, and a refused run stops at its estimate", "[bench][json]") {
   BenchResult result;
   result.input = "random (seed 3)";
