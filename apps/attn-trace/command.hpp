@@ -29,5 +29,6 @@ Runner add_scaling(CLI::App& app);
 Runner add_explain(CLI::App& app);
 Runner add_diff(CLI::App& app);
 Runner add_import(CLI::App& app);
+Runner add_bench(CLI::App& app);
 
 }  // namespace attn::cli

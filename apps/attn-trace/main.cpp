@@ -54,8 +54,8 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<attn::
   }
   if (app.get_subcommands().empty()) {
     return fail(
-        "a command is needed: run, compare, properties, explain, scaling, show, plot, report, example, new, diff "
-        "or import (see 'attn-trace --help')");
+        "a command is needed: run, compare, properties, explain, scaling, bench, show, plot, report, example, new, "
+        "diff or import (see 'attn-trace --help')");
   }
   for (const auto& runner : runners) {
     const int code = runner();
@@ -81,7 +81,8 @@ int main(int argc, char** argv) {
       attn::cli::add_run(app),     attn::cli::add_compare(app), attn::cli::add_properties(app),
       attn::cli::add_explain(app), attn::cli::add_scaling(app), attn::cli::add_show(app),
       attn::cli::add_plot(app),    attn::cli::add_report(app),  attn::cli::add_example(app),
-      attn::cli::add_new(app),     attn::cli::add_diff(app),    attn::cli::add_import(app)};
+      attn::cli::add_new(app),     attn::cli::add_diff(app),    attn::cli::add_import(app),
+      attn::cli::add_bench(app)};
 
   try {
     const int code = parse_and_run(app, argc, argv, runners);

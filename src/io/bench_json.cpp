@@ -1,0 +1,66 @@
+#include "io/bench_json.hpp"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+namespace attn {
+
+namespace {
+
+using ordered = nlohmann::ordered_json;
+
+ordered number(double x) { return std::isfinite(x) ? ordered(x) : ordered(nullptr); }
+
+ordered timing(const Timing& t) { return {{"median", t.median}, {"min", t.min}, {"max", t.max}}; }
+
+ordered run_json(const BenchRun& r) {
+  ordered j = {{"engine", std::string(name_of(r.engine))},
+               {"n", r.n},
+               {"m", r.m},
+               {"d_model", r.d_model},
+               {"heads", r.heads},
+               {"kv_heads", r.kv_heads},
+               {"mask", r.mask},
+               {"dtype", std::string(name_of(r.dtype))},
+               {"threads", r.threads}};
+  if (r.engine == Engine::flash) {
+    j["block_q"] = r.tiles.Br;
+    j["block_k"] = r.tiles.Bc;
+  }
+  j["refused"] = r.refused;
+  j["estimated_bytes"] = r.estimated_bytes;
+  if (r.refused) return j;
+  j["repeat"] = r.repeats;
+  j["attention_s"] = timing(r.attention_s);
+  j["projection_s"] = timing(r.projection_s);
+  j["total_s"] = timing(r.total_s);
+  j["attention_flops"] = r.attention_flops;
+  j["attention_gflops"] = number(r.attention_gflops);
+  j["rss_before_bytes"] = r.rss_before_bytes;
+  j["peak_rss_bytes"] = r.peak_rss_bytes;
+  j["score_bytes"] = r.score_bytes;
+  j["max_error"] = number(r.max_error);
+  return j;
+}
+
+}  // namespace
+
+std::string bench_to_json(const BenchResult& result) {
+  ordered runs = ordered::array();
+  for (const BenchRun& r : result.runs) runs.push_back(run_json(r));
+  const ordered j = {{"format", "attn-trace.bench"},
+                     {"version", 1},
+                     {"input", result.input},
+                     {"seed", result.random ? ordered(result.seed) : ordered(nullptr)},
+                     {"repeat", result.repeats},
+                     {"threads", result.threads},
+                     {"dtype", std::string(name_of(result.dtype))},
+                     {"memory_method", std::string(name_of(result.peak_method))},
+                     {"sample_rows", result.sample_rows},
+                     {"machine", {{"cpu", result.cpu}, {"cores", result.cores}}},
+                     {"runs", std::move(runs)}};
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace attn

@@ -1,0 +1,193 @@
+// attn-trace bench (docs/cli.md, "bench"): the table, the sweep's growth and charts, the JSON and its keys,
+// a run refused under --max-memory, and every option it cannot use refused in one line, exit 2. The
+// inputs are tiny and nothing here checks how long anything took.
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli_checks.hpp"
+#include "run_binary.hpp"
+
+using namespace attn::test;
+
+namespace {
+
+const std::vector<std::string> tiny = {"bench", "--n", "64", "--d-model", "32", "--heads", "2", "--repeat", "1"};
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("bench prints what it measured and one table row per engine", "[cli][bench]") {
+  const RunResult r = run_binary(tiny);
+  check_success(r);
+  CHECK(contains(r.out, "input: random (seed 0); d_model 32, 2 heads of d_k 16, mask none, float32."));
+  CHECK(contains(r.out, "the engines are single-threaded today"));
+  CHECK(contains(r.out, "machine: "));
+  const std::vector<std::string> lines = split_lines(r.out);
+  const auto header =
+      std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return starts_with(l, "engine"); });
+  REQUIRE(header != lines.end());
+  for (const char* column : {"n", "attention", "projections", "GFLOP/s", "peak RSS", "scores held", "max error"}) {
+    INFO(column);
+    CHECK(contains(*header, column));
+  }
+  REQUIRE(header + 2 < lines.end());
+  CHECK(words_of(*(header + 1)).at(0) == "naive");
+  CHECK(words_of(*(header + 1)).at(1) == "64");
+  CHECK(words_of(*(header + 2)).at(0) == "flash");
+  CHECK_FALSE(contains(r.out, "log scale"));  // the charts are the sweep's
+}
+
+TEST_CASE("bench --json writes every run with the documented keys, and --json - only the JSON", "[cli][bench][json]") {
+  const TempDir dir;
+  const std::string file = dir / "bench.json";
+  const RunResult r = run_binary(with(tiny, {"--threads", "4", "--mask", "causal", "--json", file}));
+  check_success(r);
+  CHECK(contains(r.out, "GFLOP/s"));
+  const auto j = nlohmann::json::parse(read_file(file));
+  CHECK(j.at("format") == "attn-trace.bench");
+  CHECK(j.at("version") == 1);
+  REQUIRE(j.at("runs").size() == 2);
+  for (const auto& run : j.at("runs")) {
+    for (const char* key :
+         {"engine", "n", "m", "d_model", "heads", "kv_heads", "mask", "dtype", "threads", "attention_s", "projection_s",
+          "attention_gflops", "peak_rss_bytes", "score_bytes", "max_error"}) {
+      INFO(key);
+      CHECK(run.contains(key));
+    }
+    for (const char* key : {"median", "min", "max"}) {
+      CHECK(run.at("attention_s").contains(key));
+      CHECK(run.at("projection_s").contains(key));
+    }
+    CHECK(run.at("n") == 64);
+    CHECK(run.at("m") == 64);
+    CHECK(run.at("heads") == 2);
+    CHECK(run.at("kv_heads") == 2);
+    CHECK(run.at("mask") == "causal");
+    CHECK(run.at("threads") == 4);
+    CHECK(run.at("refused") == false);
+    CHECK(run.at("max_error").get<double>() < 1e-5);
+    CHECK(run.at("peak_rss_bytes").get<double>() > 0);
+  }
+  CHECK(j.at("runs").at(0).at("engine") == "naive");
+  CHECK(j.at("runs").at(0).at("score_bytes") == 2 * 2 * 64 * 64 * 4);  // two (h, n, m) float32 buffers
+  CHECK(j.at("runs").at(1).at("engine") == "flash");
+
+  const RunResult only = run_binary(with(tiny, {"--engine", "flash", "--json", "-"}));
+  check_success(only);
+  const auto k = nlohmann::json::parse(only.out);
+  REQUIRE(k.at("runs").size() == 1);
+  CHECK(k.at("runs").at(0).at("engine") == "flash");
+}
+
+TEST_CASE("bench --sweep measures every length, with growth columns and log-scale charts", "[cli][bench][sweep]") {
+  const TempDir dir;
+  const std::string file = dir / "sweep.json";
+  const RunResult r =
+      run_binary({"bench", "--sweep", "n=32..64", "--d-model", "32", "--heads", "2", "--repeat", "1", "--json", file});
+  check_success(r);
+  CHECK(contains(r.out, "time ×"));
+  CHECK(contains(r.out, "attention time, log scale"));
+  CHECK(contains(r.out, "peak resident memory, log scale"));
+  CHECK(contains(r.out, "naive: from n = 32 to 64"));
+  CHECK(contains(r.out, "flash: from n = 32 to 64"));
+  const auto j = nlohmann::json::parse(read_file(file));
+  REQUIRE(j.at("runs").size() == 4);
+  const std::vector<std::pair<std::string, int>> expected = {
+      {"naive", 32}, {"flash", 32}, {"naive", 64}, {"flash", 64}};
+  for (std::size_t k = 0; k < expected.size(); ++k) {
+    CHECK(j.at("runs").at(k).at("engine") == expected[k].first);
+    CHECK(j.at("runs").at(k).at("n") == expected[k].second);
+  }
+}
+
+TEST_CASE("bench lists a run over --max-memory as refused, with what it would have needed, and runs the rest",
+          "[cli][bench][memory]") {
+  const TempDir dir;
+  const std::string file = dir / "bench.json";
+  // n = 256: naive's two (2, 256, 256) float32 score buffers alone take 1 MiB; flash needs about 0.7 MiB.
+  const RunResult r = run_binary({"bench", "--n", "256", "--d-model", "32", "--heads", "2", "--repeat", "1",
+                                  "--max-memory", "1M", "--json", file});
+  check_success(r);
+  CHECK(contains(r.out, "refused: needs about"));
+  CHECK(contains(r.out, "over --max-memory 1.0 MiB"));
+  const auto j = nlohmann::json::parse(read_file(file));
+  REQUIRE(j.at("runs").size() == 2);
+  const auto& naive = j.at("runs").at(0);
+  CHECK(naive.at("engine") == "naive");
+  CHECK(naive.at("refused") == true);
+  CHECK(naive.at("estimated_bytes").get<double>() > 1024 * 1024);
+  CHECK_FALSE(naive.contains("attention_s"));
+  const auto& flash = j.at("runs").at(1);
+  CHECK(flash.at("refused") == false);
+  CHECK(flash.at("estimated_bytes").get<double>() <= 1024 * 1024);
+  CHECK(flash.contains("attention_s"));
+}
+
+TEST_CASE("bench measures a given input instead of the random one", "[cli][bench]") {
+  const RunResult r = run_binary({"bench", source_path("data/gqa.json"), "--repeat", "1"});
+  check_success(r);
+  CHECK(contains(r.out, "data/gqa.json"));
+  CHECK(contains(r.out, "sharing"));
+}
+
+TEST_CASE("bench's text fits 40 columns in ASCII, leaving columns out and saying so", "[cli][bench][terminal]") {
+  const RunResult r = run_binary({"bench", "--sweep", "n=16..32", "--d-model", "16", "--heads", "2", "--repeat", "1"},
+                                 RunOptions().set_env("LC_ALL", "C").set_env("COLUMNS", "40"));
+  check_success(r);
+  for (const std::string& line : split_lines(r.out)) {
+    INFO(line);
+    CHECK(line.size() <= 40);
+  }
+  CHECK(std::all_of(r.out.begin(), r.out.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }));
+  CHECK(contains(r.out, "left out to fit 40 columns"));
+}
+
+TEST_CASE("bench refuses options it cannot use in one line, exit 2, writing nothing", "[cli][bench][errors]") {
+  const TempDir dir;
+  const std::string file = dir / "bench.json";
+  struct Case {
+    std::vector<std::string> args;
+    std::string fragment;
+  };
+  const std::vector<Case> cases = {
+      {{"--sweep", "n=5..2"}, "--sweep n=5..2: the last length (2) is less than the first (5)"},
+      {{"--sweep", "n=0..8"}, "--sweep n=0..8: the lengths must be at least 1"},
+      {{"--sweep", "512..1024"}, "--sweep 512..1024: expected n=FIRST..LAST"},
+      {{"--sweep", "n=8..16", "--n", "8"}, "--n: --sweep gives the lengths"},
+      {{"--n", "0"}, "--n 0: a bench needs at least one query"},
+      {{"--n", "-4"}, "--n"},
+      {{"--m", "0"}, "--m 0: a bench needs at least one key"},
+      {{"--heads", "3"}, "--heads 3: the heads must split --d-model 512 evenly"},
+      {{"--kv-heads", "3"}, "--kv-heads 3: must divide --heads 8"},
+      {{"--repeat", "0"}, "--repeat 0"},
+      {{"--mask", "sliding_window"}, "--mask"},
+      {{"--engine", "fast"}, "--engine"},
+      {{"--dtype", "int8"}, "--dtype"},
+      {{"--max-memory", "lots"}, "--max-memory: expected a size"},
+      {{source_path("data/gqa.json"), "--n", "8"}, "--n: FILE gives the input"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"bench", "--json", file};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    check_usage_error(run_binary(args), {c.fragment});
+    CHECK_FALSE(std::filesystem::exists(file));
+  }
+}
+
+TEST_CASE("bench --help says the engines are single-threaded and shows examples", "[cli][bench]") {
+  const RunResult help = run_binary({"bench", "--help"});
+  check_success(help);
+  CHECK(contains(help.out, "single-threaded"));
+  CHECK(contains(help.out, "--sweep"));
+  CHECK(contains(help.out, "Examples:"));
+}
