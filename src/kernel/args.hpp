@@ -1,0 +1,88 @@
+#pragma once
+// What the fast kernels are handed: plain structs of sizes and raw pointers, no member functions, so
+// that the files compiled for one instruction set each (kernel/isa.cpp) instantiate nothing that
+// another file also instantiates. kernels.cpp owns every buffer the pointers point into.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace attn::kernel {
+
+// How one instruction set's kernels want their operands laid out, and how big their scratch is.
+struct Layout {
+  std::size_t lanes = 1;      // values of T in one vector register
+  std::size_t row_block = 1;  // flash: a query tile's packed rows are a multiple of it; gemm: A's panels
+  // gemm's blocking: panels of row_block rows of A and gemm_nr columns of B, blocks of gemm_mc rows,
+  // gemm_kc of the inner axis and gemm_nc columns
+  std::size_t gemm_nr = 1, gemm_mc = 1, gemm_kc = 1, gemm_nc = 1;
+};
+
+// C = A·B (+ bias) or C += A·B, for any strides of A and B:
+//   A(i, k) = a[i·a_row + k·a_col]   (M, K)
+//   B(k, j) = b[k·b_row + j·b_col]   (K, N)
+//   C(i, j) = c[i·c_row + j]         (M, N), rows contiguous
+// C[i][j] = Σ_k A(i, k)·B(k, j) + bias[j]
+template <class T>
+struct GemmArgs {
+  std::size_t M = 0, N = 0, K = 0;
+  const T* a = nullptr;
+  std::ptrdiff_t a_row = 0, a_col = 0;
+  const T* b = nullptr;
+  std::ptrdiff_t b_row = 0, b_col = 0;
+  T* c = nullptr;
+  std::ptrdiff_t c_row = 0;
+  const T* bias = nullptr;  // (N), or none
+  bool accumulate = false;  // add to C instead of overwriting it
+  // This call's own scratch: round_up(min(M, gemm_mc), row_block) · min(K, gemm_kc) values for A's
+  // panels, min(K, gemm_kc) · round_up(min(N, gemm_nc), gemm_nr) for B's (gemm_pack_sizes).
+  T* a_pack = nullptr;
+  T* b_pack = nullptr;
+};
+
+// One key tile folded into the running state of one query tile (FlashAttention-2, Algorithm 1,
+// lines 8-10): S = Q_i·K_jᵀ·scale + bias, masked; m_new = max(m_prev, rowmax S); P = exp(S - m_new);
+// l = alpha·l + rowsum P; O = diag(alpha)·O + P·V_j, alpha = exp(m_prev - m_new).
+// Padded rows (rows .. rows_pad) and columns (cols .. cols_pad) hold zeros in q, kt and v.
+template <class T>
+struct FlashTileArgs {
+  std::size_t rows = 0, rows_pad = 0;  // query rows of the tile; rows_pad a multiple of Layout::row_block
+  std::size_t cols = 0, cols_pad = 0;  // keys of the tile; cols_pad a multiple of Layout::lanes
+  std::size_t d_k = 0;
+  std::size_t d_v = 0, dv_pad = 0;  // dv_pad a multiple of Layout::lanes
+  const T* q = nullptr;             // (rows_pad, d_k)    the query tile, rows contiguous
+  const T* kt = nullptr;            // (d_k, cols_pad)    the key tile transposed: kt[e·cols_pad + c] = K[c][e]
+  const T* v = nullptr;             // (cols_pad, dv_pad) the value tile
+  T scale = 1;
+  // ALiBi: S[r][c] += -slope·(pos_q[r] - pos_k[c]); pos_q null without it.
+  T slope = 0;
+  const T* pos_q = nullptr;  // (rows)
+  const T* pos_k = nullptr;  // (cols_pad)
+  // The mask: row r keeps the columns [lo[r], hi[r]) of the tile, and of those only where keep[r][c] != 0
+  // when keep is given.
+  const std::int64_t* lo = nullptr;  // (rows)
+  const std::int64_t* hi = nullptr;  // (rows)
+  const T* keep = nullptr;           // (rows, cols_pad), or none
+  T* s = nullptr;                    // (rows_pad, cols_pad) scratch: S, then P
+  T* m = nullptr;                    // (rows) running row max, updated
+  T* l = nullptr;                    // (rows) running row sum, updated
+  T* alpha = nullptr;                // (rows_pad) scratch
+  T* o = nullptr;                    // (rows_pad, dv_pad) running unnormalised output, updated
+};
+
+// The naive engine's rows of scores, in place: S' = S·scale + bias, masked to -inf, then
+// P = softmax(S') along each row; a row with nothing to attend gets all-zero weights.
+template <class T>
+struct SoftmaxRowsArgs {
+  std::size_t rows = 0, cols = 0;
+  T* s = nullptr;  // (rows, cols), row r at s + r·row_stride
+  std::size_t row_stride = 0;
+  T scale = 1;
+  T slope = 0;
+  const T* pos_q = nullptr;          // (rows), or none: no ALiBi
+  const T* pos_k = nullptr;          // (cols)
+  const std::int64_t* lo = nullptr;  // (rows) the kept columns [lo, hi) of each row
+  const std::int64_t* hi = nullptr;  // (rows)
+  const T* keep = nullptr;           // (rows, cols) 0 where the mask forbids, or none
+};
+
+}  // namespace attn::kernel

@@ -1,0 +1,475 @@
+// The fast path's arithmetic, compiled once per instruction set (CMakeLists.txt): ATTN_ISA names the
+// namespace and ATTN_VBYTES the vector width, 16 bytes for the baseline, 32 for AVX2 + FMA, 64 for
+// AVX-512. Explicit SIMD through GCC's vector extensions (also clang's): a Vec holds ATTN_VBYTES of T,
+// and each operator on it is one instruction of the target, or two for a width the target splits.
+//
+// Why this file uses no template or inline function of any library: a copy instantiated here would
+// be compiled for this file's instruction set, and the linker may keep that copy for the whole
+// program, which then runs it on a processor without those instructions. So everything here is its
+// own, in an anonymous namespace, on raw pointers that kernels.cpp hands over.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernel/args.hpp"
+
+#ifndef ATTN_ISA
+#define ATTN_ISA baseline
+#endif
+#ifndef ATTN_VBYTES
+#define ATTN_VBYTES 16
+#endif
+
+namespace attn::kernel::ATTN_ISA {
+
+namespace {
+
+// Register blocking, per vector width. A wider machine has 32 vector registers (AVX-512), the others 16:
+// each block of accumulators leaves room for the operands it loads.
+//   gemm and S = Q·Kᵀ: MR rows × 2 vectors of accumulators;  O += P·V: RO rows × 4 vectors.
+constexpr int wide = ATTN_VBYTES >= 64 ? 1 : 0;
+constexpr int MR = wide != 0 ? 12 : 6;
+constexpr int NV = 2;
+constexpr int RO = wide != 0 ? 6 : 3;
+constexpr int NVO = 4;
+static_assert(MR % RO == 0, "a query tile's rows are padded to MR, which must hold whole blocks of RO");
+
+// gemm's cache blocking: a KC × NR panel of B stays in L1 while MC × KC of A stays in L2.
+constexpr std::size_t KC = 256;
+constexpr std::size_t MC = static_cast<std::size_t>(MR) * 8;
+constexpr std::size_t NC = 2048;
+
+template <class T>
+struct Simd;
+template <>
+struct Simd<float> {
+  using V = float __attribute__((vector_size(ATTN_VBYTES)));
+  using I = std::int32_t __attribute__((vector_size(ATTN_VBYTES)));
+};
+template <>
+struct Simd<double> {
+  using V = double __attribute__((vector_size(ATTN_VBYTES)));
+  using I = std::int64_t __attribute__((vector_size(ATTN_VBYTES)));
+};
+
+template <class T>
+constexpr int W = static_cast<int>(ATTN_VBYTES / sizeof(T));  // lanes
+
+template <class T>
+using Vec = typename Simd<T>::V;
+
+template <class T>
+inline Vec<T> load(const T* p) {
+  Vec<T> v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T>
+inline void store(T* p, Vec<T> v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+template <class T>
+inline Vec<T> splat(T x) {
+  return Vec<T>{} + x;
+}
+template <class T>
+inline Vec<T> iota() {
+  Vec<T> v{};
+  for (int k = 0; k < W<T>; ++k) v[k] = static_cast<T>(k);
+  return v;
+}
+template <class T>
+inline T lane_max(Vec<T> v) {
+  T x = v[0];
+  for (int k = 1; k < W<T>; ++k) x = v[k] > x ? v[k] : x;
+  return x;
+}
+template <class T>
+inline T lane_sum(Vec<T> v) {
+  T x = v[0];
+  for (int k = 1; k < W<T>; ++k) x += v[k];
+  return x;
+}
+template <class T>
+inline T minus_inf() {
+  return -__builtin_inf();
+}
+inline std::size_t least(std::size_t a, std::size_t b) { return a < b ? a : b; }
+
+// exp of every lane: x = k·ln 2 + r with |r| <= ln 2 / 2, exp(r) by a polynomial, 2^k put into the
+// exponent bits. Below the smallest normal result it gives 0, so exp(-inf) = 0 exactly as a masked score
+// needs; above the largest finite one, inf. ref: Cephes expf (degree-6 minimax) and, for double, the
+// Taylor series of exp(r) to r^13 (its remainder is below 2^-60 for |r| <= ln 2 / 2).
+inline Vec<float> exp_lanes(Vec<float> x) {
+  using V = Vec<float>;
+  using I = Simd<float>::I;
+  const V lowest = splat(-87.33654f), highest = splat(88.72283f);
+  const V xc = x < lowest ? lowest : (x > highest ? highest : x);
+  const V magic = splat(12582912.0f);  // 1.5·2^23: adding and taking it away rounds to a whole number
+  const V k = (xc * 1.44269504088896341f + magic) - magic;
+  V r = xc - k * 0.693359375f;
+  r = r - k * -2.12194440e-4f;
+  V p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const I e = (__builtin_convertvector(k, I) + 127) << 23;
+  const V y = p * __builtin_bit_cast(V, e);
+  return x < lowest ? V{} : (x > highest ? splat(__builtin_inff()) : y);
+}
+
+inline Vec<double> exp_lanes(Vec<double> x) {
+  using V = Vec<double>;
+  using I = Simd<double>::I;
+  const V lowest = splat(-708.3964185322641), highest = splat(709.782712893384);
+  const V xc = x < lowest ? lowest : (x > highest ? highest : x);
+  const V magic = splat(6755399441055744.0);  // 1.5·2^52
+  const V k = (xc * 1.4426950408889634 + magic) - magic;
+  V r = xc - k * 6.93147180369123816490e-01;
+  r = r - k * 1.90821492927058770002e-10;
+  // Σ r^i / i!, i = 0 .. 13, by Horner's rule
+  V p = splat(1.0 / 6227020800.0);
+  const double inverse_factorials[] = {1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0,
+                                       1.0 / 40320.0,     1.0 / 5040.0,     1.0 / 720.0,     1.0 / 120.0,
+                                       1.0 / 24.0,        1.0 / 6.0,        1.0 / 2.0,       1.0,
+                                       1.0};
+  for (const double c : inverse_factorials) p = p * r + c;
+  const I e = (__builtin_convertvector(k, I) + 1023) << 52;
+  const V y = p * __builtin_bit_cast(V, e);
+  return x < lowest ? V{} : (x > highest ? splat(__builtin_inf()) : y);
+}
+
+template <class T>
+inline T exp_one(T x) {
+  return exp_lanes(splat(x))[0];
+}
+
+// exp_lanes for x <= 0 (or -inf, or NaN), all that a softmax asks once the max is taken out: the
+// overflow side needs no check.
+inline Vec<float> exp_nonpositive(Vec<float> x) {
+  using V = Vec<float>;
+  using I = Simd<float>::I;
+  const V lowest = splat(-87.33654f);
+  const V xc = x < lowest ? lowest : x;
+  const V magic = splat(12582912.0f);
+  const V k = (xc * 1.44269504088896341f + magic) - magic;
+  V r = xc - k * 0.693359375f;
+  r = r - k * -2.12194440e-4f;
+  V p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const I e = (__builtin_convertvector(k, I) + 127) << 23;
+  const V y = p * __builtin_bit_cast(V, e);
+  return x < lowest ? V{} : y;
+}
+inline Vec<double> exp_nonpositive(Vec<double> x) { return exp_lanes(x); }
+
+// ------------------------------------------------------------------------------------------------- gemm
+
+// Packs A's rows [i0, i0 + mc) and columns [k0, k0 + kc) into panels of MR rows, k-major:
+// ap[panel][k][r] = A(i0 + panel·MR + r, k0 + k), zero past the last row.
+template <class T>
+void pack_a(const GemmArgs<T>& g, std::size_t i0, std::size_t mc, std::size_t k0, std::size_t kc, T* ap) {
+  for (std::size_t p0 = 0; p0 < mc; p0 += MR) {
+    const std::size_t rows = least(MR, mc - p0);
+    for (std::size_t k = 0; k < kc; ++k) {
+      const T* src = g.a + static_cast<std::ptrdiff_t>(i0 + p0) * g.a_row + static_cast<std::ptrdiff_t>(k0 + k) * g.a_col;
+      for (std::size_t r = 0; r < rows; ++r) ap[k * MR + r] = src[static_cast<std::ptrdiff_t>(r) * g.a_row];
+      for (std::size_t r = rows; r < static_cast<std::size_t>(MR); ++r) ap[k * MR + r] = 0;
+    }
+    ap += kc * MR;
+  }
+}
+
+// Packs B's rows [k0, k0 + kc) and columns [j0, j0 + nc) into panels of NR = NV·W columns, k-major:
+// bp[panel][k][c] = B(k0 + k, j0 + panel·NR + c), zero past the last column.
+template <class T>
+void pack_b(const GemmArgs<T>& g, std::size_t k0, std::size_t kc, std::size_t j0, std::size_t nc, T* bp) {
+  constexpr std::size_t NR = NV * W<T>;
+  for (std::size_t p0 = 0; p0 < nc; p0 += NR) {
+    const std::size_t cols = least(NR, nc - p0);
+    for (std::size_t k = 0; k < kc; ++k) {
+      const T* src = g.b + static_cast<std::ptrdiff_t>(k0 + k) * g.b_row + static_cast<std::ptrdiff_t>(j0 + p0) * g.b_col;
+      for (std::size_t c = 0; c < cols; ++c) bp[k * NR + c] = src[static_cast<std::ptrdiff_t>(c) * g.b_col];
+      for (std::size_t c = cols; c < NR; ++c) bp[k * NR + c] = 0;
+    }
+    bp += kc * NR;
+  }
+}
+
+// C_tile = (C_tile +) A_panel · B_panel: MR × NR accumulators held in registers over kc.
+// acc[r][v] += A[r][k] · B[k][v·W .. v·W + W)
+template <class T>
+void gemm_micro(std::size_t kc, const T* ap, const T* bp, T* c, std::ptrdiff_t c_row, std::size_t rows,
+                std::size_t cols, bool add) {
+  using V = Vec<T>;
+  constexpr std::size_t NR = NV * W<T>;
+  V acc[MR][NV] = {};
+  for (std::size_t k = 0; k < kc; ++k) {
+    V b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = load(bp + k * NR + static_cast<std::size_t>(v * W<T>));
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const V a = splat(ap[k * MR + static_cast<std::size_t>(r)]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
+    }
+  }
+  if (rows == static_cast<std::size_t>(MR) && cols == NR) {
+    for (int r = 0; r < MR; ++r)
+      for (int v = 0; v < NV; ++v) {
+        T* dst = c + r * c_row + v * W<T>;
+        store(dst, add ? load(dst) + acc[r][v] : acc[r][v]);
+      }
+    return;
+  }
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t j = 0; j < cols; ++j) {
+      T* dst = c + static_cast<std::ptrdiff_t>(r) * c_row + static_cast<std::ptrdiff_t>(j);
+      const T x = acc[r][j / W<T>][j % W<T>];
+      *dst = add ? *dst + x : x;
+    }
+}
+
+// GotoBLAS's loops: per NC columns of B and KC of the inner axis, pack B once; per MC rows of A, pack A
+// once; then every MR × NR tile of C from the two packed panels.
+template <class T>
+void gemm_impl(const GemmArgs<T>& g) {
+  constexpr std::size_t NR = NV * W<T>;
+  T* ap = g.a_pack;
+  T* bp = g.b_pack;
+  for (std::size_t j0 = 0; j0 < g.N; j0 += NC) {
+    const std::size_t nc = least(NC, g.N - j0);
+    for (std::size_t k0 = 0; k0 < g.K || k0 == 0; k0 += KC) {
+      const std::size_t kc = least(KC, g.K - k0);
+      const bool add = g.accumulate || k0 > 0;
+      pack_b(g, k0, kc, j0, nc, bp);
+      for (std::size_t i0 = 0; i0 < g.M; i0 += MC) {
+        const std::size_t mc = least(MC, g.M - i0);
+        pack_a(g, i0, mc, k0, kc, ap);
+        for (std::size_t jr = 0; jr < nc; jr += NR)
+          for (std::size_t ir = 0; ir < mc; ir += MR)
+            gemm_micro(kc, ap + ir * kc, bp + jr * kc, g.c + static_cast<std::ptrdiff_t>(i0 + ir) * g.c_row + (j0 + jr),
+                       g.c_row, least(MR, mc - ir), least(NR, nc - jr), add);
+      }
+      if (g.K == 0) break;
+    }
+  }
+  if (g.bias != nullptr)
+    for (std::size_t i = 0; i < g.M; ++i) {
+      T* row = g.c + static_cast<std::ptrdiff_t>(i) * g.c_row;
+      for (std::size_t j = 0; j < g.N; ++j) row[j] += g.bias[j];
+    }
+}
+
+// ------------------------------------------------------------------------------------------------ flash
+
+// S[r][c..] = Q[r]·Kt[.][c..] for R rows and NVC vectors of columns.
+// S[r][c] = Σ_e Q[r][e] · Kt[e][c]
+template <class T, int R, int NVC>
+void score_block(std::size_t d_k, const T* q, const T* kt, std::size_t cols_pad, T* s) {
+  using V = Vec<T>;
+  V acc[R][NVC] = {};
+  for (std::size_t e = 0; e < d_k; ++e) {
+    V k[NVC];
+#pragma GCC unroll 4
+    for (int v = 0; v < NVC; ++v) k[v] = load(kt + e * cols_pad + static_cast<std::size_t>(v * W<T>));
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V a = splat(q[static_cast<std::size_t>(r) * d_k + e]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NVC; ++v) acc[r][v] += a * k[v];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NVC; ++v) store(s + static_cast<std::size_t>(r) * cols_pad + static_cast<std::size_t>(v * W<T>), acc[r][v]);
+}
+
+// O[r][c..] = alpha[r]·O[r][c..] + Σ_j P[r][j]·V[j][c..] for R rows and NVC vectors of O's columns.
+template <class T, int R, int NVC>
+void pv_block(std::size_t cols, const T* p, std::size_t cols_pad, const T* v, std::size_t dv_pad, const T* alpha,
+              T* o) {
+  using V = Vec<T>;
+  V acc[R][NVC];
+  for (int r = 0; r < R; ++r) {
+    const V a = splat(alpha[r]);
+    for (int x = 0; x < NVC; ++x) acc[r][x] = load(o + static_cast<std::size_t>(r) * dv_pad + static_cast<std::size_t>(x * W<T>)) * a;
+  }
+  for (std::size_t j = 0; j < cols; ++j) {
+    V vv[NVC];
+#pragma GCC unroll 4
+    for (int x = 0; x < NVC; ++x) vv[x] = load(v + j * dv_pad + static_cast<std::size_t>(x * W<T>));
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V pr = splat(p[static_cast<std::size_t>(r) * cols_pad + j]);
+#pragma GCC unroll 4
+      for (int x = 0; x < NVC; ++x) acc[r][x] += pr * vv[x];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int x = 0; x < NVC; ++x) store(o + static_cast<std::size_t>(r) * dv_pad + static_cast<std::size_t>(x * W<T>), acc[r][x]);
+}
+
+// Which lanes of the columns [c, c + W) row r keeps: inside [lo, hi), and where keep is not 0.
+template <class T>
+inline auto kept_lanes(const Vec<T>& columns, T lo, T hi, const T* keep) {
+  auto in = (columns >= lo) & (columns < hi);
+  if (keep != nullptr) in = in & (load(keep) != 0);
+  return in;
+}
+
+template <class T>
+void flash_tile_impl(const FlashTileArgs<T>& a) {
+  using V = Vec<T>;
+  constexpr std::size_t w = W<T>;
+  // pass 1: S = Q_i·K_jᵀ, register blocks of MR rows × NV vectors of keys
+  for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += MR) {
+    std::size_t c0 = 0;
+    for (; c0 + NV * w <= a.cols_pad; c0 += NV * w)
+      score_block<T, MR, NV>(a.d_k, a.q + r0 * a.d_k, a.kt + c0, a.cols_pad, a.s + r0 * a.cols_pad + c0);
+    for (; c0 < a.cols_pad; c0 += w)
+      score_block<T, MR, 1>(a.d_k, a.q + r0 * a.d_k, a.kt + c0, a.cols_pad, a.s + r0 * a.cols_pad + c0);
+  }
+
+  // pass 2: the online softmax of each row (online_softmax.hpp), P in place of S
+  const V lanes = iota<T>();
+  for (std::size_t r = 0; r < a.rows_pad; ++r) {
+    T* row = a.s + r * a.cols_pad;
+    if (r >= a.rows) {  // a padded row: P = 0 leaves its O at 0
+      for (std::size_t c = 0; c < a.cols_pad; c += w) store(row + c, V{});
+      a.alpha[r] = 1;
+      continue;
+    }
+    const T lo = static_cast<T>(a.lo[r]), hi = static_cast<T>(a.hi[r]);
+    const T* keep = a.keep != nullptr ? a.keep + r * a.cols_pad : nullptr;
+    // S = Q·Kᵀ·scale + bias, -inf where the mask forbids; a row that keeps every column of the tile
+    // (the common case) skips the mask's lanes
+    const bool whole = keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) == a.cols_pad;
+    V running = splat(minus_inf<T>());
+    if (whole && a.pos_q == nullptr) {
+      for (std::size_t c = 0; c < a.cols_pad; c += w) {
+        const V x = load(row + c) * a.scale;
+        store(row + c, x);
+        running = running > x ? running : x;
+      }
+    } else {
+      for (std::size_t c = 0; c < a.cols_pad; c += w) {
+        V x = load(row + c) * a.scale;
+        if (a.pos_q != nullptr) x = x + -a.slope * (a.pos_q[r] - load(a.pos_k + c));
+        const auto in = kept_lanes<T>(lanes + static_cast<T>(c), lo, hi, keep != nullptr ? keep + c : nullptr);
+        x = in ? x : splat(minus_inf<T>());
+        store(row + c, x);
+        running = running > x ? running : x;
+      }
+    }
+    const T m_prev = a.m[r];
+    const T row_max = lane_max<T>(running);
+    const T m_new = row_max > m_prev ? row_max : m_prev;
+    if (m_new == minus_inf<T>()) {  // nothing to attend yet: the state stays (0, 0)
+      for (std::size_t c = 0; c < a.cols_pad; c += w) store(row + c, V{});
+      a.alpha[r] = 1;
+      continue;
+    }
+    // alpha: earlier tiles were summed against a smaller max (m_prev = -inf gives 0)
+    const T alpha = exp_one(m_prev - m_new);
+    V sum{};
+    for (std::size_t c = 0; c < a.cols_pad; c += w) {
+      const V p = exp_nonpositive(load(row + c) - m_new);  // subtracting the max is so exp never overflows
+      store(row + c, p);
+      sum += p;
+    }
+    a.m[r] = m_new;
+    a.l[r] = alpha * a.l[r] + lane_sum<T>(sum);
+    a.alpha[r] = alpha;
+  }
+
+  // pass 3: O = diag(alpha)·O + P·V, register blocks of RO rows × up to NVO vectors of O's columns
+  for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += RO) {
+    const T* p = a.s + r0 * a.cols_pad;
+    T* o = a.o + r0 * a.dv_pad;
+    std::size_t c0 = 0;
+    for (; c0 + NVO * w <= a.dv_pad; c0 += NVO * w)
+      pv_block<T, RO, NVO>(a.cols, p, a.cols_pad, a.v + c0, a.dv_pad, a.alpha + r0, o + c0);
+    for (; c0 < a.dv_pad; c0 += w) pv_block<T, RO, 1>(a.cols, p, a.cols_pad, a.v + c0, a.dv_pad, a.alpha + r0, o + c0);
+  }
+}
+
+// ------------------------------------------------------------------------------------- naive's softmax
+
+template <class T>
+void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
+  using V = Vec<T>;
+  constexpr std::size_t w = W<T>;
+  const std::size_t full = a.cols / w * w;  // the columns whole vectors cover; the rest one by one
+  const V lanes = iota<T>();
+  for (std::size_t r = 0; r < a.rows; ++r) {
+    T* row = a.s + r * a.row_stride;
+    const T* keep = a.keep != nullptr ? a.keep + r * a.cols : nullptr;
+    const T lo = static_cast<T>(a.lo[r]), hi = static_cast<T>(a.hi[r]);
+    // S' = S·scale + bias, -inf where the mask forbids
+    const auto score = [&](std::size_t c, T s) {
+      T x = s * a.scale;
+      if (a.pos_q != nullptr) x = x + -a.slope * (a.pos_q[r] - a.pos_k[c]);
+      const bool in = static_cast<T>(c) >= lo && static_cast<T>(c) < hi && (keep == nullptr || keep[c] != 0);
+      return in ? x : minus_inf<T>();
+    };
+    V running = splat(minus_inf<T>());
+    for (std::size_t c = 0; c < full; c += w) {
+      V x = load(row + c) * a.scale;
+      if (a.pos_q != nullptr) x = x + -a.slope * (a.pos_q[r] - load(a.pos_k + c));
+      const auto in = kept_lanes<T>(lanes + static_cast<T>(c), lo, hi, keep != nullptr ? keep + c : nullptr);
+      x = in ? x : splat(minus_inf<T>());
+      store(row + c, x);
+      running = running > x ? running : x;
+    }
+    T row_max = lane_max<T>(running);
+    for (std::size_t c = full; c < a.cols; ++c) {
+      row[c] = score(c, row[c]);
+      row_max = row[c] > row_max ? row[c] : row_max;
+    }
+    if (row_max == minus_inf<T>()) {  // nothing to attend: all-zero weights instead of 0/0
+      for (std::size_t c = 0; c < a.cols; ++c) row[c] = 0;
+      continue;
+    }
+    // P[c] = exp(S'[c] - max) / Σ exp(S' - max): subtracting the max is so exp never overflows
+    V sum_lanes{};
+    for (std::size_t c = 0; c < full; c += w) {
+      const V p = exp_nonpositive(load(row + c) - row_max);
+      store(row + c, p);
+      sum_lanes += p;
+    }
+    T sum = lane_sum<T>(sum_lanes);
+    for (std::size_t c = full; c < a.cols; ++c) {
+      row[c] = exp_one(row[c] - row_max);
+      sum += row[c];
+    }
+    for (std::size_t c = 0; c < full; c += w) store(row + c, load(row + c) / sum);
+    for (std::size_t c = full; c < a.cols; ++c) row[c] /= sum;
+  }
+}
+
+template <class T>
+Layout layout_impl() {
+  return {static_cast<std::size_t>(W<T>), static_cast<std::size_t>(MR), NV * static_cast<std::size_t>(W<T>), MC, KC, NC};
+}
+
+}  // namespace
+
+Layout layout_of(float) { return layout_impl<float>(); }
+Layout layout_of(double) { return layout_impl<double>(); }
+void gemm(const GemmArgs<float>& g) { gemm_impl(g); }
+void gemm(const GemmArgs<double>& g) { gemm_impl(g); }
+void flash_tile(const FlashTileArgs<float>& a) { flash_tile_impl(a); }
+void flash_tile(const FlashTileArgs<double>& a) { flash_tile_impl(a); }
+void softmax_rows(const SoftmaxRowsArgs<float>& a) { softmax_rows_impl(a); }
+void softmax_rows(const SoftmaxRowsArgs<double>& a) { softmax_rows_impl(a); }
+
+}  // namespace attn::kernel::ATTN_ISA

@@ -1,0 +1,25 @@
+#pragma once
+// The kernels of each instruction set: kernel/isa.cpp compiled once per set, each copy in its own
+// namespace (CMakeLists.txt). kernels.cpp picks the widest the processor runs; the tests call each.
+
+#include "kernel/args.hpp"
+
+#define ATTN_DECLARE_KERNELS(ISA)                   \
+  namespace attn::kernel::ISA {                     \
+  Layout layout_of(float);                          \
+  Layout layout_of(double);                         \
+  void gemm(const GemmArgs<float>&);                \
+  void gemm(const GemmArgs<double>&);               \
+  void flash_tile(const FlashTileArgs<float>&);     \
+  void flash_tile(const FlashTileArgs<double>&);    \
+  void softmax_rows(const SoftmaxRowsArgs<float>&); \
+  void softmax_rows(const SoftmaxRowsArgs<double>&);\
+  }
+
+ATTN_DECLARE_KERNELS(baseline)
+#if defined(ATTN_X86_KERNELS)
+ATTN_DECLARE_KERNELS(avx2)
+ATTN_DECLARE_KERNELS(avx512)
+#endif
+
+#undef ATTN_DECLARE_KERNELS

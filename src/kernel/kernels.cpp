@@ -1,0 +1,181 @@
+// Picks the kernels of the widest instruction set the processor runs, and spreads work over threads.
+
+#include "kernel/kernels.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "kernel/isa.hpp"
+
+namespace attn::kernel {
+
+namespace {
+
+bool runs(Isa isa) {
+#if defined(ATTN_X86_KERNELS)
+  // libgcc checks the processor's flags and that the operating system saves the wider registers.
+  switch (isa) {
+    case Isa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+    case Isa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::baseline:
+      return true;
+  }
+  return false;
+#else
+  return isa == Isa::baseline;
+#endif
+}
+
+Isa choose() {
+  const std::vector<Isa> sets = runnable_isas();
+  if (const char* asked = std::getenv("ATTN_KERNELS"); asked != nullptr)
+    for (const Isa s : sets)
+      if (name_of(s) == asked) return s;
+  return sets.back();
+}
+
+// The kernels of one set, as one type to switch on.
+template <class Args>
+using Kernel = void (*)(const Args&);
+template <class Args>
+void call(Isa isa, const Args& a, std::type_identity_t<Kernel<Args>> baseline,
+          [[maybe_unused]] std::type_identity_t<Kernel<Args>> avx2,
+          [[maybe_unused]] std::type_identity_t<Kernel<Args>> avx512) {
+#if defined(ATTN_X86_KERNELS)
+  if (isa == Isa::avx512) return avx512(a);
+  if (isa == Isa::avx2) return avx2(a);
+#endif
+  (void)isa;
+  baseline(a);
+}
+
+#if defined(ATTN_X86_KERNELS)
+#define ATTN_KERNELS_OF(F, Args) \
+  static_cast<Kernel<Args>>(baseline::F), static_cast<Kernel<Args>>(avx2::F), static_cast<Kernel<Args>>(avx512::F)
+#else
+#define ATTN_KERNELS_OF(F, Args) \
+  static_cast<Kernel<Args>>(baseline::F), nullptr, nullptr
+#endif
+
+template <class T>
+Layout layout_in(Isa isa) {
+#if defined(ATTN_X86_KERNELS)
+  if (isa == Isa::avx512) return avx512::layout_of(T{});
+  if (isa == Isa::avx2) return avx2::layout_of(T{});
+#endif
+  (void)isa;
+  return baseline::layout_of(T{});
+}
+
+std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
+
+// One band of rows of C per thread, whole panels of row_block rows: each thread packs B once per block
+// of it (as many times as one thread alone would), and A only for its own rows.
+template <class T>
+void gemm_threads(Isa isa, const GemmArgs<T>& g, std::size_t threads) {
+  if (g.M == 0 || g.N == 0) return;
+  const Layout layout = layout_in<T>(isa);
+  const std::size_t panels = (g.M + layout.row_block - 1) / layout.row_block;
+  threads = std::max<std::size_t>(1, std::min(threads, panels));
+  const std::size_t band = (panels + threads - 1) / threads * layout.row_block;
+  const std::size_t kc = std::max<std::size_t>(1, std::min(g.K, layout.gemm_kc));
+  const std::size_t a_size = round_up(std::min(g.M, layout.gemm_mc), layout.row_block) * kc;
+  const std::size_t b_size = kc * round_up(std::min(g.N, layout.gemm_nc), layout.gemm_nr);
+  std::vector<std::unique_ptr<T[]>> scratch(threads);
+  for (auto& s : scratch) s = std::make_unique_for_overwrite<T[]>(a_size + b_size);
+  parallel_for((g.M + band - 1) / band, threads, [&](std::size_t item, std::size_t worker) {
+    GemmArgs<T> part = g;
+    const std::size_t i0 = item * band;
+    part.M = std::min(band, g.M - i0);
+    part.a = g.a + static_cast<std::ptrdiff_t>(i0) * g.a_row;
+    part.c = g.c + static_cast<std::ptrdiff_t>(i0) * g.c_row;
+    part.a_pack = scratch[worker].get();
+    part.b_pack = scratch[worker].get() + a_size;
+    call(isa, part, ATTN_KERNELS_OF(gemm, GemmArgs<T>));
+  });
+}
+
+}  // namespace
+
+std::vector<Isa> runnable_isas() {
+  std::vector<Isa> sets;
+  for (const Isa s : {Isa::baseline, Isa::avx2, Isa::avx512})
+    if (runs(s)) sets.push_back(s);
+  return sets;
+}
+
+Isa isa() {
+  static const Isa chosen = choose();
+  return chosen;
+}
+
+std::string_view name_of(Isa isa) {
+  switch (isa) {
+    case Isa::avx512:
+      return "avx512";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::baseline:
+      break;
+  }
+  return "baseline";
+}
+
+Layout layout_of(Isa isa, float) { return layout_in<float>(isa); }
+Layout layout_of(Isa isa, double) { return layout_in<double>(isa); }
+
+std::size_t all_cores() { return std::max(1U, std::thread::hardware_concurrency()); }
+
+void parallel_for(std::size_t count, std::size_t threads, const std::function<void(std::size_t, std::size_t)>& work) {
+  threads = std::min(std::max<std::size_t>(threads, 1), std::max<std::size_t>(count, 1));
+  if (threads == 1) {
+    for (std::size_t item = 0; item < count; ++item) work(item, 0);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_lock;
+  const auto worker = [&](std::size_t id) {
+    try {
+      for (std::size_t item = next++; item < count && !failed; item = next++) work(item, id);
+    } catch (...) {
+      const std::lock_guard<std::mutex> hold(error_lock);
+      if (!error) error = std::current_exception();
+      failed = true;
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(threads - 1);
+  for (std::size_t id = 1; id < threads; ++id) pool.emplace_back(worker, id);
+  worker(0);
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+void gemm(Isa isa, const GemmArgs<float>& g, std::size_t threads) { gemm_threads(isa, g, threads); }
+void gemm(Isa isa, const GemmArgs<double>& g, std::size_t threads) { gemm_threads(isa, g, threads); }
+
+void flash_tile(Isa isa, const FlashTileArgs<float>& a) { call(isa, a, ATTN_KERNELS_OF(flash_tile, FlashTileArgs<float>)); }
+void flash_tile(Isa isa, const FlashTileArgs<double>& a) {
+  call(isa, a, ATTN_KERNELS_OF(flash_tile, FlashTileArgs<double>));
+}
+void softmax_rows(Isa isa, const SoftmaxRowsArgs<float>& a) {
+  call(isa, a, ATTN_KERNELS_OF(softmax_rows, SoftmaxRowsArgs<float>));
+}
+void softmax_rows(Isa isa, const SoftmaxRowsArgs<double>& a) {
+  call(isa, a, ATTN_KERNELS_OF(softmax_rows, SoftmaxRowsArgs<double>));
+}
+
+}  // namespace attn::kernel

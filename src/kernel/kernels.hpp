@@ -1,0 +1,48 @@
+#pragma once
+// The fast path's kernels, as the engines call them: the widest instruction set this processor runs
+// (AVX-512, AVX2 + FMA, or the baseline) chosen once, and work spread over threads.
+// The arithmetic is kernel/isa.cpp; the layouts and argument structs are kernel/args.hpp.
+
+#include <cstddef>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "kernel/args.hpp"
+
+namespace attn::kernel {
+
+enum class Isa { baseline, avx2, avx512 };
+
+// The widest set this processor and this build run, or the one ATTN_KERNELS names ("baseline", "avx2",
+// "avx512") when it runs too: a way to measure and test the narrower ones on a wide machine.
+Isa isa();
+std::string_view name_of(Isa isa);
+// The sets this build has and this processor runs, narrowest first.
+std::vector<Isa> runnable_isas();
+
+Layout layout_of(Isa isa, float);
+Layout layout_of(Isa isa, double);
+
+// The logical processors: what threads = 0 ("all cores") means.
+std::size_t all_cores();
+
+// Calls work(item, worker) for every item in [0, count), on up to `threads` threads (worker in
+// [0, threads)): the calling thread is worker 0, and each worker takes the next item as it is free.
+// An exception of a worker is rethrown here once every worker has stopped.
+void parallel_for(std::size_t count, std::size_t threads, const std::function<void(std::size_t, std::size_t)>& work);
+
+// C = A·B (+ bias), or C += A·B (args.hpp), in `isa`, its rows spread over `threads`. The packing
+// scratch of GemmArgs is ignored: each thread gets its own.
+void gemm(Isa isa, const GemmArgs<float>& g, std::size_t threads);
+void gemm(Isa isa, const GemmArgs<double>& g, std::size_t threads);
+
+// One key tile folded into one query tile's running state (args.hpp), on this thread.
+void flash_tile(Isa isa, const FlashTileArgs<float>& a);
+void flash_tile(Isa isa, const FlashTileArgs<double>& a);
+
+// Naive's scaled, biased, masked softmax of rows, in place (args.hpp), on this thread.
+void softmax_rows(Isa isa, const SoftmaxRowsArgs<float>& a);
+void softmax_rows(Isa isa, const SoftmaxRowsArgs<double>& a);
+
+}  // namespace attn::kernel
