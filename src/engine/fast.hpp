@@ -1,0 +1,427 @@
+#pragma once
+// The unwatched path: naive's and flash's algorithms with nothing reported, on the fast kernels
+// (kernel/): the projections and naive's two products as blocked matrix products, flash's tiles folded
+// by register-blocked kernels with a vectorised exp, tiles the mask rules out skipped, partly masked
+// ones masked where needed, and the query tiles × heads spread over threads. The steps are those of
+// naive.hpp and flash.hpp in the same order; only the grouping of sums differs (and exp is the kernels'
+// own), so the two paths agree within compare's rule (tests/unit/fast_test.cpp proves it).
+// Who asks: `attn-trace bench`, and whoever wants the output alone. A trace is always the traced path.
+//
+// Memory: the inputs in T (the context only for cross-attention), Q, K and V, K and V repacked in
+// tiles (K and V themselves released once packed), the merged head outputs and the output. Naive
+// also holds its one (B, h, n, m) buffer of scores, turned into weights in place; flash holds one
+// (Br, Bc) tile of scores per thread.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/common.hpp"
+#include "kernel/kernels.hpp"
+#include "model/run.hpp"
+
+namespace attn {
+
+// The tiles the fast flash pass runs with, chosen by measurement (docs/performance.md): Br a multiple
+// of every instruction set's row block (12 and 6), so that no packed row is padding; Bc long enough
+// that a tile's per-row work (max, alpha, the rescale) is paid for by many keys, short enough that a
+// causal mask wastes little on the diagonal tiles (about Bc / 2n of the work).
+inline TileSize fast_tiles() { return {96, 192}; }
+
+struct FastOptions {
+  TileSize tiles = fast_tiles();    // flash's tiles
+  std::size_t threads = 1;          // 0: all cores
+  kernel::Isa isa = kernel::isa();  // the kernels' instruction set
+};
+
+
+// The storage types the fast path computes: float32 and float64. Half types are rounded at every stored
+// step, which the traced path does.
+inline bool fast_supports(DType storage) { return !is_half(storage); }
+
+namespace fast {
+
+inline std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
+
+template <class T>
+std::vector<T> in_type(std::span<const double> values) {
+  std::vector<T> out(values.size());
+  std::transform(values.begin(), values.end(), out.begin(), [](double x) { return static_cast<T>(x); });
+  return out;
+}
+
+// Y = X·W + b for the rows of X: X (rows, d_in), W (d_in, d_out), b (d_out) or empty -> (rows, d_out)
+template <class T>
+std::vector<T> project_rows(const std::vector<T>& X, std::size_t rows, std::size_t d_in, const std::vector<T>& W,
+                            std::size_t d_out, const std::vector<T>& bias, const FastOptions& o) {
+  std::vector<T> Y(rows * d_out);
+  kernel::GemmArgs<T> g;
+  g.M = rows;
+  g.N = d_out;
+  g.K = d_in;
+  g.a = X.data();
+  g.a_row = static_cast<std::ptrdiff_t>(d_in);
+  g.a_col = 1;
+  g.b = W.data();
+  g.b_row = static_cast<std::ptrdiff_t>(d_out);
+  g.b_col = 1;
+  g.c = Y.data();
+  g.c_row = static_cast<std::ptrdiff_t>(d_out);
+  g.bias = bias.empty() ? nullptr : bias.data();
+  kernel::gemm(o.isa, g, o.threads);
+  return Y;
+}
+
+// RoPE in place on (B·T, H·d) rows: every head of token t turned by position t's angles.
+// y[a] = x[a]·cos[t][i] - x[c]·sin[t][i],  y[c] = x[c]·cos[t][i] + x[a]·sin[t][i]   (ops/attention.hpp, rotate)
+template <class T>
+void rotate_rows(std::vector<T>& Y, std::size_t B, std::size_t tokens, std::size_t H, std::size_t d,
+                 const Tensor<double>& cos_table, const Tensor<double>& sin_table, RopeStyle style) {
+  const std::size_t P = cos_table.dim(1);
+  const std::vector<T> cos_t = in_type<T>(cos_table.values()), sin_t = in_type<T>(sin_table.values());
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t t = 0; t < tokens; ++t)
+      for (std::size_t hd = 0; hd < H; ++hd) {
+        T* x = &Y[((b * tokens + t) * H + hd) * d];
+        for (std::size_t i = 0; i < P; ++i) {
+          const auto [a, c] = rope_pair(style, i, P);
+          const T cos = cos_t[t * P + i], sin = sin_t[t * P + i];
+          const T xa = x[a], xc = x[c];
+          x[a] = xa * cos - xc * sin;
+          x[c] = xc * cos + xa * sin;
+        }
+      }
+}
+
+// The tensors both fast engines start from: the projections of the tokens, split into heads by their
+// strides alone ((B·n, h·d_k) rows: head hd of row r at r·h·d_k + hd·d_k), turned by RoPE.
+template <class T>
+struct Projected {
+  std::vector<T> Q;  // (B·n, h·d_k)
+  std::vector<T> K;  // (B·m, g·d_k)
+  std::vector<T> V;  // (B·m, g·d_v)
+};
+
+template <class T>
+Projected<T> project_all(const Problem& p, const FastOptions& o) {
+  const std::vector<T> X = in_type<T>(p.X.values());
+  Projected<T> out;
+  out.Q = project_rows(X, p.B * p.n, p.d_model, in_type<T>(p.W_q.values()), p.h * p.d_k, in_type<T>(p.b_q), o);
+  {
+    std::vector<T> C_own;
+    if (p.cross) C_own = in_type<T>(p.C.values());
+    const std::vector<T>& C = p.cross ? C_own : X;  // self-attention: the context is X
+    out.K = project_rows(C, p.B * p.m, p.d_context, in_type<T>(p.W_k.values()), p.g * p.d_k, in_type<T>(p.b_k), o);
+    out.V = project_rows(C, p.B * p.m, p.d_context, in_type<T>(p.W_v.values()), p.g * p.d_v, in_type<T>(p.b_v), o);
+  }
+  if (p.rope) {
+    rotate_rows(out.Q, p.B, p.n, p.h, p.d_k, p.rope->cos_q, p.rope->sin_q, p.rope->style);
+    rotate_rows(out.K, p.B, p.m, p.g, p.d_k, p.rope->cos_k, p.rope->sin_k, p.rope->style);
+  }
+  return out;
+}
+
+// Y = concat·W_o + b_o, or concat itself without W_o: concat (B·n, h·d_v) -> (B, n, d_out)
+template <class T>
+Tensor<T> output_of(const Problem& p, std::vector<T> concat, const FastOptions& o) {
+  if (!p.has_output_projection()) return Tensor<T>({p.B, p.n, p.d_out}, std::move(concat));
+  std::vector<T> Y =
+      project_rows(concat, p.B * p.n, p.h * p.d_v, in_type<T>(p.W_o.values()), p.d_out, in_type<T>(p.b_o), o);
+  return Tensor<T>({p.B, p.n, p.d_out}, std::move(Y));
+}
+
+// The mask of one row, as the kernels take it: the band [lo, hi) of columns [c0, c0 + cols) and, for
+// the kinds with gaps (padding, custom), keep[c] = 1 where allowed.
+inline bool mask_has_gaps(const Mask& mask) { return mask.kind == MaskKind::padding || mask.kind == MaskKind::custom; }
+
+template <class T>
+struct RowMask {
+  std::int64_t lo = 0, hi = 0;
+  bool any = false;  // the row keeps a column of the range
+};
+
+template <class T>
+RowMask<T> row_mask(const Mask& mask, std::size_t b, std::size_t i, std::size_t c0, std::size_t cols, T* keep) {
+  const auto [first, last] = mask.band(i);
+  RowMask<T> r;
+  r.lo = static_cast<std::int64_t>(std::clamp(first, c0, c0 + cols) - c0);
+  r.hi = static_cast<std::int64_t>(std::clamp(last, c0, c0 + cols) - c0);
+  r.any = r.lo < r.hi;
+  if (keep != nullptr) {
+    r.any = false;
+    for (std::size_t c = 0; c < cols; ++c) {
+      const bool allowed = mask.allows(b, i, c0 + c);
+      keep[c] = allowed ? T{1} : T{0};
+      r.any = r.any || (allowed && static_cast<std::int64_t>(c) >= r.lo && static_cast<std::int64_t>(c) < r.hi);
+    }
+  }
+  return r;
+}
+
+// ALiBi's positions in T, or empty.
+template <class T>
+std::vector<T> positions(const std::optional<Alibi>& alibi, bool queries) {
+  if (!alibi) return {};
+  const auto& pos = queries ? alibi->query_positions : alibi->key_positions;
+  std::vector<T> out(pos.size());
+  std::transform(pos.begin(), pos.end(), out.begin(), [](auto x) { return static_cast<T>(x); });
+  return out;
+}
+
+// Naive, unwatched: S = Q·Kᵀ whole per head, then scale, bias, mask and softmax row by row in place,
+// then O = P·V per head into the merged layout, then the output projection.
+template <class T>
+AttentionResult<T> run_naive_fast(const Problem& p, const FastOptions& o) {
+  const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v;
+  // pass 1: project, split into heads (by strides), turn
+  Projected<T> x = project_all<T>(p, o);
+  const std::vector<T> slopes = p.alibi ? in_type<T>(p.alibi->slopes) : std::vector<T>();
+  const std::vector<T> pos_q = positions<T>(p.alibi, true), pos_k = positions<T>(p.alibi, false);
+
+  // pass 2: S = Q·Kᵀ per head, all of it: (B, h, n, m)
+  // S[b][hd][i][j] = Σ_e Q[b·n + i][hd·d_k + e] · K[b·m + j][kv·d_k + e]
+  std::vector<T> S(B * h * n * m);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < h; ++hd) {
+      const std::size_t kv = kv_head_of(hd, h, g);
+      kernel::GemmArgs<T> gs;
+      gs.M = n;
+      gs.N = m;
+      gs.K = d_k;
+      gs.a = x.Q.data() + (b * n * h + hd) * d_k;
+      gs.a_row = static_cast<std::ptrdiff_t>(h * d_k);
+      gs.a_col = 1;
+      gs.b = x.K.data() + (b * m * g + kv) * d_k;
+      gs.b_row = 1;
+      gs.b_col = static_cast<std::ptrdiff_t>(g * d_k);
+      gs.c = S.data() + (b * h + hd) * n * m;
+      gs.c_row = static_cast<std::ptrdiff_t>(m);
+      kernel::gemm(o.isa, gs, o.threads);
+    }
+
+  // pass 3: P = softmax(S·scale + bias, masked) along each row, in place, blocks of rows over threads
+  constexpr std::size_t rows_per_item = 64;
+  const std::size_t blocks = (n + rows_per_item - 1) / rows_per_item;
+  const bool gaps = mask_has_gaps(p.mask);
+  kernel::parallel_for(B * h * blocks, o.threads, [&](std::size_t item, std::size_t) {
+    const std::size_t bh = item / blocks, b = bh / h, hd = bh % h;
+    const std::size_t i0 = item % blocks * rows_per_item, rows = std::min(rows_per_item, n - i0);
+    std::vector<std::int64_t> lo(rows), hi(rows);
+    std::vector<T> keep(gaps ? rows * m : 0);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const RowMask<T> rm = row_mask<T>(p.mask, b, i0 + r, 0, m, gaps ? keep.data() + r * m : nullptr);
+      lo[r] = rm.lo;
+      hi[r] = rm.hi;
+    }
+    kernel::SoftmaxRowsArgs<T> a;
+    a.rows = rows;
+    a.cols = m;
+    a.s = S.data() + ((b * h + hd) * n + i0) * m;
+    a.row_stride = m;
+    a.scale = static_cast<T>(p.scale);
+    if (p.alibi) {
+      a.slope = slopes[hd];
+      a.pos_q = pos_q.data() + i0;
+      a.pos_k = pos_k.data();
+    }
+    a.lo = lo.data();
+    a.hi = hi.data();
+    a.keep = gaps ? keep.data() : nullptr;
+    kernel::softmax_rows(o.isa, a);
+  });
+
+  // pass 4: O = P·V per head, into the merged layout (B·n, h·d_v)
+  // O[b·n + i][hd·d_v + c] = Σ_j P[b][hd][i][j] · V[b·m + j][kv·d_v + c]
+  std::vector<T> concat(B * n * h * d_v);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < h; ++hd) {
+      const std::size_t kv = kv_head_of(hd, h, g);
+      kernel::GemmArgs<T> gv;
+      gv.M = n;
+      gv.N = d_v;
+      gv.K = m;
+      gv.a = S.data() + (b * h + hd) * n * m;
+      gv.a_row = static_cast<std::ptrdiff_t>(m);
+      gv.a_col = 1;
+      gv.b = x.V.data() + (b * m * g + kv) * d_v;
+      gv.b_row = static_cast<std::ptrdiff_t>(g * d_v);
+      gv.b_col = 1;
+      gv.c = concat.data() + (b * n * h + hd) * d_v;
+      gv.c_row = static_cast<std::ptrdiff_t>(h * d_v);
+      kernel::gemm(o.isa, gv, o.threads);
+    }
+  const std::size_t score_bytes = S.size() * sizeof(T);
+  S = std::vector<T>();
+
+  // pass 5: the output projection
+  return {output_of(p, std::move(concat), o), find_empty_rows(p), score_bytes, Tensor<T>()};
+}
+
+// Flash, unwatched: K and V repacked once into tiles (K transposed), then per query tile of a head the
+// sweep over key tiles with the online softmax (kernel::flash_tile), O / l once at the end.
+// ref: FlashAttention-2 (arXiv:2307.08691), Algorithm 1.
+template <class T>
+AttentionResult<T> run_flash_fast(const Problem& p, const FastOptions& o) {
+  const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v;
+  // a tile no longer than the sequence: the same tiles, without buffers for rows and keys that are not there
+  const std::size_t Br = std::min(o.tiles.Br, std::max<std::size_t>(n, 1));
+  const std::size_t Bc = std::min(o.tiles.Bc, std::max<std::size_t>(m, 1));
+  const std::size_t Tr = (n + Br - 1) / Br, Tc = (m + Bc - 1) / Bc;
+  const kernel::Layout layout = kernel::layout_of(o.isa, T{});
+  const std::size_t rows_pad = round_up(Br, layout.row_block), cols_pad = round_up(Bc, layout.lanes);
+  const std::size_t dv_pad = round_up(std::max<std::size_t>(d_v, 1), layout.lanes);
+  const std::size_t kt_size = d_k * cols_pad, v_size = cols_pad * dv_pad;  // one packed tile each
+
+  // pass 1: project, split into heads (by strides), turn; then pack every key tile transposed and
+  // every value tile padded, per (b, kv head, j), and let K and V go
+  Projected<T> x = project_all<T>(p, o);
+  std::vector<T> Kt(B * g * Tc * kt_size), Vp(B * g * Tc * v_size);
+  kernel::parallel_for(B * g * Tc, o.threads, [&](std::size_t item, std::size_t) {
+    const std::size_t b = item / (g * Tc), kv = item / Tc % g, j = item % Tc;
+    const std::size_t c0 = j * Bc, cols = std::min(Bc, m - c0);
+    T* kt = Kt.data() + item * kt_size;
+    T* vp = Vp.data() + item * v_size;
+    for (std::size_t c = 0; c < cols; ++c) {
+      const T* k = x.K.data() + ((b * m + c0 + c) * g + kv) * d_k;
+      for (std::size_t e = 0; e < d_k; ++e) kt[e * cols_pad + c] = k[e];
+      const T* v = x.V.data() + ((b * m + c0 + c) * g + kv) * d_v;
+      std::copy(v, v + d_v, vp + c * dv_pad);
+    }
+  });
+  x.K = std::vector<T>();
+  x.V = std::vector<T>();
+  const std::vector<T> slopes = p.alibi ? in_type<T>(p.alibi->slopes) : std::vector<T>();
+  const std::vector<T> pos_q = positions<T>(p.alibi, true);
+  std::vector<T> pos_k(p.alibi ? Tc * cols_pad : 0);  // per key tile, padded
+  if (p.alibi)
+    for (std::size_t c = 0; c < m; ++c) pos_k[c / Bc * cols_pad + c % Bc] = static_cast<T>(p.alibi->key_positions[c]);
+
+  // pass 2: per query tile of each head, sweep the key tiles with the online softmax
+  const std::size_t threads = std::min(o.threads, std::max<std::size_t>(1, B * h * Tr));
+  struct Scratch {
+    std::vector<T> q, s, o, m, l, alpha, keep;
+    std::vector<std::int64_t> lo, hi;
+    std::vector<std::size_t> first, last;
+  };
+  std::vector<Scratch> scratch(threads);
+  const bool gaps = mask_has_gaps(p.mask);
+  std::vector<T> concat(B * n * h * d_v);
+  Tensor<T> lse({B, h, n});
+  kernel::parallel_for(B * h * Tr, threads, [&](std::size_t item, std::size_t worker) {
+    Scratch& w = scratch[worker];
+    if (w.q.empty()) {
+      w.q.resize(rows_pad * d_k);
+      w.s.resize(rows_pad * cols_pad);
+      w.o.resize(rows_pad * dv_pad);
+      w.m.resize(rows_pad);
+      w.l.resize(rows_pad);
+      w.alpha.resize(rows_pad);
+      w.keep.resize(gaps ? Br * cols_pad : 0);
+      w.lo.resize(Br);
+      w.hi.resize(Br);
+    }
+    const std::size_t b = item / (h * Tr), hd = item / Tr % h, i = item % Tr;
+    const std::size_t kv = kv_head_of(hd, h, g);
+    const std::size_t r0 = i * Br, rows = std::min(Br, n - r0);
+    std::fill(w.q.begin(), w.q.end(), T{0});
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T* q = x.Q.data() + ((b * n + r0 + r) * h + hd) * d_k;
+      std::copy(q, q + d_k, w.q.data() + r * d_k);
+    }
+    std::fill(w.m.begin(), w.m.end(), -std::numeric_limits<T>::infinity());
+    std::fill(w.l.begin(), w.l.end(), T{0});
+    std::fill(w.o.begin(), w.o.end(), T{0});
+    for (std::size_t j = 0; j < Tc; ++j) {
+      const std::size_t c0 = j * Bc, cols = std::min(Bc, m - c0);
+      bool any = false;
+      for (std::size_t r = 0; r < rows; ++r) {
+        T* keep = gaps ? w.keep.data() + r * cols_pad : nullptr;
+        const RowMask<T> rm = row_mask<T>(p.mask, b, r0 + r, c0, cols, keep);
+        w.lo[r] = rm.lo;
+        w.hi[r] = rm.hi;
+        any = any || rm.any;
+      }
+      if (!any) continue;  // the mask rules the whole tile out: nothing to fold in
+      kernel::FlashTileArgs<T> a;
+      a.rows = rows;
+      a.rows_pad = rows_pad;
+      a.cols = cols;
+      a.cols_pad = cols_pad;
+      a.d_k = d_k;
+      a.d_v = d_v;
+      a.dv_pad = dv_pad;
+      a.q = w.q.data();
+      const std::size_t tile = (b * g + kv) * Tc + j;
+      a.kt = Kt.data() + tile * kt_size;
+      a.v = Vp.data() + tile * v_size;
+      a.scale = static_cast<T>(p.scale);
+      if (p.alibi) {
+        a.slope = slopes[hd];
+        a.pos_q = pos_q.data() + r0;
+        a.pos_k = pos_k.data() + j * cols_pad;
+      }
+      a.lo = w.lo.data();
+      a.hi = w.hi.data();
+      a.keep = gaps ? w.keep.data() : nullptr;
+      a.s = w.s.data();
+      a.m = w.m.data();
+      a.l = w.l.data();
+      a.alpha = w.alpha.data();
+      a.o = w.o.data();
+      kernel::flash_tile(o.isa, a);
+    }
+    // O_i / l_i once at the end, and lse = m + log l; l == 0: nothing to attend, zero output, lse -inf
+    for (std::size_t r = 0; r < rows; ++r) {
+      T* out = concat.data() + ((b * n + r0 + r) * h + hd) * d_v;
+      const T* acc = w.o.data() + r * dv_pad;
+      if (w.l[r] == 0) {
+        std::fill(out, out + d_v, T{0});
+        lse(b, hd, r0 + r) = -std::numeric_limits<T>::infinity();
+        continue;
+      }
+      for (std::size_t c = 0; c < d_v; ++c) out[c] = acc[c] / w.l[r];
+      lse(b, hd, r0 + r) = w.m[r] + std::log(w.l[r]);
+    }
+  });
+  const std::size_t score_bytes = threads * rows_pad * cols_pad * sizeof(T);  // S and P share a tile
+  x.Q = std::vector<T>();
+  Kt = std::vector<T>();
+  Vp = std::vector<T>();
+
+  // pass 3: the output projection
+  return {output_of(p, std::move(concat), o), find_empty_rows(p), score_bytes, std::move(lse)};
+}
+
+}  // namespace fast
+
+// What both fast engines do around the attention, alone and with the same code: the inputs in T, q, k
+// and v projected (and turned, with RoPE), and head outputs of the right shape projected out. What bench
+// takes away from an engine's time to leave the attention's.
+template <class T>
+Tensor<T> run_fast_projections(const Problem& p, FastOptions o) {
+  if (o.threads == 0) o.threads = kernel::all_cores();
+  const fast::Projected<T> x = fast::project_all<T>(p, o);
+  Tensor<T> Y = fast::output_of(p, std::vector<T>(p.B * p.n * p.h * p.d_v), o);
+  if (!x.V.empty()) Y.values()[0] += x.V[0] * T{0};  // x is used: nothing here is dead code to drop
+  return Y;
+}
+
+// Runs `engine` (naive or flash) on the fast path, unwatched, in T (float or double).
+template <class T>
+AttentionResult<T> run_fast(const Problem& p, Engine engine, FastOptions o) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "the fast kernels are float and double");
+  if (engine == Engine::both) throw std::invalid_argument("run_fast: one engine at a time, naive or flash");
+  if (o.tiles.Br == 0 || o.tiles.Bc == 0)
+    throw std::invalid_argument(fmt::format("run_fast: tiles of {} × {}: both sides must be >= 1", o.tiles.Br, o.tiles.Bc));
+  if (o.threads == 0) o.threads = kernel::all_cores();
+  return engine == Engine::naive ? fast::run_naive_fast<T>(p, o) : fast::run_flash_fast<T>(p, o);
+}
+
+}  // namespace attn

@@ -1,0 +1,384 @@
+// The fast, unwatched path (engine/fast.hpp, kernel/) against the traced engines: the same answer by
+// compare's rule on a seeded sweep of every mask, GQA, cross-attention, batches, RoPE, ALiBi, both
+// dtypes and every instruction set this processor runs; the kernels against long double arithmetic
+// written out here; and results that do not depend on the thread count.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "engine/compare.hpp"
+#include "engine/fast.hpp"
+#include "engine/flash.hpp"
+#include "engine/naive.hpp"
+#include "kernel/kernels.hpp"
+#include "mask_spec.hpp"
+#include "support.hpp"
+
+using namespace attn;
+using attn::test::pick;
+
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+struct FastConfig {
+  Problem p;
+  test::MaskSpec spec;
+  TileSize tiles;
+  std::size_t threads = 1;
+  kernel::Isa isa = kernel::Isa::baseline;
+};
+
+std::string describe(const FastConfig& c) {
+  const Problem& p = c.p;
+  return fmt::format(
+      "B={} n={} m={} ({}) d_model={} d_k={} d_v={} h={} g={} W_o={} biases={} mask={} align={} window={} "
+      "rope={} alibi={} Br={} Bc={} threads={} isa={}",
+      p.B, p.n, p.m, p.cross ? "cross" : "self", p.d_model, p.d_k, p.d_v, p.h, p.g, p.has_output_projection(),
+      !p.b_q.empty(), to_string(c.spec.kind), to_string(c.spec.align), c.spec.window, p.rope.has_value(),
+      p.alibi.has_value(), c.tiles.Br, c.tiles.Bc, c.threads, kernel::name_of(c.isa));
+}
+
+// RoPE on the first `dims` features of each head and ALiBi's standard slopes, as the loader resolves them.
+void add_rope(std::mt19937& rng, Problem& p) {
+  Rope r;
+  r.style = pick(rng, 0, 1) == 0 ? RopeStyle::half : RopeStyle::interleaved;
+  r.dims = 2 * pick(rng, 1, p.d_k / 2);
+  const auto start = static_cast<double>(pick(rng, 0, 300));
+  for (std::size_t i = 0; i < p.n; ++i) r.positions.push_back(start + static_cast<double>(i));
+  for (std::size_t j = 0; j < p.m; ++j) r.context_positions.push_back(start + static_cast<double>(j));
+  if (!p.cross) r.context_positions = r.positions;
+  r.frequencies = rope_frequencies(r.theta, r.dims);
+  std::tie(r.cos_q, r.sin_q) = rope_table(r.positions, r.frequencies);
+  std::tie(r.cos_k, r.sin_k) = rope_table(r.context_positions, r.frequencies);
+  p.rope = std::move(r);
+}
+
+void add_alibi(Problem& p) {
+  Alibi a;
+  a.slopes = alibi_slopes(p.h);
+  for (std::size_t i = 0; i < p.n; ++i) a.query_positions.push_back(static_cast<double>(p.m >= p.n ? p.m - p.n + i : i));
+  for (std::size_t j = 0; j < p.m; ++j) a.key_positions.push_back(static_cast<double>(j));
+  p.alibi = std::move(a);
+}
+
+// Sizes up to `max_len`, heads up to 40 wide (so that vectors are whole, partial and several), h in
+// {1, 2, 3, 4, 6} sharing g | h key/value heads, up to 3 batch items, any mask, RoPE and ALiBi now and
+// then, tiles from 1 to 70 (the fast default among them), 1 to 3 threads.
+FastConfig random_fast_config(std::mt19937& rng, std::size_t max_len, const std::vector<kernel::Isa>& isas,
+                              std::size_t k) {
+  test::Dims d;
+  d.B = pick(rng, 1, 3);
+  d.n = pick(rng, 1, max_len);
+  d.m = pick(rng, 0, 1) == 0 ? 0 : pick(rng, 1, max_len);
+  d.d_model = pick(rng, 1, 24);
+  d.d_context = pick(rng, 1, 24);
+  d.h = std::vector<std::size_t>{1, 2, 3, 4, 6}[pick(rng, 0, 4)];
+  std::vector<std::size_t> divisors;
+  for (std::size_t g = 1; g <= d.h; ++g)
+    if (d.h % g == 0) divisors.push_back(g);
+  d.g = divisors[pick(rng, 0, divisors.size() - 1)];
+  d.d_k = pick(rng, 1, 40);
+  d.d_v = pick(rng, 1, 40);
+  d.d_out = pick(rng, 0, 1) == 0 ? 0 : pick(rng, 1, 24);
+  d.biases = pick(rng, 0, 1) == 1;
+  FastConfig c;
+  c.p = test::random_problem(rng, d);
+  const double gain = std::vector<double>{1, 1, 3, 10, 20}[pick(rng, 0, 4)];  // logits up to about 400
+  for (Tensor<double>* w : {&c.p.W_q, &c.p.W_k})
+    for (double& x : w->values()) x *= gain;
+  c.spec = test::random_mask(rng, c.p);
+  if (c.p.d_k >= 2 && pick(rng, 0, 3) == 0) add_rope(rng, c.p);
+  if (pick(rng, 0, 3) == 0) add_alibi(c.p);
+  c.tiles = pick(rng, 0, 4) == 0 ? fast_tiles() : TileSize{pick(rng, 1, 70), pick(rng, 1, 70)};
+  c.threads = pick(rng, 1, 3);
+  c.isa = isas[k % isas.size()];  // every set in turn
+  return c;
+}
+
+// Every value of the head outputs (B·n rows) of the rows the mask empties is 0: checked on the output
+// without W_o, where the output is the merged head outputs.
+bool empty_rows_zero(const FastConfig& c, const Tensor<double>& Y) {
+  if (c.p.has_output_projection() && !c.p.b_o.empty()) return true;  // b_o is what those rows get
+  for (std::size_t b = 0; b < c.p.B; ++b)
+    for (std::size_t i = 0; i < c.p.n; ++i)
+      if (!c.spec.row_has_key(c.p, b, i))
+        for (std::size_t e = 0; e < Y.dim(2); ++e)
+          if (Y(b, i, e) != 0) return false;
+  return true;
+}
+
+// How far rounding in T can move one engine's lse of each row (B, h, n): lse = m + log Σ_j exp(s_j - m)
+// moves by at most max_j Δs_j with the scores (its gradient is the weights, which sum to 1), by
+// (N + 2·Tc + 1)·u with the row sum of N terms over Tc tiles (compare.hpp, step 3), and by u·|lse| as m
+// and log l are added. Δs_j is compare.hpp's score_error on the T-rounded inputs.
+template <class T>
+Tensor<double> lse_bound(const FastConfig& c, const Tensor<T>& lse) {
+  const Problem p = rounded_inputs<T>(c.p);
+  const Rounding r = rounding_of<T>();
+  Tensor<double> Q = split_heads(project(p.X, p.W_q, std::span<const double>(p.b_q)), p.h);
+  Tensor<double> K = split_heads(project(p.C, p.W_k, std::span<const double>(p.b_k)), p.g);
+  Tensor<double> dQ = split_heads(projection_error(p.X, p.W_q, p.b_q, r), p.h);
+  Tensor<double> dK = split_heads(projection_error(p.C, p.W_k, p.b_k, r), p.g);
+  if (p.rope) {
+    dQ = rotation_error(magnitude(Q), dQ, p.rope->cos_q, p.rope->sin_q, p.rope->style, r);
+    dK = rotation_error(magnitude(K), dK, p.rope->cos_k, p.rope->sin_k, p.rope->style, r);
+    Q = rotate(Q, p.rope->cos_q, p.rope->sin_q, p.rope->style);
+    K = rotate(K, p.rope->cos_k, p.rope->sin_k, p.rope->style);
+  }
+  Q = magnitude(Q);
+  K = magnitude(K);
+  const std::size_t Tc = (p.m + c.tiles.Bc - 1) / c.tiles.Bc;
+  Tensor<double> out({p.B, p.h, p.n});
+  std::vector<double> bias(p.alibi ? p.m : 0);
+  for (std::size_t b = 0; b < p.B; ++b)
+    for (std::size_t hd = 0; hd < p.h; ++hd)
+      for (std::size_t i = 0; i < p.n; ++i) {
+        const std::size_t kv = kv_head_of(hd, p.h, p.g);
+        if (p.alibi)
+          for (std::size_t j = 0; j < p.m; ++j)
+            bias[j] = alibi_bias(p.alibi->slopes[hd], p.alibi->query_positions[i], p.alibi->key_positions[j]);
+        const std::vector<double> ds =
+            score_error(std::span<const double>(&Q(b, hd, i, 0), p.d_k), std::span<const double>(&dQ(b, hd, i, 0), p.d_k),
+                        &K(b, kv, 0, 0), &dK(b, kv, 0, 0), p.m, p.scale, r, std::span<const double>(bias));
+        double worst = 0, N = 0;
+        for (std::size_t j = 0; j < p.m; ++j)
+          if (c.spec.allows(p, b, i, j)) {
+            worst = std::max(worst, ds[j]);
+            ++N;
+          }
+        out(b, hd, i) = worst + (N + 2 * static_cast<double>(Tc) + 1) * r.u + r.u * std::abs(static_cast<double>(lse(b, hd, i)));
+      }
+  return out;
+}
+
+// One config in T: both fast engines judged against the traced naive by compare's rule (judge_flash),
+// each also within the noise floor alone, with no NaN, zero rows where the mask leaves nothing, and
+// flash's lse -inf exactly there and within twice lse_bound of the traced flash's elsewhere.
+template <class T>
+bool check_fast(const FastConfig& c) {
+  NullObserver none;
+  const AttentionResult<T> naive = run_naive<T>(c.p, none);
+  const AttentionResult<T> flash = run_flash<T>(c.p, none, c.tiles);
+  bool ok = true;
+  const char* dtype = sizeof(T) == 4 ? "float32" : "float64";
+  for (const Engine engine : {Engine::naive, Engine::flash}) {
+    const AttentionResult<T> fast = run_fast<T>(c.p, engine, {c.tiles, c.threads, c.isa});
+    const CompareRecord r = judge_flash<T>(c.p, c.tiles, naive, fast);
+    const auto fail = [&](const std::string& what) {
+      ok = false;
+      FAIL_CHECK(fmt::format("{} fast {}: {}\n  config: {}", dtype, name_of(engine), what, describe(c)));
+    };
+    if (!r.pass)
+      fail(fmt::format("outside compare's rule: max|fast - ref| = {:.3g} > 2·{:.3g} + {:.3g} = {:.3g}",
+                       r.flash_vs_ref.max_abs, r.naive_vs_ref.max_abs, r.noise, r.bound));
+    if (!(r.flash_vs_ref.max_abs <= r.noise))
+      fail(fmt::format("farther from the reference than the noise floor: {:.3g} > {:.3g}", r.flash_vs_ref.max_abs,
+                       r.noise));
+    if (!test::no_nan(r.flash)) fail("NaN in the output");
+    if (!empty_rows_zero(c, r.flash)) fail("a row with nothing to attend is not 0");
+    if (fast.empty_rows.size() != naive.empty_rows.size()) fail("the rows with nothing to attend differ");
+    if (engine == Engine::flash) {
+      // each within its bound of the exact lse, so within twice it of each other; -inf exactly where empty
+      REQUIRE(fast.lse.shape() == flash.lse.shape());
+      const Tensor<double> bound = lse_bound<T>(c, flash.lse);
+      for (std::size_t at = 0; at < fast.lse.size(); ++at) {
+        const double got = fast.lse.values()[at], want = flash.lse.values()[at];
+        if (std::isinf(want) ? got != want : !(std::abs(got - want) <= 2 * bound.values()[at])) {
+          fail(fmt::format("lse at {}: traced {}, fast {}, bound 2·{:.3g}", test::index_of(fast.lse.shape(), at), want,
+                           got, bound.values()[at]));
+          break;
+        }
+      }
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "The fast path agrees with the traced engines by compare's rule over seeded random configurations: every "
+    "mask, GQA, cross-attention, batches, RoPE, ALiBi, float32 and float64, every instruction set",
+    "[fast][compare][property]") {
+  std::mt19937 rng(140014);
+  const std::vector<kernel::Isa> isas = kernel::runnable_isas();
+#ifdef ATTN_SANITIZED
+  constexpr std::size_t configs = 120;  // under the sanitizers the sweep checks memory, not numbers
+#else
+  constexpr std::size_t configs = 600;
+#endif
+  std::size_t failed = 0, by_kind[5] = {}, rope = 0, alibi = 0, gqa = 0, cross = 0, batched = 0, threaded = 0;
+  std::vector<std::size_t> by_isa(3);
+  for (std::size_t k = 0; k < configs; ++k) {
+    const FastConfig c = random_fast_config(rng, 70, isas, k);
+    INFO("config " << k << ": " << describe(c));
+    if (!check_fast<float>(c)) ++failed;
+    if (!check_fast<double>(c)) ++failed;
+    ++by_kind[static_cast<int>(c.spec.kind)];
+    ++by_isa[static_cast<std::size_t>(c.isa)];
+    rope += c.p.rope.has_value();
+    alibi += c.p.alibi.has_value();
+    gqa += c.p.g < c.p.h;
+    cross += c.p.cross;
+    batched += c.p.B > 1;
+    threaded += c.threads > 1;
+  }
+  CHECK(failed == 0);
+  // what the sweep covered, so that a change of the generator cannot quietly narrow it
+  for (const std::size_t count : by_kind) CHECK(count >= configs / 10);
+  for (const kernel::Isa isa : isas) CHECK(by_isa[static_cast<std::size_t>(isa)] >= configs / 4);
+  CHECK(rope >= configs / 8);
+  CHECK(alibi >= configs / 8);
+  CHECK(gqa >= configs / 8);
+  CHECK(cross >= configs / 4);
+  CHECK(batched >= configs / 4);
+  CHECK(threaded >= configs / 4);
+}
+
+TEST_CASE("The fast path gives the same bits on 1, 2 and 3 threads", "[fast][threads]") {
+  std::mt19937 rng(77);
+  test::Dims d;
+  d.B = 2;
+  d.n = 150;
+  d.d_model = 32;
+  d.h = 4;
+  d.g = 2;
+  d.d_k = 8;
+  d.d_v = 8;
+  d.d_out = 32;
+  d.biases = true;
+  Problem p = test::random_problem(rng, d);
+  test::install_mask(rng, p, MaskKind::causal, Align::top_left);
+  for (const Engine engine : {Engine::naive, Engine::flash}) {
+    const AttentionResult<float> one = run_fast<float>(p, engine, {{16, 32}, 1});
+    for (const std::size_t threads : {2, 3}) {
+      const AttentionResult<float> many = run_fast<float>(p, engine, {{16, 32}, threads});
+      INFO(name_of(engine) << " on " << threads << " threads");
+      CHECK(std::equal(one.output.values().begin(), one.output.values().end(), many.output.values().begin()));
+      CHECK(std::equal(one.lse.values().begin(), one.lse.values().end(), many.lse.values().begin()));
+    }
+  }
+}
+
+TEST_CASE("gemm equals a long double product within the rounding of its sums, for any strides, edges and "
+          "accumulation, in every instruction set",
+          "[fast][gemm]") {
+  std::mt19937 rng(5);
+  struct Size {
+    std::size_t M, N, K;
+  };
+  // small and ragged ones, and one that crosses the cache blocks (K past 256, M past a block of rows)
+  std::vector<Size> sizes = {{1, 1, 1}, {3, 5, 7}, {13, 33, 2}, {300, 70, 260}};
+  for (int k = 0; k < 20; ++k) sizes.push_back({pick(rng, 1, 50), pick(rng, 1, 50), pick(rng, 1, 50)});
+  for (const kernel::Isa isa : kernel::runnable_isas())
+    for (const Size s : sizes)
+      for (const bool transposed_b : {false, true})
+        for (const bool accumulate : {false, true}) {
+          INFO(fmt::format("{}: M={} N={} K={} B{} {}", kernel::name_of(isa), s.M, s.N, s.K,
+                           transposed_b ? "ᵀ" : "", accumulate ? "accumulate" : "overwrite"));
+          const std::vector<double> A = test::random_vector(rng, s.M * s.K), B = test::random_vector(rng, s.K * s.N),
+                                    bias = test::random_vector(rng, s.N), C0 = test::random_vector(rng, s.M * s.N);
+          std::vector<float> a(A.begin(), A.end()), b(B.begin(), B.end()), c(C0.begin(), C0.end());
+          const std::vector<float> bias_f(bias.begin(), bias.end());
+          kernel::GemmArgs<float> g;
+          g.M = s.M;
+          g.N = s.N;
+          g.K = s.K;
+          g.a = a.data();
+          g.a_row = static_cast<std::ptrdiff_t>(s.K);
+          g.a_col = 1;
+          g.b = b.data();  // B stored (K, N), or its transpose (N, K)
+          g.b_row = transposed_b ? 1 : static_cast<std::ptrdiff_t>(s.N);
+          g.b_col = transposed_b ? static_cast<std::ptrdiff_t>(s.K) : 1;
+          g.c = c.data();
+          g.c_row = static_cast<std::ptrdiff_t>(s.N);
+          g.bias = accumulate ? nullptr : bias_f.data();
+          g.accumulate = accumulate;
+          kernel::gemm(isa, g, 2);
+          std::size_t bad = 0;
+          for (std::size_t i = 0; i < s.M; ++i)
+            for (std::size_t j = 0; j < s.N; ++j) {
+              long double ref = accumulate ? static_cast<float>(C0[i * s.N + j]) : static_cast<float>(bias[j]);
+              long double magnitude = std::abs(ref);
+              for (std::size_t e = 0; e < s.K; ++e) {
+                const long double x = a[i * s.K + e];
+                const long double y = transposed_b ? b[j * s.K + e] : b[e * s.N + j];
+                ref += x * y;
+                magnitude += std::abs(x * y);
+              }
+              // each of the K + 1 additions rounds once: |error| <= (K + 1)·u·Σ|terms|
+              const long double bound = static_cast<long double>(s.K + 1) * 0x1p-24L * magnitude;
+              if (std::abs(c[i * s.N + j] - ref) > bound && bad++ == 0)
+                FAIL_CHECK(fmt::format("C[{}][{}] = {}, long double {}, bound {}", i, j, c[i * s.N + j],
+                                       static_cast<double>(ref), static_cast<double>(bound)));
+            }
+          CHECK(bad == 0);
+        }
+}
+
+TEST_CASE("Naive's softmax kernel: exp within a few units of roundoff, masked columns exactly 0, an empty row all "
+          "0, in every instruction set",
+          "[fast][softmax]") {
+  for (const kernel::Isa isa : kernel::runnable_isas()) {
+    INFO(kernel::name_of(isa));
+    // row 0: values from -90 to 0 over 37 columns (whole vectors and a tail); row 1 keeps columns [3, 20)
+    // and of those the even ones; row 2 keeps nothing
+    constexpr std::size_t cols = 37;
+    std::vector<double> s(3 * cols), keep(3 * cols, 1);
+    for (std::size_t c = 0; c < cols; ++c) {
+      s[c] = -90.0 * static_cast<double>(c) / (cols - 1);
+      s[cols + c] = std::sin(static_cast<double>(c));
+      s[2 * cols + c] = 1;
+      keep[cols + c] = c % 2 == 0 ? 1 : 0;
+    }
+    const std::vector<std::int64_t> lo = {0, 3, 5}, hi = {cols, 20, 5};
+    std::vector<double> got = s;
+    kernel::SoftmaxRowsArgs<double> a;
+    a.rows = 3;
+    a.cols = cols;
+    a.s = got.data();
+    a.row_stride = cols;
+    a.scale = 1;
+    a.lo = lo.data();
+    a.hi = hi.data();
+    a.keep = keep.data();
+    kernel::softmax_rows(isa, a);
+    for (std::size_t r = 0; r < 2; ++r) {
+      long double mx = -inf, sum = 0;
+      const auto kept = [&](std::size_t c) {
+        return static_cast<std::int64_t>(c) >= lo[r] && static_cast<std::int64_t>(c) < hi[r] && keep[r * cols + c] != 0;
+      };
+      for (std::size_t c = 0; c < cols; ++c)
+        if (kept(c)) mx = std::max<long double>(mx, s[r * cols + c]);
+      for (std::size_t c = 0; c < cols; ++c)
+        if (kept(c)) sum += std::exp(static_cast<long double>(s[r * cols + c]) - mx);
+      for (std::size_t c = 0; c < cols; ++c) {
+        const double x = got[r * cols + c];
+        if (!kept(c)) {
+          CHECK(x == 0);
+          continue;
+        }
+        const long double want = std::exp(static_cast<long double>(s[r * cols + c]) - mx) / sum;
+        INFO("row " << r << " column " << c << ": " << x << " vs " << static_cast<double>(want));
+        CHECK(std::abs(x - want) <= 8 * 0x1p-53L * want);
+      }
+    }
+    for (std::size_t c = 0; c < cols; ++c) CHECK(got[2 * cols + c] == 0);
+  }
+}
+
+TEST_CASE("run_fast refuses both engines at once and an empty tile", "[fast]") {
+  std::mt19937 rng(1);
+  const Problem p = test::random_problem(rng, {});
+  CHECK_THROWS_WITH(run_fast<float>(p, Engine::both, {}), Catch::Matchers::Contains("one engine at a time"));
+  CHECK_THROWS_WITH(run_fast<float>(p, Engine::flash, {{0, 4}, 1}), Catch::Matchers::Contains("both sides must be"));
+}
