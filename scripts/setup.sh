@@ -5,13 +5,14 @@
 # usage: scripts/setup.sh            what building and running the tool need (scripts/demo.sh)
 #        scripts/setup.sh --tests    that, and what the tests need (scripts/check.sh): Catch2, clang
 #                                    and its sanitizer runtimes for fuzzing, clang-format and
-#                                    clang-tidy, Python with numpy, jsonschema and PyTorch, and Chromium
-#                                    with its driver and Selenium for the HTML report's browser tests
+#                                    clang-tidy, Python with numpy, jsonschema and PyTorch, Chromium
+#                                    with its driver and Selenium for the HTML report's browser tests,
+#                                    and Google Benchmark for the kernels' micro-benchmarks
 set -euo pipefail
 
 build_packages=(g++ make cmake libcli11-dev libfmt-dev nlohmann-json3-dev)
 test_packages=(catch2 clang libclang-rt-14-dev clang-format clang-tidy python3 python3-numpy python3-jsonschema
-               python3-torch chromium chromium-driver python3-selenium)
+               python3-torch chromium chromium-driver python3-selenium libbenchmark-dev)
 
 case ${1:-} in
   '') packages=("${build_packages[@]}") ;;

@@ -14,6 +14,7 @@
 #include "io/bench_json.hpp"
 #include "io/load.hpp"
 #include "io/read.hpp"
+#include "kernel/kernels.hpp"
 #include "lessons/bench.hpp"
 #include "options.hpp"
 #include "render/bench.hpp"
@@ -31,7 +32,7 @@ struct BenchOptions {
   std::string mask = "none";
   std::string engine = "both";
   std::uint64_t repeat = 3;
-  std::uint64_t threads = 1;
+  std::uint64_t threads = 0;  // all cores
   std::uint64_t seed = 0;
   std::string sweep;
   TraceOptions common;  // FILE, --dtype, --json, --max-memory, --color
@@ -49,9 +50,8 @@ BenchRequest request_of(const BenchOptions& o, const CLI::App& cmd) {
   r.dtype = o.common.dtype;
   r.max_memory = memory_limit(o.common).bytes;
   if (o.repeat == 0) throw UsageError("--repeat 0: each run needs at least one repeat");
-  if (o.threads == 0) throw UsageError("--threads 0: a run needs at least one thread");
   r.repeats = o.repeat;
-  r.threads = o.threads;
+  r.threads = o.threads == 0 ? kernel::all_cores() : o.threads;
   if (!o.common.file.empty()) {
     for (const char* name : random_only)
       if (cmd.count(name) > 0)
@@ -157,10 +157,11 @@ Runner add_bench(CLI::App& app) {
       ->check(whole_number)
       ->default_str("3");
   cmd->add_option("--threads", o.threads,
-                  "recorded with the results; the engines are single-threaded today, so one thread does the work")
+                  "threads for float32 and float64 (the fast kernels): query tiles × heads and the projections' rows "
+                  "spread over them; 0 is every core (the half types run on one)")
       ->type_name("T")
       ->check(whole_number)
-      ->default_str("1");
+      ->default_str("0");
   cmd->add_option("--seed", o.seed, "where the random input's numbers start (SplitMix64)")
       ->type_name("S")
       ->check(whole_number)

@@ -23,7 +23,8 @@ ordered run_json(const BenchRun& r) {
                {"kv_heads", r.kv_heads},
                {"mask", r.mask},
                {"dtype", std::string(name_of(r.dtype))},
-               {"threads", r.threads}};
+               {"threads", r.threads},
+               {"kernels", r.kernels}};
   if (r.engine == Engine::flash) {
     j["block_q"] = r.tiles.Br;
     j["block_k"] = r.tiles.Bc;

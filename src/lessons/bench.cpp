@@ -23,11 +23,13 @@
 #include <fmt/format.h>
 
 #include "engine/estimate.hpp"
+#include "engine/fast.hpp"
 #include "engine/flash.hpp"
 #include "engine/naive.hpp"
 #include "observe/observer.hpp"
 #include "ops/attention.hpp"
 #include "ops/random.hpp"
+#include "kernel/kernels.hpp"
 
 namespace attn {
 
@@ -71,8 +73,11 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // Keeps a result alive, so the compiler cannot drop the work that made it.
 volatile double sink = 0;
 
+// float32 and float64 run on the fast path (engine/fast.hpp) on `threads`; the half types, which round
+// every stored step, on the traced engines with an observer that asks for nothing, on one thread.
 template <class T>
-AttentionResult<T> call_engine(const Problem& p, Engine engine, TileSize tiles, DType dtype) {
+AttentionResult<T> call_engine(const Problem& p, Engine engine, TileSize tiles, DType dtype, std::size_t threads) {
+  if (fast_supports(dtype)) return run_fast<T>(p, engine, {tiles, threads});
   NullObserver nobody;
   return engine == Engine::flash ? run_flash<T>(p, nobody, tiles, dtype) : run_naive<T>(p, nobody, dtype);
 }
@@ -81,7 +86,12 @@ AttentionResult<T> call_engine(const Problem& p, Engine engine, TileSize tiles, 
 // dtype, q, k and v projected and split into heads (turned, with RoPE), and head outputs of the
 // right shape merged and projected out.
 template <class T>
-void projections_only(const Problem& p, DType dtype) {
+void projections_only(const Problem& p, DType dtype, std::size_t threads) {
+  if (fast_supports(dtype)) {
+    const Tensor<T> Y = run_fast_projections<T>(p, {fast_tiles(), threads});
+    sink = sink + static_cast<double>(Y.values()[0]);
+    return;
+  }
   NullObserver nobody;
   const Inputs<T> in(p, dtype);
   const Heads<T> heads = project_heads(p, in, nobody, dtype);
@@ -163,10 +173,10 @@ void measure(const Problem& p, BenchRun& run, const RowReference& reference, con
   for (std::size_t k = 0; k < r.repeats; ++k) {
     if (progress) progress({run.engine, p.n, k + 1, r.repeats, seconds_since(start)});
     const Clock::time_point t0 = Clock::now();
-    projections_only<T>(p, r.dtype);
+    projections_only<T>(p, r.dtype, r.threads);
     const double projection = seconds_since(t0);
     const Clock::time_point t1 = Clock::now();
-    const AttentionResult<T> result = call_engine<T>(p, run.engine, run.tiles, r.dtype);
+    const AttentionResult<T> result = call_engine<T>(p, run.engine, run.tiles, r.dtype, r.threads);
     const double total = seconds_since(t1);
     totals.push_back(total);
     projections.push_back(projection);
@@ -181,7 +191,7 @@ void measure(const Problem& p, BenchRun& run, const RowReference& reference, con
   } else if (method == PeakMethod::fork) {
     release_free_memory();
     run.rss_before_bytes = status_bytes("VmRSS:");
-    run.peak_rss_bytes = peak_of_child([&] { call_engine<T>(p, run.engine, run.tiles, r.dtype); });
+    run.peak_rss_bytes = peak_of_child([&] { call_engine<T>(p, run.engine, run.tiles, r.dtype, r.threads); });
   }
   run.repeats = r.repeats;
   run.total_s = summarize(totals);
@@ -201,8 +211,9 @@ BenchRun describe_run(const Problem& p, Engine engine, const BenchRequest& r) {
   run.kv_heads = p.g;
   run.mask = std::string(to_string(p.mask.kind));
   run.dtype = r.dtype;
-  run.threads = r.threads;
-  run.tiles = default_tiles(p.n, p.m);
+  run.threads = fast_supports(r.dtype) ? r.threads : 1;
+  run.tiles = fast_supports(r.dtype) ? fast_tiles() : default_tiles(p.n, p.m);
+  run.kernels = fast_supports(r.dtype) ? std::string(kernel::name_of(kernel::isa())) : "traced";
   return run;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // `attn-trace bench`: the explainer's "naive attention holds O(n²) memory, flash holds O(n)" measured on
-// this machine. Both engines run as they are, unwatched (an observer that asks for nothing), on seeded
+// this machine. Both engines run unwatched, on the fast path (engine/fast.hpp) in float32 and float64 and
+// on the traced engines with an observer that asks for nothing in the half types, on seeded
 // random inputs or a given one; per run: the time of the attention and of the projections, the
 // attention's GFLOP/s, the process's peak resident memory, the score bytes the engine held, and its
 // error against a float64 reference on a few rows. The results are plain records, so that io and
@@ -95,7 +96,8 @@ struct BenchRun {
   std::size_t n = 0, m = 0, d_model = 0, heads = 0, kv_heads = 0;
   std::string mask;  // "none", "causal", … (the problem's mask kind)
   DType dtype = DType::float32;
-  std::size_t threads = 1;          // as asked; the engines use one
+  std::size_t threads = 1;          // the threads that did the work: as asked on the fast path, 1 on the traced one
+  std::string kernels;              // the fast kernels' instruction set ("avx512", "avx2", "baseline"), or "traced"
   TileSize tiles;                   // flash's tile (the default for n, m)
   std::size_t estimated_bytes = 0;  // the engine's memory estimate (engine/estimate.hpp) and the float64 input
   bool refused = false;             // over the limit: not run, nothing below measured

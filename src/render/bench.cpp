@@ -235,6 +235,13 @@ std::string method_text(const BenchResult& r) {
   return "?";
 }
 
+// "AVX-512" for "avx512": how the instruction sets are written.
+std::string kernels_text(const std::string& name) {
+  if (name == "avx512") return "AVX-512";
+  if (name == "avx2") return "AVX2 + FMA";
+  return name;
+}
+
 }  // namespace
 
 std::string render_bench(const BenchResult& r, const RenderOptions& o) {
@@ -253,7 +260,15 @@ std::string render_bench(const BenchResult& r, const RenderOptions& o) {
       "projections run alone (inputs in the dtype, q, k, v, heads, merge, output). GFLOP/s counts 4·d per allowed "
       "query-key pair and head.",
       r.repeats, r.repeats == 1 ? "" : "s"));
-  page.paragraph(fmt::format("threads: {} asked; the engines are single-threaded today, so one is used.", r.threads));
+  if (!r.runs.empty()) {
+    const BenchRun& run = r.runs.front();
+    page.paragraph(run.kernels == "traced"
+                       ? fmt::format("path: the traced engines, unwatched, on one thread: {} rounds every stored step, "
+                                     "which the fast kernels do not.",
+                                     name_of(r.dtype))
+                       : fmt::format("path: the fast kernels ({}), on {} thread{}.", kernels_text(run.kernels),
+                                     run.threads, run.threads == 1 ? "" : "s"));
+  }
   page.paragraph(
       fmt::format("peak RSS: {}. max error: against float64 on {} sampled rows.", method_text(r), r.sample_rows));
   page.paragraph(fmt::format("machine: {}, {} core{}.", r.cpu.empty() ? "unknown processor" : r.cpu, r.cores,

@@ -30,7 +30,7 @@ TEST_CASE("bench prints what it measured and one table row per engine", "[cli][b
   const RunResult r = run_binary(tiny);
   check_success(r);
   CHECK(contains(r.out, "input: random (seed 0); d_model 32, 2 heads of d_k 16, mask none, float32."));
-  CHECK(contains(r.out, "the engines are single-threaded today"));
+  CHECK(contains(r.out, "path: the fast kernels ("));
   CHECK(contains(r.out, "machine: "));
   const std::vector<std::string> lines = split_lines(r.out);
   const auto header =
@@ -74,12 +74,14 @@ TEST_CASE("bench --json writes every run with the documented keys, and --json - 
     CHECK(run.at("kv_heads") == 2);
     CHECK(run.at("mask") == "causal");
     CHECK(run.at("threads") == 4);
+    const std::string kernels = run.at("kernels");
+    CHECK((kernels == "avx512" || kernels == "avx2" || kernels == "baseline"));
     CHECK(run.at("refused") == false);
     CHECK(run.at("max_error").get<double>() < 1e-5);
     CHECK(run.at("peak_rss_bytes").get<double>() > 0);
   }
   CHECK(j.at("runs").at(0).at("engine") == "naive");
-  CHECK(j.at("runs").at(0).at("score_bytes") == 2 * 2 * 64 * 64 * 4);  // two (h, n, m) float32 buffers
+  CHECK(j.at("runs").at(0).at("score_bytes") == 2 * 64 * 64 * 4);  // one (h, n, m) float32 buffer
   CHECK(j.at("runs").at(1).at("engine") == "flash");
 
   const RunResult only = run_binary(with(tiny, {"--engine", "flash", "--json", "-"}));
@@ -87,6 +89,21 @@ TEST_CASE("bench --json writes every run with the documented keys, and --json - 
   const auto k = nlohmann::json::parse(only.out);
   REQUIRE(k.at("runs").size() == 1);
   CHECK(k.at("runs").at(0).at("engine") == "flash");
+}
+
+TEST_CASE("bench runs the half types on the traced engines on one thread, and says so", "[cli][bench][dtype]") {
+  const TempDir dir;
+  const std::string file = dir / "half.json";
+  const RunResult r = run_binary(with(tiny, {"--dtype", "bfloat16", "--threads", "2", "--json", file}));
+  check_success(r);
+  CHECK(contains(r.out, "path: the traced engines, unwatched, on one thread"));
+  const auto j = nlohmann::json::parse(read_file(file));
+  for (const auto& run : j.at("runs")) {
+    CHECK(run.at("kernels") == "traced");
+    CHECK(run.at("threads") == 1);
+    CHECK(run.at("score_bytes").get<std::size_t>() > 0);
+  }
+  CHECK(j.at("runs").at(0).at("score_bytes") == 2 * 2 * 64 * 64 * 4);  // traced naive: two (h, n, m) buffers
 }
 
 TEST_CASE("bench --sweep measures every length, with growth columns and log-scale charts", "[cli][bench][sweep]") {
@@ -184,10 +201,10 @@ TEST_CASE("bench refuses options it cannot use in one line, exit 2, writing noth
   }
 }
 
-TEST_CASE("bench --help says the engines are single-threaded and shows examples", "[cli][bench]") {
+TEST_CASE("bench --help says what --threads spreads and shows examples", "[cli][bench]") {
   const RunResult help = run_binary({"bench", "--help"});
   check_success(help);
-  CHECK(contains(help.out, "single-threaded"));
+  CHECK(contains(help.out, "0 is every core"));
   CHECK(contains(help.out, "--sweep"));
   CHECK(contains(help.out, "Examples:"));
 }
