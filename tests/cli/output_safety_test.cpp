@@ -376,13 +376,11 @@ TEST_CASE("SIGTERM, SIGINT or SIGHUP while a large trace is written leave no tem
     int signal;
     double fraction;  // of an undisturbed run; negative: as soon as the temporary file exists
   };
-#ifdef ATTN_SANITIZED
   // Under the sanitizers each run is many times slower: the three moments keyed to the file, and one.
-  const std::vector<Moment> moments = {{SIGTERM, -1}, {SIGINT, -1}, {SIGHUP, -1}, {SIGTERM, 0.5}};
-#else
-  const std::vector<Moment> moments = {{SIGTERM, -1},  {SIGINT, -1},   {SIGHUP, -1},   {SIGTERM, 0.2},
-                                       {SIGTERM, 0.5}, {SIGTERM, 0.8}, {SIGTERM, 0.95}};
-#endif
+  const std::vector<Moment> moments =
+      sanitized_program() ? std::vector<Moment>{{SIGTERM, -1}, {SIGINT, -1}, {SIGHUP, -1}, {SIGTERM, 0.5}}
+                          : std::vector<Moment>{{SIGTERM, -1},  {SIGINT, -1},   {SIGHUP, -1},   {SIGTERM, 0.2},
+                                                {SIGTERM, 0.5}, {SIGTERM, 0.8}, {SIGTERM, 0.95}};
   int caught_writing = 0;
   for (const Moment& m : moments) {
     fs::remove(out);

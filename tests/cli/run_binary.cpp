@@ -273,11 +273,32 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 namespace attn::test {
 
-std::vector<std::string> data_files() {
+std::string tested_program() {
+  const char* program = std::getenv("ATTN_TRACE_BIN");
+  return program != nullptr && *program != '\0' ? std::string(program) : std::string(ATTN_TRACE_BIN);
+}
+
+bool sanitized_program() {
+  const char* flag = std::getenv("ATTN_SANITIZED");
+  return flag != nullptr && *flag != '\0' && std::string(flag) != "0";
+}
+
+std::vector<std::string> all_data_files() {
   std::vector<std::string> files;
   for (const std::filesystem::directory_entry& entry : std::filesystem::directory_iterator(source_path("data")))
     if (entry.path().extension() == ".json") files.push_back(entry.path().string());
   std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<std::string> data_files() {
+  std::vector<std::string> files = all_data_files();
+  if (!sanitized_program()) return files;
+  const std::vector<std::string> covering = {"the_cat_sat.json",  "llama_layer.json",    "padded_batch.json",
+                                             "kv_cache.json",     "sliding_window.json", "bert_layer.json"};
+  std::erase_if(files, [&](const std::string& f) {
+    return std::find(covering.begin(), covering.end(), std::filesystem::path(f).filename().string()) == covering.end();
+  });
   return files;
 }
 

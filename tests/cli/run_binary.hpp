@@ -13,6 +13,25 @@
 
 namespace attn::test {
 
+// The attn-trace these tests run: $ATTN_TRACE_BIN when it is set, else the one built with this suite.
+// scripts/check.sh points the release build's suite at the sanitizer build's binary: the CLI tests
+// are a black box, and it is the tool that must be instrumented, not the harness.
+std::string tested_program();
+
+// Whether that program was built with the sanitizers ($ATTN_SANITIZED set): it runs many times slower,
+// so the loops over every input take a part of them (sanitized_part); the release run takes them all.
+bool sanitized_program();
+
+// `all` in the release run; under the sanitizers every `every`-th one from the first, and the last.
+template <class T>
+std::vector<T> sanitized_part(const std::vector<T>& all, std::size_t every) {
+  if (!sanitized_program() || every <= 1) return all;
+  std::vector<T> part;
+  for (std::size_t k = 0; k < all.size(); k += every) part.push_back(all[k]);
+  if (!all.empty() && (all.size() - 1) % every != 0) part.push_back(all.back());
+  return part;
+}
+
 struct EnvVar {
   std::string name;
   std::string value;
@@ -34,7 +53,7 @@ struct RunOptions {
   std::vector<std::string> unset_env;  // removed from the child's environment (e.g. NO_COLOR)
   bool stdout_terminal = false;        // stdout is a pseudo-terminal (raw mode), for --color auto
   std::chrono::milliseconds timeout{10'000};
-  std::string program = ATTN_TRACE_BIN;  // the program to run (another build of it, say)
+  std::string program = tested_program();  // the program to run (another build of it, say)
 
   RunOptions& input(std::string text) {
     stdin_text = std::move(text);
@@ -114,6 +133,11 @@ class TempDir {
 std::string source_path(const std::string& relative);
 
 // Every data/*.json, sorted: the bundled inputs that every command must handle.
+std::vector<std::string> all_data_files();
+
+// The inputs the loops over data/ take: all_data_files(), or under the sanitizers the six that between
+// them have every feature (the worked example; RoPE with GQA and a causal mask; a padded batch;
+// cross-attention with a bottom-right mask; a sliding window; a batched layer with W_o).
 std::vector<std::string> data_files();
 
 // A whole file, byte for byte. Throws std::runtime_error when it cannot be read.

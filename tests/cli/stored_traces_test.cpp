@@ -31,8 +31,9 @@ TEST_CASE("Every stored trace of data/ is what run and compare write today, byte
   std::vector<fs::path> stored;
   for (const fs::directory_entry& e : fs::directory_iterator(source_path("tests/data/traces")))
     if (e.path().extension() == ".json") stored.push_back(e.path());
-  // 9 inputs × (naive, flash, both, compare) × (float32, float64)
-  REQUIRE(stored.size() == data_files().size() * 8);
+  // every input × (naive, flash, both, compare) × (float32, float64)
+  REQUIRE(stored.size() == all_data_files().size() * 8);
+  const std::vector<std::string> inputs = data_files();
   for (const fs::path& path : stored) {
     // NAME.ENGINE.DTYPE.json
     const std::string stem = path.stem().string();
@@ -40,6 +41,7 @@ TEST_CASE("Every stored trace of data/ is what run and compare write today, byte
     const std::string name = stem.substr(0, dot1), engine = stem.substr(dot1 + 1, dot2 - dot1 - 1),
                       dtype = stem.substr(dot2 + 1);
     const std::string input = source_path("data/" + name + ".json");
+    if (std::find(inputs.begin(), inputs.end(), input) == inputs.end()) continue;  // not in the sanitizers' part
     const std::vector<std::string> args =
         engine == "compare"
             ? std::vector<std::string>{"compare", input, "--dtype", dtype, "--json", "-"}
