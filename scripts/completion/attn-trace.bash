@@ -4,7 +4,7 @@
 # first use; or source it from ~/.bashrc. It needs nothing but bash 4 and its builtins (complete,
 # compgen, compopt, mapfile): not bash-completion's helpers.
 #
-# Completes the commands, each command's options, the values of --engine, --dtype, --color, --view,
+# Completes the commands, each command's options, the values of --engine, --dtype, --mask, --color, --view,
 # --format, --mistake, --steps (a comma list) and --step, the names of `attn-trace example`, and *.json files (or -) for FILE.
 
 # The options of each command, as apps/attn-trace/*.cpp declares them.
@@ -59,7 +59,7 @@ _attn_trace() {
   for ((i = 1; i < cword; i++)); do
     word=${COMP_WORDS[i]}
     if [[ -z $command ]]; then
-      case $word in run | compare | properties | scaling | explain | diff | import | show | plot | report | example | new) command=$word ;; esac
+      case $word in run | compare | properties | scaling | explain | diff | import | bench | show | plot | report | example | new) command=$word ;; esac
       continue
     fi
     if ((takes_value)); then
@@ -81,7 +81,7 @@ _attn_trace() {
     if [[ $cur == -* ]]; then
       _attn_trace_words '--help --version' "$cur"
     else
-      _attn_trace_words 'run compare properties scaling explain diff import show plot report example new' "$cur"
+      _attn_trace_words 'run compare properties scaling explain diff import bench show plot report example new' "$cur"
     fi
     return 0
   fi
@@ -91,11 +91,12 @@ _attn_trace() {
     local values='' value_kind=words
     case $prev in
       --engine)
-        [[ $command == run || $command == plot || $command == report ]] && values='naive flash both'
+        [[ $command == run || $command == plot || $command == report || $command == bench ]] && values='naive flash both'
         [[ $command == explain ]] && values='naive flash' ;;
       --dtype)
         values='float32 float64'
-        [[ $command == run || $command == compare || $command == diff ]] && values='float32 float64 float16 bfloat16' ;;
+        [[ $command == run || $command == compare || $command == diff || $command == bench ]] &&
+          values='float32 float64 float16 bfloat16' ;;
       --color) values='auto always never' ;;
       --view) values='numbers heatmap auto' ;;
       --format) [[ $command == run || $command == show ]] && values='text markdown latex csv' ;;
@@ -108,11 +109,11 @@ _attn_trace() {
       --json | -o | --output)
         [[ $command == explain && $prev == --output ]] && return 0  # a column number
         value_kind=output ;;
-      --mask) [[ $command == new || $command == import ]] && values='none causal' ;;  # or sliding_window:W
+      --mask) [[ $command == new || $command == import || $command == bench ]] && values='none causal' ;;  # or sliding_window:W
       --style) [[ $command == import ]] && values='gpt2 llama bert torch-mha' ;;
       --block-q | --block-k | --head | --batch | --max-memory | --precision | --max-rows | --max-cols | --seed | \
         --samples | --d-k | --d-model | --heads | --kv-heads | --tokens | --context-tokens | --query | --key | --name | \
-        --prefix | --seed | --n | --rope-theta)
+        --prefix | --seed | --n | --rope-theta | --m | --repeat | --threads | --sweep)
         return 0 ;;  # a number: nothing to offer
       *) value_kind=none ;;
     esac
@@ -162,6 +163,8 @@ _attn_trace() {
     import) options='--style --prefix --x --seed --n --heads --kv-heads --tokens --mask --rope-theta -o --output
                      --max-memory --help' ;;
     diff) options='--name --dtype --bfloat16 --json --max-memory --precision --color --help' ;;
+    bench) options='--n --m --d-model --heads --kv-heads --mask --engine --dtype --repeat --threads --seed --sweep --json
+                    --max-memory --color --help' ;;
     new) options='--tokens --context-tokens --d-model --heads --kv-heads --d-k --mask --output-projection --integers
                   --seed -o --output --max-memory --help' ;;
   esac
@@ -175,7 +178,7 @@ _attn_trace() {
   fi
   if ((positionals == 0)); then
     case $command in
-      run | compare | properties | explain | diff | show | plot | report) _attn_trace_json_files "$cur" ;;
+      run | compare | properties | explain | diff | bench | show | plot | report) _attn_trace_json_files "$cur" ;;
       example) _attn_trace_words "$(_attn_trace_examples "${COMP_WORDS[0]}")" "$cur" ;;
       scaling | new) _attn_trace_words "$options" "$cur" ;;  # no FILE: only options
       import)  # WEIGHTS: a .safetensors file, or a folder of .npy files

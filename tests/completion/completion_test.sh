@@ -72,7 +72,7 @@ expect_has() {
 # The commands and the top-level options.
 expect_exactly "report run" attn-trace r
 expect_exactly "run" attn-trace ru
-expect_exactly "compare diff example explain import new plot properties report run scaling show" attn-trace ''
+expect_exactly "bench compare diff example explain import new plot properties report run scaling show" attn-trace ''
 expect_exactly "properties plot" attn-trace p
 expect_exactly "--dtype --seed --json --max-memory --help" attn-trace properties x.json --
 expect_exactly "--d-k --samples --seed --json --max-memory --precision --help" attn-trace scaling ''
@@ -101,6 +101,11 @@ expect_exactly "--query --key --head --batch --output --engine --dtype --block-q
 expect_exactly "naive flash" attn-trace explain x.json --engine ''
 expect_exactly "--name --dtype --bfloat16 --json --max-memory --precision --color --help" attn-trace diff x.json d/ --
 expect_exactly "float32 float64 float16 bfloat16" attn-trace diff x.json d/ --dtype ''
+expect_exactly "--n --m --d-model --heads --kv-heads --mask --engine --dtype --repeat --threads --seed --sweep --json --max-memory --color --help" attn-trace bench --
+expect_exactly "naive flash both" attn-trace bench --engine ''
+expect_exactly "none causal" attn-trace bench --mask ''
+expect_exactly "float32 float64 float16 bfloat16" attn-trace bench --dtype ''
+expect_exactly "" attn-trace bench --threads ''
 expect_exactly "float32 float64 float16 bfloat16" attn-trace compare x.json --dtype ''
 expect_exactly "bfloat16" attn-trace run x.json --dtype b
 expect_exactly "float32 float64" attn-trace explain x.json --dtype ''
