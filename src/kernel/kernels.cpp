@@ -10,7 +10,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 #include "kernel/isa.hpp"
@@ -45,28 +44,33 @@ Isa choose() {
   return sets.back();
 }
 
-// The kernels of one set, as one type to switch on.
+// Each kernel in the set `isa`: the overload for the args' T.
 template <class Args>
-using Kernel = void (*)(const Args&);
-template <class Args>
-void call(Isa isa, const Args& a, std::type_identity_t<Kernel<Args>> baseline,
-          [[maybe_unused]] std::type_identity_t<Kernel<Args>> avx2,
-          [[maybe_unused]] std::type_identity_t<Kernel<Args>> avx512) {
+void gemm_in(Isa isa, const Args& a) {
 #if defined(ATTN_X86_KERNELS)
-  if (isa == Isa::avx512) return avx512(a);
-  if (isa == Isa::avx2) return avx2(a);
+  if (isa == Isa::avx512) return avx512::gemm(a);
+  if (isa == Isa::avx2) return avx2::gemm(a);
 #endif
-  (void)isa;
-  baseline(a);
+  baseline::gemm(a);
 }
 
+template <class Args>
+void flash_tile_in(Isa isa, const Args& a) {
 #if defined(ATTN_X86_KERNELS)
-#define ATTN_KERNELS_OF(F, Args) \
-  static_cast<Kernel<Args>>(baseline::F), static_cast<Kernel<Args>>(avx2::F), static_cast<Kernel<Args>>(avx512::F)
-#else
-#define ATTN_KERNELS_OF(F, Args) \
-  static_cast<Kernel<Args>>(baseline::F), nullptr, nullptr
+  if (isa == Isa::avx512) return avx512::flash_tile(a);
+  if (isa == Isa::avx2) return avx2::flash_tile(a);
 #endif
+  baseline::flash_tile(a);
+}
+
+template <class Args>
+void softmax_rows_in(Isa isa, const Args& a) {
+#if defined(ATTN_X86_KERNELS)
+  if (isa == Isa::avx512) return avx512::softmax_rows(a);
+  if (isa == Isa::avx2) return avx2::softmax_rows(a);
+#endif
+  baseline::softmax_rows(a);
+}
 
 template <class T>
 Layout layout_in(Isa isa) {
@@ -102,7 +106,7 @@ void gemm_threads(Isa isa, const GemmArgs<T>& g, std::size_t threads) {
     part.c = g.c + static_cast<std::ptrdiff_t>(i0) * g.c_row;
     part.a_pack = scratch[worker].get();
     part.b_pack = scratch[worker].get() + a_size;
-    call(isa, part, ATTN_KERNELS_OF(gemm, GemmArgs<T>));
+    gemm_in(isa, part);
   });
 }
 
@@ -167,15 +171,9 @@ void parallel_for(std::size_t count, std::size_t threads, const std::function<vo
 void gemm(Isa isa, const GemmArgs<float>& g, std::size_t threads) { gemm_threads(isa, g, threads); }
 void gemm(Isa isa, const GemmArgs<double>& g, std::size_t threads) { gemm_threads(isa, g, threads); }
 
-void flash_tile(Isa isa, const FlashTileArgs<float>& a) { call(isa, a, ATTN_KERNELS_OF(flash_tile, FlashTileArgs<float>)); }
-void flash_tile(Isa isa, const FlashTileArgs<double>& a) {
-  call(isa, a, ATTN_KERNELS_OF(flash_tile, FlashTileArgs<double>));
-}
-void softmax_rows(Isa isa, const SoftmaxRowsArgs<float>& a) {
-  call(isa, a, ATTN_KERNELS_OF(softmax_rows, SoftmaxRowsArgs<float>));
-}
-void softmax_rows(Isa isa, const SoftmaxRowsArgs<double>& a) {
-  call(isa, a, ATTN_KERNELS_OF(softmax_rows, SoftmaxRowsArgs<double>));
-}
+void flash_tile(Isa isa, const FlashTileArgs<float>& a) { flash_tile_in(isa, a); }
+void flash_tile(Isa isa, const FlashTileArgs<double>& a) { flash_tile_in(isa, a); }
+void softmax_rows(Isa isa, const SoftmaxRowsArgs<float>& a) { softmax_rows_in(isa, a); }
+void softmax_rows(Isa isa, const SoftmaxRowsArgs<double>& a) { softmax_rows_in(isa, a); }
 
 }  // namespace attn::kernel
