@@ -36,18 +36,8 @@ void gemm(benchmark::State& state) {
   const std::size_t M = 4096, N = 512, K = 512;
   const std::vector<float> a = random_values(M * K, 1), b = random_values(K * N, 2);
   std::vector<float> c(M * N);
-  attn::kernel::GemmArgs<float> g;
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.a = a.data();
-  g.a_row = static_cast<std::ptrdiff_t>(K);
-  g.a_col = 1;
-  g.b = b.data();
-  g.b_row = static_cast<std::ptrdiff_t>(N);
-  g.b_col = 1;
-  g.c = c.data();
-  g.c_row = static_cast<std::ptrdiff_t>(N);
+  const auto k = static_cast<std::ptrdiff_t>(K), row = static_cast<std::ptrdiff_t>(N);
+  const attn::kernel::GemmArgs<float> g = attn::kernel::product(M, N, K, a.data(), k, 1, b.data(), row, 1, c.data(), row);
   const auto threads = static_cast<std::size_t>(state.range(1));
   for (auto _ : state) {
     attn::kernel::gemm(isa_of(state), g, threads);

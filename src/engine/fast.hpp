@@ -62,18 +62,8 @@ template <class T>
 std::vector<T> project_rows(const std::vector<T>& X, std::size_t rows, std::size_t d_in, const std::vector<T>& W,
                             std::size_t d_out, const std::vector<T>& bias, const FastOptions& o) {
   std::vector<T> Y(rows * d_out);
-  kernel::GemmArgs<T> g;
-  g.M = rows;
-  g.N = d_out;
-  g.K = d_in;
-  g.a = X.data();
-  g.a_row = static_cast<std::ptrdiff_t>(d_in);
-  g.a_col = 1;
-  g.b = W.data();
-  g.b_row = static_cast<std::ptrdiff_t>(d_out);
-  g.b_col = 1;
-  g.c = Y.data();
-  g.c_row = static_cast<std::ptrdiff_t>(d_out);
+  const auto in = static_cast<std::ptrdiff_t>(d_in), out = static_cast<std::ptrdiff_t>(d_out);
+  kernel::GemmArgs<T> g = kernel::product(rows, d_out, d_in, X.data(), in, 1, W.data(), out, 1, Y.data(), out);
   g.bias = bias.empty() ? nullptr : bias.data();
   kernel::gemm(o.isa, g, o.threads);
   return Y;
@@ -191,18 +181,10 @@ AttentionResult<T> run_naive_fast(const Problem& p, const FastOptions& o) {
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t hd = 0; hd < h; ++hd) {
       const std::size_t kv = kv_head_of(hd, h, g);
-      kernel::GemmArgs<T> gs;
-      gs.M = n;
-      gs.N = m;
-      gs.K = d_k;
-      gs.a = x.Q.data() + (b * n * h + hd) * d_k;
-      gs.a_row = static_cast<std::ptrdiff_t>(h * d_k);
-      gs.a_col = 1;
-      gs.b = x.K.data() + (b * m * g + kv) * d_k;
-      gs.b_row = 1;
-      gs.b_col = static_cast<std::ptrdiff_t>(g * d_k);
-      gs.c = S.data() + (b * h + hd) * n * m;
-      gs.c_row = static_cast<std::ptrdiff_t>(m);
+      const kernel::GemmArgs<T> gs = kernel::product(
+          n, m, d_k, x.Q.data() + (b * n * h + hd) * d_k, static_cast<std::ptrdiff_t>(h * d_k), 1,
+          x.K.data() + (b * m * g + kv) * d_k, 1, static_cast<std::ptrdiff_t>(g * d_k),
+          S.data() + (b * h + hd) * n * m, static_cast<std::ptrdiff_t>(m));
       kernel::gemm(o.isa, gs, o.threads);
     }
 
@@ -243,18 +225,10 @@ AttentionResult<T> run_naive_fast(const Problem& p, const FastOptions& o) {
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t hd = 0; hd < h; ++hd) {
       const std::size_t kv = kv_head_of(hd, h, g);
-      kernel::GemmArgs<T> gv;
-      gv.M = n;
-      gv.N = d_v;
-      gv.K = m;
-      gv.a = S.data() + (b * h + hd) * n * m;
-      gv.a_row = static_cast<std::ptrdiff_t>(m);
-      gv.a_col = 1;
-      gv.b = x.V.data() + (b * m * g + kv) * d_v;
-      gv.b_row = static_cast<std::ptrdiff_t>(g * d_v);
-      gv.b_col = 1;
-      gv.c = concat.data() + (b * n * h + hd) * d_v;
-      gv.c_row = static_cast<std::ptrdiff_t>(h * d_v);
+      const kernel::GemmArgs<T> gv = kernel::product(
+          n, d_v, m, S.data() + (b * h + hd) * n * m, static_cast<std::ptrdiff_t>(m), 1,
+          x.V.data() + (b * m * g + kv) * d_v, static_cast<std::ptrdiff_t>(g * d_v), 1,
+          concat.data() + (b * n * h + hd) * d_v, static_cast<std::ptrdiff_t>(h * d_v));
       kernel::gemm(o.isa, gv, o.threads);
     }
   const std::size_t score_bytes = S.size() * sizeof(T);

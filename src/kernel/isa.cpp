@@ -204,25 +204,34 @@ void pack_b(const GemmArgs<T>& g, std::size_t k0, std::size_t kc, std::size_t j0
   }
 }
 
+// The one register-blocked loop every product here runs: R rows × NVC vectors of accumulators, over K
+// steps, each step a broadcast of A's value of every row times NVC vectors of B's row.
+// acc[r][v] += Σ_k A[r·a_row + k·a_step] · B[k·b_step + v·W .. + W)
+template <class T, int R, int NVC>
+inline void fma_block(Vec<T> (&acc)[R][NVC], std::size_t K, const T* a, std::size_t a_row, std::size_t a_step,
+                      const T* b, std::size_t b_step) {
+  using V = Vec<T>;
+  for (std::size_t k = 0; k < K; ++k) {
+    V bv[NVC];
+#pragma GCC unroll 4
+    for (int v = 0; v < NVC; ++v) bv[v] = load(b + k * b_step + static_cast<std::size_t>(v * W<T>));
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V av = splat(a[static_cast<std::size_t>(r) * a_row + k * a_step]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NVC; ++v) acc[r][v] += av * bv[v];
+    }
+  }
+}
+
 // C_tile = (C_tile +) A_panel · B_panel: MR × NR accumulators held in registers over kc.
-// acc[r][v] += A[r][k] · B[k][v·W .. v·W + W)
 template <class T>
 void gemm_micro(std::size_t kc, const T* ap, const T* bp, T* c, std::ptrdiff_t c_row, std::size_t rows,
                 std::size_t cols, bool add) {
   using V = Vec<T>;
   constexpr std::size_t NR = NV * W<T>;
   V acc[MR][NV] = {};
-  for (std::size_t k = 0; k < kc; ++k) {
-    V b[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) b[v] = load(bp + k * NR + static_cast<std::size_t>(v * W<T>));
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      const V a = splat(ap[k * MR + static_cast<std::size_t>(r)]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
-    }
-  }
+  fma_block<T, MR, NV>(acc, kc, ap, 1, MR, bp, NR);
   if (rows == static_cast<std::size_t>(MR) && cols == NR) {
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
@@ -276,46 +285,25 @@ void gemm_impl(const GemmArgs<T>& g) {
 // S[r][c] = Σ_e Q[r][e] · Kt[e][c]
 template <class T, int R, int NVC>
 void score_block(std::size_t d_k, const T* q, const T* kt, std::size_t cols_pad, T* s) {
-  using V = Vec<T>;
-  V acc[R][NVC] = {};
-  for (std::size_t e = 0; e < d_k; ++e) {
-    V k[NVC];
-#pragma GCC unroll 4
-    for (int v = 0; v < NVC; ++v) k[v] = load(kt + e * cols_pad + static_cast<std::size_t>(v * W<T>));
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const V a = splat(q[static_cast<std::size_t>(r) * d_k + e]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NVC; ++v) acc[r][v] += a * k[v];
-    }
-  }
+  Vec<T> acc[R][NVC] = {};
+  fma_block<T, R, NVC>(acc, d_k, q, d_k, 1, kt, cols_pad);
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NVC; ++v) store(s + static_cast<std::size_t>(r) * cols_pad + static_cast<std::size_t>(v * W<T>), acc[r][v]);
+    for (int v = 0; v < NVC; ++v)
+      store(s + static_cast<std::size_t>(r) * cols_pad + static_cast<std::size_t>(v * W<T>), acc[r][v]);
 }
 
 // O[r][c..] = alpha[r]·O[r][c..] + Σ_j P[r][j]·V[j][c..] for R rows and NVC vectors of O's columns.
 template <class T, int R, int NVC>
 void pv_block(std::size_t cols, const T* p, std::size_t cols_pad, const T* v, std::size_t dv_pad, const T* alpha,
               T* o) {
-  using V = Vec<T>;
-  V acc[R][NVC];
-  for (int r = 0; r < R; ++r) {
-    const V a = splat(alpha[r]);
-    for (int x = 0; x < NVC; ++x) acc[r][x] = load(o + static_cast<std::size_t>(r) * dv_pad + static_cast<std::size_t>(x * W<T>)) * a;
-  }
-  for (std::size_t j = 0; j < cols; ++j) {
-    V vv[NVC];
-#pragma GCC unroll 4
-    for (int x = 0; x < NVC; ++x) vv[x] = load(v + j * dv_pad + static_cast<std::size_t>(x * W<T>));
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const V pr = splat(p[static_cast<std::size_t>(r) * cols_pad + j]);
-#pragma GCC unroll 4
-      for (int x = 0; x < NVC; ++x) acc[r][x] += pr * vv[x];
-    }
-  }
+  Vec<T> acc[R][NVC];
   for (int r = 0; r < R; ++r)
-    for (int x = 0; x < NVC; ++x) store(o + static_cast<std::size_t>(r) * dv_pad + static_cast<std::size_t>(x * W<T>), acc[r][x]);
+    for (int x = 0; x < NVC; ++x)
+      acc[r][x] = load(o + static_cast<std::size_t>(r) * dv_pad + static_cast<std::size_t>(x * W<T>)) * alpha[r];
+  fma_block<T, R, NVC>(acc, cols, p, cols_pad, 1, v, dv_pad);
+  for (int r = 0; r < R; ++r)
+    for (int x = 0; x < NVC; ++x)
+      store(o + static_cast<std::size_t>(r) * dv_pad + static_cast<std::size_t>(x * W<T>), acc[r][x]);
 }
 
 // Which lanes of the columns [c, c + W) row r keeps: inside [lo, hi), and where keep is not 0.

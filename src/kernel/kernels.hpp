@@ -32,6 +32,26 @@ std::size_t all_cores();
 // An exception of a worker is rethrown here once every worker has stopped.
 void parallel_for(std::size_t count, std::size_t threads, const std::function<void(std::size_t, std::size_t)>& work);
 
+// The arguments of C = A·B with these strides (args.hpp): no bias, C overwritten.
+template <class T>
+GemmArgs<T> product(std::size_t M, std::size_t N, std::size_t K, const T* a, std::ptrdiff_t a_row,
+                    std::ptrdiff_t a_col, const T* b, std::ptrdiff_t b_row, std::ptrdiff_t b_col, T* c,
+                    std::ptrdiff_t c_row) {
+  GemmArgs<T> g;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.a = a;
+  g.a_row = a_row;
+  g.a_col = a_col;
+  g.b = b;
+  g.b_row = b_row;
+  g.b_col = b_col;
+  g.c = c;
+  g.c_row = c_row;
+  return g;
+}
+
 // C = A·B (+ bias), or C += A·B (args.hpp), in `isa`, its rows spread over `threads`. The packing
 // scratch of GemmArgs is ignored: each thread gets its own.
 void gemm(Isa isa, const GemmArgs<float>& g, std::size_t threads);

@@ -289,18 +289,10 @@ TEST_CASE("gemm equals a long double product within the rounding of its sums, fo
                                     bias = test::random_vector(rng, s.N), C0 = test::random_vector(rng, s.M * s.N);
           std::vector<float> a(A.begin(), A.end()), b(B.begin(), B.end()), c(C0.begin(), C0.end());
           const std::vector<float> bias_f(bias.begin(), bias.end());
-          kernel::GemmArgs<float> g;
-          g.M = s.M;
-          g.N = s.N;
-          g.K = s.K;
-          g.a = a.data();
-          g.a_row = static_cast<std::ptrdiff_t>(s.K);
-          g.a_col = 1;
-          g.b = b.data();  // B stored (K, N), or its transpose (N, K)
-          g.b_row = transposed_b ? 1 : static_cast<std::ptrdiff_t>(s.N);
-          g.b_col = transposed_b ? static_cast<std::ptrdiff_t>(s.K) : 1;
-          g.c = c.data();
-          g.c_row = static_cast<std::ptrdiff_t>(s.N);
+          // B stored (K, N), or its transpose (N, K)
+          const auto K = static_cast<std::ptrdiff_t>(s.K), N = static_cast<std::ptrdiff_t>(s.N);
+          kernel::GemmArgs<float> g = kernel::product(s.M, s.N, s.K, a.data(), K, 1, b.data(), transposed_b ? 1 : N,
+                                                      transposed_b ? K : 1, c.data(), N);
           g.bias = accumulate ? nullptr : bias_f.data();
           g.accumulate = accumulate;
           kernel::gemm(isa, g, 2);
