@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "engine/common.hpp"
+#include "engine/estimate.hpp"
 #include "kernel/kernels.hpp"
 #include "model/run.hpp"
 
@@ -374,6 +375,31 @@ AttentionResult<T> run_flash_fast(const Problem& p, const FastOptions& o) {
 }
 
 }  // namespace fast
+
+// The bytes a fast run of `engine` holds at its peak, from the sizes alone (bench refuses a run over
+// its limit by it): the inputs in T (the context only for cross-attention) and the weights, Q, K and V,
+// the merged head outputs and the output; naive's one (B, h, n, m) buffer, or flash's packed K and V
+// tiles (in place of K and V) and one scratch tile per thread. An upper bound up to the padding.
+inline std::size_t fast_engine_bytes(const Problem& p, Engine engine, std::size_t scalar, std::size_t threads) {
+  const std::size_t B = p.B, n = p.n, m = p.m;
+  std::size_t v = product(B, n, p.d_model);
+  if (p.cross) v = checked_add(v, product(B, m, p.d_context));
+  v = checked_add(v, product(p.d_model, p.h, p.d_k));
+  v = checked_add(v, product(p.d_context, p.g, checked_add(p.d_k, p.d_v)));
+  v = checked_add(v, product(p.h, p.d_v, p.d_out));
+  v = checked_add(v, product(B, n, p.h, p.d_k));                            // Q
+  v = checked_add(v, product(2, B, m, p.g, checked_add(p.d_k, p.d_v)));    // K, V, and their packed tiles
+  v = checked_add(v, product(B, n, checked_add(product(p.h, p.d_v), p.d_out)));  // concat, output
+  if (engine == Engine::naive) {
+    v = checked_add(v, product(B, p.h, n, m));
+  } else {
+    // the tile no longer than the sequence (run_flash_fast), its rows and columns padded by at most 16
+    const std::size_t Br = std::min(fast_tiles().Br, std::max<std::size_t>(n, 1)) + 16;
+    const std::size_t Bc = std::min(fast_tiles().Bc, std::max<std::size_t>(m, 1)) + 16;
+    v = checked_add(v, product(std::max<std::size_t>(threads, 1), Br, checked_add(checked_add(p.d_k, Bc), p.d_v + 16 + 3)));
+  }
+  return checked_mul(v, scalar);
+}
 
 // What both fast engines do around the attention, alone and with the same code: the inputs in T, q, k
 // and v projected (and turned, with RoPE), and head outputs of the right shape projected out. What bench

@@ -413,7 +413,9 @@ Timing summarize(std::vector<double> seconds) {
   return {median, seconds.front(), seconds.back()};
 }
 
-std::size_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::size_t input_bytes) {
+std::size_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::size_t input_bytes,
+                           std::size_t threads) {
+  if (fast_supports(dtype)) return checked_add(fast_engine_bytes(p, engine, scalar_bytes(dtype), threads), input_bytes);
   RunShape shape;
   shape.naive = engine == Engine::naive;
   shape.flash = engine == Engine::flash;
@@ -443,7 +445,7 @@ BenchResult run_bench(const BenchRequest& r, const ProgressFn& progress) {
     bool any = false;
     for (const Engine engine : engines_of(r)) {
       BenchRun run = describe_run(sizes, engine, r);
-      run.estimated_bytes = bench_estimate(sizes, engine, r.dtype, input_bytes);
+      run.estimated_bytes = bench_estimate(sizes, engine, r.dtype, input_bytes, r.threads);
       run.refused = run.estimated_bytes > r.max_memory;
       any = any || !run.refused;
       runs.push_back(std::move(run));

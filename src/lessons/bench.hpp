@@ -157,8 +157,11 @@ struct BenchRequest {
   std::optional<PeakMethod> peak_method;  // how to measure the peak; default: clear_refs where permitted, else fork
 };
 
-// The memory one engine run of `p` is estimated to need (engine/estimate.hpp), plus `input_bytes`.
-std::size_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::size_t input_bytes);
+// The memory one engine run of `p` is estimated to need, plus `input_bytes`: the fast path's
+// (engine/fast.hpp, fast_engine_bytes) on `threads` in float32 and float64, the traced engine's
+// (engine/estimate.hpp) in the half types.
+std::size_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::size_t input_bytes,
+                           std::size_t threads = 1);
 
 // Runs the request: per n, per engine (naive, then flash), refused or measured. The random input of a
 // size is made only when one of its runs fits the limit.

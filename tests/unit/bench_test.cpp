@@ -179,13 +179,14 @@ TEST_CASE("A bench of a tiny input measures both engines, and refuses the one ov
   const std::size_t cols = (32 + layout.lanes - 1) / layout.lanes * layout.lanes;
   CHECK(result.runs[3].score_bytes == rows * cols * sizeof(float));
 
-  // Between the two engines' estimates: naive is refused, flash runs.
-  const Problem sizes = bench_problem(tiny(32, 32, MaskKind::causal));
-  const std::size_t input = bench_problem_bytes(tiny(32, 32, MaskKind::causal));
+  // Between the two engines' estimates: naive is refused, flash runs (n = 128: naive's (2, 128, 128)
+  // scores outweigh flash's one tile).
+  const Problem sizes = bench_problem(tiny(128, 128, MaskKind::causal));
+  const std::size_t input = bench_problem_bytes(tiny(128, 128, MaskKind::causal));
   const std::size_t naive = bench_estimate(sizes, Engine::naive, DType::float32, input);
   const std::size_t flash = bench_estimate(sizes, Engine::flash, DType::float32, input);
   REQUIRE(flash < naive);
-  r.lengths = {32};
+  r.lengths = {128};
   r.max_memory = flash;
   const BenchResult limited = run_bench(r);
   REQUIRE(limited.runs.size() == 2);
