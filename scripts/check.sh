@@ -28,7 +28,7 @@ cmake --preset dev -DATTN_CLI_TESTS=OFF >/dev/null
 cmake --build --preset dev
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --preset dev
-ATTN_TRACE_BIN="$PWD/build/dev/attn-trace" ATTN_SANITIZED=1 ctest --preset release -R '^cli: '
+ATTN_TRACE_BIN="$PWD/build/dev/attn-trace" ATTN_SANITIZED=1 ctest --preset release -R '^cli:'
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 phase "fuzzing"
