@@ -96,18 +96,17 @@ inline T minus_inf() {
 }
 inline std::size_t least(std::size_t a, std::size_t b) { return a < b ? a : b; }
 
-// exp of every lane: x = k·ln 2 + r with |r| <= ln 2 / 2, exp(r) by a polynomial, 2^k put into the
-// exponent bits. Below the smallest normal result it gives 0, so exp(-inf) = 0 exactly as a masked score
-// needs; above the largest finite one, inf. ref: Cephes expf (degree-6 minimax) and, for double, the
-// Taylor series of exp(r) to r^13 (its remainder is below 2^-60 for |r| <= ln 2 / 2).
-inline Vec<float> exp_lanes(Vec<float> x) {
+// exp of every lane of x in [lowest, highest]: x = k·ln 2 + r with |r| <= ln 2 / 2, exp(r) by a
+// polynomial, then times 2^k, put into the exponent bits as two factors 2^(k/2)·2^(k - k/2) so that a
+// result below the smallest normal number comes out subnormal, as std::exp gives it.
+// ref: Cephes expf (degree-6 minimax) and, for double, the Taylor series of exp(r) to r^13 (its
+// remainder is below 2^-60 for |r| <= ln 2 / 2).
+inline Vec<float> exp_reduced(Vec<float> x) {
   using V = Vec<float>;
   using I = Simd<float>::I;
-  const V lowest = splat(-87.33654f), highest = splat(88.72283f);
-  const V xc = x < lowest ? lowest : (x > highest ? highest : x);
   const V magic = splat(12582912.0f);  // 1.5·2^23: adding and taking it away rounds to a whole number
-  const V k = (xc * 1.44269504088896341f + magic) - magic;
-  V r = xc - k * 0.693359375f;
+  const V k = (x * 1.44269504088896341f + magic) - magic;
+  V r = x - k * 0.693359375f;
   r = r - k * -2.12194440e-4f;
   V p = splat(1.9875691500e-4f);
   p = p * r + 1.3981999507e-3f;
@@ -116,19 +115,16 @@ inline Vec<float> exp_lanes(Vec<float> x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  const I e = (__builtin_convertvector(k, I) + 127) << 23;
-  const V y = p * __builtin_bit_cast(V, e);
-  return x < lowest ? V{} : (x > highest ? splat(__builtin_inff()) : y);
+  const I whole = __builtin_convertvector(k, I), half = whole >> 1;
+  return p * __builtin_bit_cast(V, (half + 127) << 23) * __builtin_bit_cast(V, (whole - half + 127) << 23);
 }
 
-inline Vec<double> exp_lanes(Vec<double> x) {
+inline Vec<double> exp_reduced(Vec<double> x) {
   using V = Vec<double>;
   using I = Simd<double>::I;
-  const V lowest = splat(-708.3964185322641), highest = splat(709.782712893384);
-  const V xc = x < lowest ? lowest : (x > highest ? highest : x);
   const V magic = splat(6755399441055744.0);  // 1.5·2^52
-  const V k = (xc * 1.4426950408889634 + magic) - magic;
-  V r = xc - k * 6.93147180369123816490e-01;
+  const V k = (x * 1.4426950408889634 + magic) - magic;
+  V r = x - k * 6.93147180369123816490e-01;
   r = r - k * 1.90821492927058770002e-10;
   // Σ r^i / i!, i = 0 .. 13, by Horner's rule
   V p = splat(1.0 / 6227020800.0);
@@ -137,39 +133,43 @@ inline Vec<double> exp_lanes(Vec<double> x) {
                                        1.0 / 24.0,        1.0 / 6.0,        1.0 / 2.0,       1.0,
                                        1.0};
   for (const double c : inverse_factorials) p = p * r + c;
-  const I e = (__builtin_convertvector(k, I) + 1023) << 52;
-  const V y = p * __builtin_bit_cast(V, e);
-  return x < lowest ? V{} : (x > highest ? splat(__builtin_inf()) : y);
+  const I whole = __builtin_convertvector(k, I), half = whole >> 1;
+  return p * __builtin_bit_cast(V, (half + 1023) << 52) * __builtin_bit_cast(V, (whole - half + 1023) << 52);
+}
+
+// Below these exp rounds to 0 (half the smallest subnormal), above them it is inf.
+template <class T>
+struct ExpRange;
+template <>
+struct ExpRange<float> {
+  static constexpr float lowest = -104.0f, highest = 88.72283f;
+};
+template <>
+struct ExpRange<double> {
+  static constexpr double lowest = -746.0, highest = 709.782712893384;
+};
+
+// exp of every lane for x <= 0 (or -inf, or NaN), all that a softmax asks once the max is taken out:
+// the overflow side needs no check; exp(-inf) = 0 exactly, as a masked score needs.
+template <class T>
+inline Vec<T> exp_nonpositive(Vec<T> x) {
+  const Vec<T> lowest = splat(ExpRange<T>::lowest);
+  const Vec<T> y = exp_reduced(x < lowest ? lowest : x);
+  return x < lowest ? Vec<T>{} : y;
+}
+
+// exp of every lane.
+template <class T>
+inline Vec<T> exp_lanes(Vec<T> x) {
+  const Vec<T> highest = splat(ExpRange<T>::highest);
+  const Vec<T> y = exp_nonpositive<T>(x > highest ? highest : x);
+  return x > highest ? splat(static_cast<T>(__builtin_inf())) : y;
 }
 
 template <class T>
 inline T exp_one(T x) {
-  return exp_lanes(splat(x))[0];
+  return exp_lanes<T>(splat(x))[0];
 }
-
-// exp_lanes for x <= 0 (or -inf, or NaN), all that a softmax asks once the max is taken out: the
-// overflow side needs no check.
-inline Vec<float> exp_nonpositive(Vec<float> x) {
-  using V = Vec<float>;
-  using I = Simd<float>::I;
-  const V lowest = splat(-87.33654f);
-  const V xc = x < lowest ? lowest : x;
-  const V magic = splat(12582912.0f);
-  const V k = (xc * 1.44269504088896341f + magic) - magic;
-  V r = xc - k * 0.693359375f;
-  r = r - k * -2.12194440e-4f;
-  V p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const I e = (__builtin_convertvector(k, I) + 127) << 23;
-  const V y = p * __builtin_bit_cast(V, e);
-  return x < lowest ? V{} : y;
-}
-inline Vec<double> exp_nonpositive(Vec<double> x) { return exp_lanes(x); }
 
 // ------------------------------------------------------------------------------------------------- gemm
 
@@ -370,7 +370,7 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
     const T alpha = exp_one(m_prev - m_new);
     V sum{};
     for (std::size_t c = 0; c < a.cols_pad; c += w) {
-      const V p = exp_nonpositive(load(row + c) - m_new);  // subtracting the max is so exp never overflows
+      const V p = exp_nonpositive<T>(load(row + c) - m_new);  // subtracting the max is so exp never overflows
       store(row + c, p);
       sum += p;
     }
@@ -430,7 +430,7 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
     // P[c] = exp(S'[c] - max) / Σ exp(S' - max): subtracting the max is so exp never overflows
     V sum_lanes{};
     for (std::size_t c = 0; c < full; c += w) {
-      const V p = exp_nonpositive(load(row + c) - row_max);
+      const V p = exp_nonpositive<T>(load(row + c) - row_max);
       store(row + c, p);
       sum_lanes += p;
     }
