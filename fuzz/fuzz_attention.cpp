@@ -1,5 +1,5 @@
 // libFuzzer target: any bytes through the loader; whatever it accepts through both engines, compare,
-// and a trace written and read back. Bytes that claim to be a saved trace go through the trace
+// the fast path (held to compare's rule), and a trace written and read back. Bytes that claim to be a saved trace go through the trace
 // reader and, when it accepts them, the terminal printer (what `show` does). Bytes that look like a
 // tensor dump go to its reader instead: the .npy magic to read_npy (with and without bfloat16), a small
 // little-endian length then '{' to read_safetensors, a leading '[' to read_json_dump (the loader refuses
@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/compare.hpp"
+#include "engine/fast.hpp"
 #include "engine/flash.hpp"
 #include "engine/naive.hpp"
 #include "io/json_dump.hpp"
@@ -158,7 +160,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   attn::NullObserver none;
-  (void)attn::run_naive<float>(*problem, none);
+  const attn::AttentionResult<float> naive32 = attn::run_naive<float>(*problem, none);
   (void)attn::run_flash<float>(*problem, none, blocks);
+
+  // The fast path (engine/fast.hpp), both engines, with the fuzzer's tiles and the default ones, on two
+  // threads: where the traced naive and the reference stay finite, it must pass compare's rule too.
+  for (const attn::TileSize tiles : {blocks, attn::fast_tiles()})
+    for (const attn::Engine engine : {attn::Engine::naive, attn::Engine::flash}) {
+      const attn::AttentionResult<float> fast = attn::run_fast<float>(*problem, engine, {tiles, 2});
+      if (fast.output.shape() != naive32.output.shape()) bug("the fast path's output has another shape");
+      const attn::CompareRecord judged = attn::judge_flash<float>(*problem, tiles, naive32, fast);
+      bool fits = true;
+      for (const double x : judged.reference.values()) fits = fits && std::isfinite(x);
+      for (const double x : judged.naive.values()) fits = fits && std::isfinite(x);
+      if (fits && !judged.pass) {
+        const std::string why = fmt::format(
+            "the fast {} disagrees with the traced naive beyond the tolerance rule: tiles {} x {}, max|fast - ref| "
+            "= {}, max|naive - ref| = {}, noise = {}",
+            attn::name_of(engine), tiles.Br, tiles.Bc, judged.flash_vs_ref.max_abs, judged.naive_vs_ref.max_abs,
+            judged.noise);
+        bug(why.c_str());
+      }
+    }
   return 0;
 }
