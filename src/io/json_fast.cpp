@@ -328,7 +328,28 @@ class FastParser {
   const char* end_;
 };
 
+// The lists under `j` that hold no list or object, emptied, to depth max_json_depth (deeper ones are
+// left to the destructor, so that this recursion stays shallow).
+void empty_leaf_lists(json& j, std::size_t depth) {
+  if (depth > max_json_depth) return;
+  if (j.is_object()) {
+    for (auto& [key, item] : j.get_ref<json::object_t&>()) empty_leaf_lists(item, depth + 1);
+  } else if (j.is_array()) {
+    auto& items = j.get_ref<json::array_t&>();
+    bool leaf = true;
+    for (json& item : items) {
+      if (item.is_structured()) {
+        leaf = false;
+        empty_leaf_lists(item, depth + 1);
+      }
+    }
+    if (leaf) items.clear();
+  }
+}
+
 }  // namespace
+
+void discard_json(json doc) { empty_leaf_lists(doc, 0); }
 
 std::optional<json> parse_json_fast(std::string_view text) {
   json out;

@@ -22,4 +22,10 @@ inline constexpr std::size_t max_json_depth = 64;
 // the careful way.
 std::optional<nlohmann::json> parse_json_fast(std::string_view text);
 
+// Destroys `doc` sooner than its destructor would: that moves every value onto a stack of its own
+// first, so that no nesting can overflow the call stack, and for a large input's millions of numbers
+// takes as long as parsing them. Here the lists that hold no list or object are emptied in place
+// first, down to max_json_depth levels; the destructor then has little left to move.
+void discard_json(nlohmann::json doc);
+
 }  // namespace attn
