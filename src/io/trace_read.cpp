@@ -353,7 +353,9 @@ class TraceReader {
         read_values(j[i], shape, axis + 1, pointer_index(ptr, i), float32, out);
         continue;
       }
-      out.push_back(number(j[i], pointer_index(ptr, i), float32));
+      // A number needs no pointer (it cannot fail): making one for each took longer than parsing it.
+      const json& x = j[i];
+      out.push_back(number(x, x.is_number() ? std::string() : pointer_index(ptr, i), float32));
     }
   }
 
