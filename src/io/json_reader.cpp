@@ -52,6 +52,15 @@ double JsonReader::number(const nlohmann::json& j, const std::string& pointer) c
   return x;
 }
 
+double JsonReader::item_number(const nlohmann::json& list, std::size_t index, const std::string& list_pointer) const {
+  // The item's pointer is made only for an error: formatting one for every number of a large matrix
+  // took longer than parsing it.
+  const json& j = list[index];
+  if (j.is_number())
+    if (const double x = j.get<double>(); std::isfinite(x)) return x;
+  return number(j, pointer_index(list_pointer, index));  // fails, as it would have
+}
+
 std::size_t JsonReader::integer(const nlohmann::json& j, const std::string& pointer, std::size_t min,
                                 std::size_t max) const {
   if (!j.is_number()) fail(pointer, fmt::format("expected a whole number, found {}", type_name(j)));
@@ -77,7 +86,7 @@ std::vector<double> JsonReader::vector(const nlohmann::json& j, const std::strin
   require_list(j, pointer, "numbers");
   std::vector<double> out;
   out.reserve(j.size());
-  for (std::size_t i = 0; i < j.size(); ++i) out.push_back(number(j[i], pointer_index(pointer, i)));
+  for (std::size_t i = 0; i < j.size(); ++i) out.push_back(item_number(j, i, pointer));
   return out;
 }
 
@@ -95,7 +104,7 @@ Tensor<double> JsonReader::matrix(const nlohmann::json& j, const std::string& po
     } else if (j[r].size() != cols) {
       fail(row_ptr, fmt::format("expected {} (as row 0), found {}", plural(cols, "number", "numbers"), j[r].size()));
     }
-    for (std::size_t c = 0; c < cols; ++c) data.push_back(number(j[r][c], pointer_index(row_ptr, c)));
+    for (std::size_t c = 0; c < cols; ++c) data.push_back(item_number(j[r], c, row_ptr));
   }
   return Tensor<double>({j.size(), cols}, std::move(data));
 }

@@ -34,6 +34,8 @@ class JsonReader {
                     std::span<const char* const> allowed) const;
   // A finite number.
   double number(const nlohmann::json& j, const std::string& pointer) const;
+  // number(list[index], its pointer), the pointer built only when it is needed for an error.
+  double item_number(const nlohmann::json& list, std::size_t index, const std::string& list_pointer) const;
   // A whole number in [min, max]: 2 and 2.0 are; 1.5, true and "2" are not.
   std::size_t integer(const nlohmann::json& j, const std::string& pointer, std::size_t min, std::size_t max) const;
   const std::string& string(const nlohmann::json& j, const std::string& pointer) const;

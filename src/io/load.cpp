@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "io/json_fast.hpp"
 #include "io/json_pointer.hpp"
 #include "io/json_reader.hpp"
 #include "io/load_json.hpp"
@@ -483,7 +484,10 @@ Problem problem_from_json(const json& input, const std::string& file, const std:
 }
 
 Problem load_problem(std::string_view text, const std::string& file) {
-  return problem_from_json(parse_json(text, file), file, "");
+  json input = parse_json(text, file);
+  Problem problem = problem_from_json(input, file, "");
+  discard_json(std::move(input));
+  return problem;
 }
 
 void check_range(const Problem& p, const std::string& file, DType dtype) {

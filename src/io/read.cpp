@@ -113,20 +113,36 @@ void read_chunks(const Descriptor& in, const std::string& path, Take&& take) {
 
 void JsonCost::add(std::string_view chunk) {
   bytes_ += chunk.size();
-  for (const char ch : chunk) {
+  const char* p = chunk.data();
+  const char* const end = p + chunk.size();
+  while (p != end) {
     if (in_string_) {
-      if (escaped_) escaped_ = false;
-      else if (ch == '\\') escaped_ = true;
-      else if (ch == '"') in_string_ = false;
-      if (in_string_) ++string_bytes_;  // every byte between the quotes, escapes included
+      for (; p != end; ++p) {
+        if (escaped_) escaped_ = false;
+        else if (*p == '\\') escaped_ = true;
+        else if (*p == '"') break;
+        ++string_bytes_;  // every byte between the quotes, escapes included
+      }
+      if (p == end) return;
+      in_string_ = false;
+      ++p;
       continue;
     }
-    switch (ch) {
-      case '"': in_string_ = true, ++strings_; break;
-      case ',': ++commas_; break;
-      case '[':
-      case '{': ++containers_; break;
-      default: break;
+    // Up to the next quote, as two simple loops (memchr's and the counting one, which the compiler
+    // vectorises): a byte at a time, counting took as long as reading the file.
+    const auto* quote = static_cast<const char*>(std::memchr(p, '"', static_cast<std::size_t>(end - p)));
+    const char* const stop = quote != nullptr ? quote : end;
+    std::size_t commas = 0, containers = 0;
+    for (; p != stop; ++p) {
+      commas += *p == ',';
+      containers += (*p == '[') + (*p == '{');
+    }
+    commas_ += commas;
+    containers_ += containers;
+    if (quote != nullptr) {
+      in_string_ = true;
+      ++strings_;
+      ++p;
     }
   }
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/error.hpp"
+#include "io/json_fast.hpp"
 #include "io/json_pointer.hpp"
 #include "io/load_json.hpp"
 
@@ -352,7 +353,9 @@ class TraceReader {
         read_values(j[i], shape, axis + 1, pointer_index(ptr, i), float32, out);
         continue;
       }
-      out.push_back(number(j[i], pointer_index(ptr, i), float32));
+      // A number needs no pointer (it cannot fail): making one for each took longer than parsing it.
+      const json& x = j[i];
+      out.push_back(number(x, x.is_number() ? std::string() : pointer_index(ptr, i), float32));
     }
   }
 
@@ -377,7 +380,10 @@ class TraceReader {
 
 Trace trace_from_json(std::string_view text, const std::string& file) {
   // A trace is written by a program, so its text is parsed once; a broken one is still placed.
-  return TraceReader(file).read(parse_json(text, file, false));
+  json doc = parse_json(text, file, false);
+  Trace trace = TraceReader(file).read(doc);
+  discard_json(std::move(doc));
+  return trace;
 }
 
 bool looks_like_trace(std::string_view text) {

@@ -1,9 +1,11 @@
 // Reading within a limit (src/io/read.hpp) and making file text safe to print (src/render/visible.hpp).
 // Expected counts and strings are worked out by hand from the texts beside them.
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include <unistd.h>
@@ -77,6 +79,44 @@ TEST_CASE("JsonCost gives the same count however the text is cut into chunks, es
   CHECK(whole.values() == 4 + 5 + 1);
   CHECK(whole.total() == text.size() + 10 * JsonCost::per_value + 5 * JsonCost::per_container +
                              4 * JsonCost::per_string + (1 + 5 + 3 + 1) * JsonCost::per_string_byte);
+}
+
+TEST_CASE("JsonCost counts as a byte-at-a-time reading does, over seeded random texts cut at random", "[read]") {
+  // The reference reads one byte at a time: a quote opens or closes a string unless escaped; inside,
+  // every byte counts as a string byte but the closing quote; outside, commas and [ { count.
+  std::mt19937 rng(14);
+  const std::string alphabet = "\"\"\\,,[{]}a 1";
+  for (int round = 0; round < 500; ++round) {
+    std::string text(rng() % 300, ' ');
+    for (char& c : text) c = alphabet[rng() % alphabet.size()];
+    std::size_t commas = 0, containers = 0, strings = 0, string_bytes = 0;
+    bool in_string = false, escaped = false;
+    for (const char c : text) {
+      if (in_string) {
+        if (escaped) escaped = false;
+        else if (c == '\\') escaped = true;
+        else if (c == '"') in_string = false;
+        if (in_string) ++string_bytes;
+      } else if (c == '"') {
+        in_string = true;
+        ++strings;
+      } else {
+        commas += c == ',';
+        containers += c == '[' || c == '{';
+      }
+    }
+    JsonCost cost;
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t length = std::min<std::size_t>(1 + rng() % 40, text.size() - at);
+      cost.add(std::string_view(text).substr(at, length));
+      at += length;
+    }
+    INFO("text: " << text);
+    const std::size_t values = commas + containers + (text.empty() ? 0 : 1);
+    CHECK(cost.values() == values);
+    CHECK(cost.total() == text.size() + values * JsonCost::per_value + containers * JsonCost::per_container +
+                              strings * JsonCost::per_string + string_bytes * JsonCost::per_string_byte);
+  }
 }
 
 TEST_CASE("read_text refuses a first byte that cannot begin JSON, after white space and a byte order mark", "[read]") {
