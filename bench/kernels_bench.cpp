@@ -37,7 +37,8 @@ void gemm(benchmark::State& state) {
   const std::vector<float> a = random_values(M * K, 1), b = random_values(K * N, 2);
   std::vector<float> c(M * N);
   const auto k = static_cast<std::ptrdiff_t>(K), row = static_cast<std::ptrdiff_t>(N);
-  const attn::kernel::GemmArgs<float> g = attn::kernel::product(M, N, K, a.data(), k, 1, b.data(), row, 1, c.data(), row);
+  const attn::kernel::GemmArgs<float> g =
+      attn::kernel::product(M, N, K, a.data(), k, 1, b.data(), row, 1, c.data(), row);
   const auto threads = static_cast<std::size_t>(state.range(1));
   for (auto _ : state) {
     attn::kernel::gemm(isa_of(state), g, threads);
@@ -109,8 +110,8 @@ void softmax_rows(benchmark::State& state) {
     attn::kernel::softmax_rows(isa_of(state), a);
     benchmark::DoNotOptimize(s.data());
   }
-  state.counters["values/s"] = benchmark::Counter(static_cast<double>(rows * cols * state.iterations()),
-                                                  benchmark::Counter::kIsRate);
+  state.counters["values/s"] =
+      benchmark::Counter(static_cast<double>(rows * cols * state.iterations()), benchmark::Counter::kIsRate);
   state.SetLabel(std::string(attn::kernel::name_of(isa_of(state))));
 }
 
@@ -157,6 +158,10 @@ void widest(benchmark::internal::Benchmark* b) {
 BENCHMARK(gemm)->Apply(each_isa)->ArgNames({"isa", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(flash_tile)->Apply(each_isa)->ArgNames({"isa", "-"})->Unit(benchmark::kMicrosecond);
 BENCHMARK(softmax_rows)->Apply(each_isa)->ArgNames({"isa", "-"})->Unit(benchmark::kMillisecond);
-BENCHMARK(flash_head)->Apply(widest)->ArgNames({"isa", "threads", "mask"})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(flash_head)
+    ->Apply(widest)
+    ->ArgNames({"isa", "threads", "mask"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 BENCHMARK_MAIN();

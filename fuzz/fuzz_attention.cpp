@@ -1,6 +1,6 @@
 // libFuzzer target: any bytes through the loader; whatever it accepts through both engines, compare,
-// the fast path (held to compare's rule), and a trace written and read back. Bytes that claim to be a saved trace go through the trace
-// reader and, when it accepts them, the terminal printer (what `show` does). Bytes that look like a
+// the fast path (held to compare's rule), and a trace written and read back. Bytes that claim to be a saved trace go
+// through the trace reader and, when it accepts them, the terminal printer (what `show` does). Bytes that look like a
 // tensor dump go to its reader instead: the .npy magic to read_npy (with and without bfloat16), a small
 // little-endian length then '{' to read_safetensors, a leading '[' to read_json_dump (the loader refuses
 // a list at once, so it loses nothing). Any exception other than InputError, any sanitizer report, a

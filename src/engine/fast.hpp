@@ -42,7 +42,6 @@ struct FastOptions {
   kernel::Isa isa = kernel::isa();  // the kernels' instruction set
 };
 
-
 // The storage types the fast path computes: float32 and float64. Half types are rounded at every stored
 // step, which the traced path does.
 inline bool fast_supports(DType storage) { return !is_half(storage); }
@@ -182,10 +181,10 @@ AttentionResult<T> run_naive_fast(const Problem& p, const FastOptions& o) {
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t hd = 0; hd < h; ++hd) {
       const std::size_t kv = kv_head_of(hd, h, g);
-      const kernel::GemmArgs<T> gs = kernel::product(
-          n, m, d_k, x.Q.data() + (b * n * h + hd) * d_k, static_cast<std::ptrdiff_t>(h * d_k), 1,
-          x.K.data() + (b * m * g + kv) * d_k, 1, static_cast<std::ptrdiff_t>(g * d_k),
-          S.data() + (b * h + hd) * n * m, static_cast<std::ptrdiff_t>(m));
+      const kernel::GemmArgs<T> gs =
+          kernel::product(n, m, d_k, x.Q.data() + (b * n * h + hd) * d_k, static_cast<std::ptrdiff_t>(h * d_k), 1,
+                          x.K.data() + (b * m * g + kv) * d_k, 1, static_cast<std::ptrdiff_t>(g * d_k),
+                          S.data() + (b * h + hd) * n * m, static_cast<std::ptrdiff_t>(m));
       kernel::gemm(o.isa, gs, o.threads);
     }
 
@@ -226,10 +225,10 @@ AttentionResult<T> run_naive_fast(const Problem& p, const FastOptions& o) {
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t hd = 0; hd < h; ++hd) {
       const std::size_t kv = kv_head_of(hd, h, g);
-      const kernel::GemmArgs<T> gv = kernel::product(
-          n, d_v, m, S.data() + (b * h + hd) * n * m, static_cast<std::ptrdiff_t>(m), 1,
-          x.V.data() + (b * m * g + kv) * d_v, static_cast<std::ptrdiff_t>(g * d_v), 1,
-          concat.data() + (b * n * h + hd) * d_v, static_cast<std::ptrdiff_t>(h * d_v));
+      const kernel::GemmArgs<T> gv =
+          kernel::product(n, d_v, m, S.data() + (b * h + hd) * n * m, static_cast<std::ptrdiff_t>(m), 1,
+                          x.V.data() + (b * m * g + kv) * d_v, static_cast<std::ptrdiff_t>(g * d_v), 1,
+                          concat.data() + (b * n * h + hd) * d_v, static_cast<std::ptrdiff_t>(h * d_v));
       kernel::gemm(o.isa, gv, o.threads);
     }
   const std::size_t score_bytes = S.size() * sizeof(T);
@@ -387,8 +386,8 @@ inline std::size_t fast_engine_bytes(const Problem& p, Engine engine, std::size_
   v = checked_add(v, product(p.d_model, p.h, p.d_k));
   v = checked_add(v, product(p.d_context, p.g, checked_add(p.d_k, p.d_v)));
   v = checked_add(v, product(p.h, p.d_v, p.d_out));
-  v = checked_add(v, product(B, n, p.h, p.d_k));                            // Q
-  v = checked_add(v, product(2, B, m, p.g, checked_add(p.d_k, p.d_v)));    // K, V, and their packed tiles
+  v = checked_add(v, product(B, n, p.h, p.d_k));                                 // Q
+  v = checked_add(v, product(2, B, m, p.g, checked_add(p.d_k, p.d_v)));          // K, V, and their packed tiles
   v = checked_add(v, product(B, n, checked_add(product(p.h, p.d_v), p.d_out)));  // concat, output
   if (engine == Engine::naive) {
     v = checked_add(v, product(B, p.h, n, m));
@@ -396,7 +395,8 @@ inline std::size_t fast_engine_bytes(const Problem& p, Engine engine, std::size_
     // the tile no longer than the sequence (run_flash_fast), its rows and columns padded by at most 16
     const std::size_t Br = std::min(fast_tiles().Br, std::max<std::size_t>(n, 1)) + 16;
     const std::size_t Bc = std::min(fast_tiles().Bc, std::max<std::size_t>(m, 1)) + 16;
-    v = checked_add(v, product(std::max<std::size_t>(threads, 1), Br, checked_add(checked_add(p.d_k, Bc), p.d_v + 16 + 3)));
+    v = checked_add(
+        v, product(std::max<std::size_t>(threads, 1), Br, checked_add(checked_add(p.d_k, Bc), p.d_v + 16 + 3)));
   }
   return checked_mul(v, scalar);
 }
@@ -419,7 +419,8 @@ AttentionResult<T> run_fast(const Problem& p, Engine engine, FastOptions o) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "the fast kernels are float and double");
   if (engine == Engine::both) throw std::invalid_argument("run_fast: one engine at a time, naive or flash");
   if (o.tiles.Br == 0 || o.tiles.Bc == 0)
-    throw std::invalid_argument(fmt::format("run_fast: tiles of {} × {}: both sides must be >= 1", o.tiles.Br, o.tiles.Bc));
+    throw std::invalid_argument(
+        fmt::format("run_fast: tiles of {} × {}: both sides must be >= 1", o.tiles.Br, o.tiles.Bc));
   if (o.threads == 0) o.threads = kernel::all_cores();
   return engine == Engine::naive ? fast::run_naive_fast<T>(p, o) : fast::run_flash_fast<T>(p, o);
 }

@@ -128,10 +128,9 @@ inline Vec<double> exp_reduced(Vec<double> x) {
   r = r - k * 1.90821492927058770002e-10;
   // Σ r^i / i!, i = 0 .. 13, by Horner's rule
   V p = splat(1.0 / 6227020800.0);
-  const double inverse_factorials[] = {1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0,
-                                       1.0 / 40320.0,     1.0 / 5040.0,     1.0 / 720.0,     1.0 / 120.0,
-                                       1.0 / 24.0,        1.0 / 6.0,        1.0 / 2.0,       1.0,
-                                       1.0};
+  const double inverse_factorials[] = {
+      1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0,
+      1.0 / 120.0,       1.0 / 24.0,       1.0 / 6.0,       1.0 / 2.0,      1.0,           1.0};
   for (const double c : inverse_factorials) p = p * r + c;
   const I whole = __builtin_convertvector(k, I), half = whole >> 1;
   return p * __builtin_bit_cast(V, (half + 1023) << 52) * __builtin_bit_cast(V, (whole - half + 1023) << 52);
@@ -180,7 +179,8 @@ void pack_a(const GemmArgs<T>& g, std::size_t i0, std::size_t mc, std::size_t k0
   for (std::size_t p0 = 0; p0 < mc; p0 += MR) {
     const std::size_t rows = least(MR, mc - p0);
     for (std::size_t k = 0; k < kc; ++k) {
-      const T* src = g.a + static_cast<std::ptrdiff_t>(i0 + p0) * g.a_row + static_cast<std::ptrdiff_t>(k0 + k) * g.a_col;
+      const T* src =
+          g.a + static_cast<std::ptrdiff_t>(i0 + p0) * g.a_row + static_cast<std::ptrdiff_t>(k0 + k) * g.a_col;
       for (std::size_t r = 0; r < rows; ++r) ap[k * MR + r] = src[static_cast<std::ptrdiff_t>(r) * g.a_row];
       for (std::size_t r = rows; r < static_cast<std::size_t>(MR); ++r) ap[k * MR + r] = 0;
     }
@@ -196,7 +196,8 @@ void pack_b(const GemmArgs<T>& g, std::size_t k0, std::size_t kc, std::size_t j0
   for (std::size_t p0 = 0; p0 < nc; p0 += NR) {
     const std::size_t cols = least(NR, nc - p0);
     for (std::size_t k = 0; k < kc; ++k) {
-      const T* src = g.b + static_cast<std::ptrdiff_t>(k0 + k) * g.b_row + static_cast<std::ptrdiff_t>(j0 + p0) * g.b_col;
+      const T* src =
+          g.b + static_cast<std::ptrdiff_t>(k0 + k) * g.b_row + static_cast<std::ptrdiff_t>(j0 + p0) * g.b_col;
       for (std::size_t c = 0; c < cols; ++c) bp[k * NR + c] = src[static_cast<std::ptrdiff_t>(c) * g.b_col];
       for (std::size_t c = cols; c < NR; ++c) bp[k * NR + c] = 0;
     }
@@ -446,7 +447,8 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
 
 template <class T>
 Layout layout_impl() {
-  return {static_cast<std::size_t>(W<T>), static_cast<std::size_t>(MR), NV * static_cast<std::size_t>(W<T>), MC, KC, NC};
+  return {
+      static_cast<std::size_t>(W<T>), static_cast<std::size_t>(MR), NV * static_cast<std::size_t>(W<T>), MC, KC, NC};
 }
 
 }  // namespace

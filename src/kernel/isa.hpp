@@ -4,16 +4,16 @@
 
 #include "kernel/args.hpp"
 
-#define ATTN_DECLARE_KERNELS(ISA)                   \
-  namespace attn::kernel::ISA {                     \
-  Layout layout_of(float);                          \
-  Layout layout_of(double);                         \
-  void gemm(const GemmArgs<float>&);                \
-  void gemm(const GemmArgs<double>&);               \
-  void flash_tile(const FlashTileArgs<float>&);     \
-  void flash_tile(const FlashTileArgs<double>&);    \
-  void softmax_rows(const SoftmaxRowsArgs<float>&); \
-  void softmax_rows(const SoftmaxRowsArgs<double>&);\
+#define ATTN_DECLARE_KERNELS(ISA)                    \
+  namespace attn::kernel::ISA {                      \
+  Layout layout_of(float);                           \
+  Layout layout_of(double);                          \
+  void gemm(const GemmArgs<float>&);                 \
+  void gemm(const GemmArgs<double>&);                \
+  void flash_tile(const FlashTileArgs<float>&);      \
+  void flash_tile(const FlashTileArgs<double>&);     \
+  void softmax_rows(const SoftmaxRowsArgs<float>&);  \
+  void softmax_rows(const SoftmaxRowsArgs<double>&); \
   }
 
 ATTN_DECLARE_KERNELS(baseline)

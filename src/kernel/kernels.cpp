@@ -25,10 +25,8 @@ bool runs(Isa isa) {
     case Isa::avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
-    case Isa::avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case Isa::baseline:
-      return true;
+    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::baseline: return true;
   }
   return false;
 #else
@@ -126,12 +124,9 @@ Isa isa() {
 
 std::string_view name_of(Isa isa) {
   switch (isa) {
-    case Isa::avx512:
-      return "avx512";
-    case Isa::avx2:
-      return "avx2";
-    case Isa::baseline:
-      break;
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    case Isa::baseline: break;
   }
   return "baseline";
 }

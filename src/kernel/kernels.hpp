@@ -34,9 +34,8 @@ void parallel_for(std::size_t count, std::size_t threads, const std::function<vo
 
 // The arguments of C = A·B with these strides (args.hpp): no bias, C overwritten.
 template <class T>
-GemmArgs<T> product(std::size_t M, std::size_t N, std::size_t K, const T* a, std::ptrdiff_t a_row,
-                    std::ptrdiff_t a_col, const T* b, std::ptrdiff_t b_row, std::ptrdiff_t b_col, T* c,
-                    std::ptrdiff_t c_row) {
+GemmArgs<T> product(std::size_t M, std::size_t N, std::size_t K, const T* a, std::ptrdiff_t a_row, std::ptrdiff_t a_col,
+                    const T* b, std::ptrdiff_t b_row, std::ptrdiff_t b_col, T* c, std::ptrdiff_t c_row) {
   GemmArgs<T> g;
   g.M = M;
   g.N = N;

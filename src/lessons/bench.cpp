@@ -413,8 +413,7 @@ Timing summarize(std::vector<double> seconds) {
   return {median, seconds.front(), seconds.back()};
 }
 
-std::size_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::size_t input_bytes,
-                           std::size_t threads) {
+std::size_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::size_t input_bytes, std::size_t threads) {
   if (fast_supports(dtype)) return checked_add(fast_engine_bytes(p, engine, scalar_bytes(dtype), threads), input_bytes);
   RunShape shape;
   shape.naive = engine == Engine::naive;

@@ -111,8 +111,8 @@ TEST_CASE("bench --sweep measures every length, with growth columns and log-scal
   const std::string file = dir / "sweep.json";
   // Long enough that the attention outweighs the projections by far: its time is the whole call less the
   // projections timed alone, and at n = 32 the fast path's attention is lost in that difference's noise.
-  const RunResult r =
-      run_binary({"bench", "--sweep", "n=512..1024", "--d-model", "32", "--heads", "2", "--repeat", "1", "--json", file});
+  const RunResult r = run_binary(
+      {"bench", "--sweep", "n=512..1024", "--d-model", "32", "--heads", "2", "--repeat", "1", "--json", file});
   check_success(r);
   CHECK(contains(r.out, "time ×"));
   CHECK(contains(r.out, "attention time, log scale"));

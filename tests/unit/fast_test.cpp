@@ -65,7 +65,8 @@ void add_rope(std::mt19937& rng, Problem& p) {
 void add_alibi(Problem& p) {
   Alibi a;
   a.slopes = alibi_slopes(p.h);
-  for (std::size_t i = 0; i < p.n; ++i) a.query_positions.push_back(static_cast<double>(p.m >= p.n ? p.m - p.n + i : i));
+  for (std::size_t i = 0; i < p.n; ++i)
+    a.query_positions.push_back(static_cast<double>(p.m >= p.n ? p.m - p.n + i : i));
   for (std::size_t j = 0; j < p.m; ++j) a.key_positions.push_back(static_cast<double>(j));
   p.alibi = std::move(a);
 }
@@ -146,16 +147,17 @@ Tensor<double> lse_bound(const FastConfig& c, const Tensor<T>& lse) {
         if (p.alibi)
           for (std::size_t j = 0; j < p.m; ++j)
             bias[j] = alibi_bias(p.alibi->slopes[hd], p.alibi->query_positions[i], p.alibi->key_positions[j]);
-        const std::vector<double> ds =
-            score_error(std::span<const double>(&Q(b, hd, i, 0), p.d_k), std::span<const double>(&dQ(b, hd, i, 0), p.d_k),
-                        &K(b, kv, 0, 0), &dK(b, kv, 0, 0), p.m, p.scale, r, std::span<const double>(bias));
+        const std::vector<double> ds = score_error(std::span<const double>(&Q(b, hd, i, 0), p.d_k),
+                                                   std::span<const double>(&dQ(b, hd, i, 0), p.d_k), &K(b, kv, 0, 0),
+                                                   &dK(b, kv, 0, 0), p.m, p.scale, r, std::span<const double>(bias));
         double worst = 0, N = 0;
         for (std::size_t j = 0; j < p.m; ++j)
           if (c.spec.allows(p, b, i, j)) {
             worst = std::max(worst, ds[j]);
             ++N;
           }
-        out(b, hd, i) = worst + (N + 2 * static_cast<double>(Tc) + 1) * r.u + r.u * std::abs(static_cast<double>(lse(b, hd, i)));
+        out(b, hd, i) =
+            worst + (N + 2 * static_cast<double>(Tc) + 1) * r.u + r.u * std::abs(static_cast<double>(lse(b, hd, i)));
       }
   return out;
 }
@@ -269,9 +271,10 @@ TEST_CASE("The fast path gives the same bits on 1, 2 and 3 threads", "[fast][thr
   }
 }
 
-TEST_CASE("gemm equals a long double product within the rounding of its sums, for any strides, edges and "
-          "accumulation, in every instruction set",
-          "[fast][gemm]") {
+TEST_CASE(
+    "gemm equals a long double product within the rounding of its sums, for any strides, edges and "
+    "accumulation, in every instruction set",
+    "[fast][gemm]") {
   std::mt19937 rng(5);
   struct Size {
     std::size_t M, N, K;
@@ -283,8 +286,8 @@ TEST_CASE("gemm equals a long double product within the rounding of its sums, fo
     for (const Size s : sizes)
       for (const bool transposed_b : {false, true})
         for (const bool accumulate : {false, true}) {
-          INFO(fmt::format("{}: M={} N={} K={} B{} {}", kernel::name_of(isa), s.M, s.N, s.K,
-                           transposed_b ? "ᵀ" : "", accumulate ? "accumulate" : "overwrite"));
+          INFO(fmt::format("{}: M={} N={} K={} B{} {}", kernel::name_of(isa), s.M, s.N, s.K, transposed_b ? "ᵀ" : "",
+                           accumulate ? "accumulate" : "overwrite"));
           const std::vector<double> A = test::random_vector(rng, s.M * s.K), B = test::random_vector(rng, s.K * s.N),
                                     bias = test::random_vector(rng, s.N), C0 = test::random_vector(rng, s.M * s.N);
           std::vector<float> a(A.begin(), A.end()), b(B.begin(), B.end()), c(C0.begin(), C0.end());
@@ -317,9 +320,10 @@ TEST_CASE("gemm equals a long double product within the rounding of its sums, fo
         }
 }
 
-TEMPLATE_TEST_CASE("Naive's softmax kernel: exp within a few units of roundoff down into the subnormals, masked "
-                   "columns exactly 0, an empty row all 0, in every instruction set",
-                   "[fast][softmax]", float, double) {
+TEMPLATE_TEST_CASE(
+    "Naive's softmax kernel: exp within a few units of roundoff down into the subnormals, masked "
+    "columns exactly 0, an empty row all 0, in every instruction set",
+    "[fast][softmax]", float, double) {
   using T = TestType;
   // the smallest exponent reached: below exp's smallest normal result (-87.3 in float, -708.4 in double)
   const double deepest = sizeof(T) == 4 ? -100.0 : -740.0;
