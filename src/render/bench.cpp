@@ -83,8 +83,8 @@ void table(Page& page, const BenchResult& r, const RenderOptions& o) {
     std::vector<std::string> cells = {std::string(name_of(run.engine)), fmt::format("{}", run.n),
                                       fmt::format("{}", run.m)};
     if (run.refused) {
-      spans.push_back(fmt::format("refused: needs about {}, over --max-memory {}",
-                                  bench_bytes(double(run.estimated_bytes)), bench_bytes(double(r.max_memory))));
+      spans.emplace_back(fmt::format("refused: needs about {}, over --max-memory {}",
+                                     bench_bytes(double(run.estimated_bytes)), bench_bytes(double(r.max_memory))));
       cells.resize(cols.size());
     } else {
       spans.emplace_back();
