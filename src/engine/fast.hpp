@@ -301,7 +301,9 @@ AttentionResult<T> run_flash_fast(const Problem& p, const FastOptions& o) {
       w.lo.resize(Br);
       w.hi.resize(Br);
     }
-    const std::size_t b = item / (h * Tr), hd = item / Tr % h, i = item % Tr;
+    // the last query tiles first: under a causal mask they hold the most keys, and the threads that take
+    // the light ones at the end come out even
+    const std::size_t b = item / (h * Tr), hd = item / Tr % h, i = Tr - 1 - item % Tr;
     const std::size_t kv = kv_head_of(hd, h, g);
     const std::size_t r0 = i * Br, rows = std::min(Br, n - r0);
     std::fill(w.q.begin(), w.q.end(), T{0});
