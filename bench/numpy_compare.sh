@@ -18,6 +18,7 @@
 #   --mask LIST       none, causal or none,causal               (default none,causal)
 #   --repeat R        runs of each; the median is compared      (default 3)
 #   --block-q B, --block-k B   NumPy tiled's blocks             (default numpy_attention.py's)
+#   --stat S          compare each run's median (default) or min, its fastest repeat
 #   --cache DIR       where the .deb files are kept and unpacked (default build/openblas)
 #   --json OUT        also write every figure as JSON
 # bench/README.md says what is measured.
@@ -25,7 +26,7 @@ set -euo pipefail
 here=$PWD
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-ns=4096 d_model=512 heads=8 threads=1,2 masks=none,causal repeat=3 cache=build/openblas json="" bin=""
+ns=4096 d_model=512 heads=8 threads=1,2 masks=none,causal repeat=3 stat=median cache=build/openblas json="" bin=""
 block_args=()
 while (( $# )); do
   case $1 in
@@ -36,6 +37,7 @@ while (( $# )); do
     --mask) masks=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --block-q|--block-k) block_args+=("$1" "$2"); shift 2 ;;
+    --stat) stat=$2; shift 2 ;;
     --cache) cache=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -100,11 +102,10 @@ while IFS= read -r dir; do
   [ "$dir" = "$libdir" ] || ld_path+=:$dir
 done < <(find "$cache/root" -name '*.so*' -printf '%h\n' | sort -u)
 
-# What the caller had set, recorded: NumPy's runs go without it.
-unset_record=()
-for var in OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; do
-  if [ -n "${!var+set}" ]; then unset_record+=("$var=${!var}"); else unset_record+=("$var"); fi
-done
+# What the caller had set, recorded: NumPy's runs go without the first two, and keep OpenMP's wait policy.
+record() { if [ -n "${!1+set}" ]; then echo "$1=${!1}"; else echo "$1"; fi; }
+unset_record=("$(record OPENBLAS_CORETYPE)" "$(record OPENBLAS_L2_SIZE)")
+env_record=("$(record OMP_WAIT_POLICY)")
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -134,6 +135,6 @@ done
 
 echo >&2
 report=("$python" bench/numpy_report.py --ours "${ours[@]}" --numpy "${numpys[@]}"
-        --package "$package=$version" --unset "${unset_record[@]}")
+        --package "$package=$version" --unset "${unset_record[@]}" --env "${env_record[@]}" --stat "$stat")
 [ -z "$json" ] || report+=(--json "$json")
 "${report[@]}"

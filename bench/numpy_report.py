@@ -31,8 +31,8 @@ def shape_label(n, d_model, heads):
     return f"n={n} d={d_model // heads} h={heads}"
 
 
-def collect(ours_files, numpy_files):
-    """Rows keyed by (shape, threads, mask) with ours and NumPy's figures."""
+def collect(ours_files, numpy_files, stat):
+    """Rows keyed by (shape, threads, mask) with ours and NumPy's figures; `stat` is median or min."""
     rows = {}
 
     def row(n, d_model, heads, threads, mask):
@@ -45,27 +45,28 @@ def collect(ours_files, numpy_files):
             if run.get("refused"):
                 continue
             r = row(run["n"], run["d_model"], run["heads"], run["threads"], run["mask"])
+            seconds = run["attention_s"][stat]
             r[f"ours_{run['engine']}"] = {
-                "attention_s": run["attention_s"]["median"], "attention_gflops": run["attention_gflops"],
-                "total_s": run["total_s"]["median"], "kernels": run.get("kernels"),
+                "attention_s": seconds, "attention_gflops": run["attention_flops"] / seconds / 1e9 if seconds else None,
+                "total_s": run["total_s"][stat], "kernels": run.get("kernels"),
             }
     for doc in numpy_files:
         for run in doc["runs"]:
             r = row(doc["n"], doc["d_model"], doc["heads"], doc["threads"], run["mask"])
+            seconds = run["seconds"][stat]
             if run["kind"] == "mha":
-                r["numpy_mha"] = {"total_s": run["seconds"]["median"], "attention": run["attention"]}
+                r["numpy_mha"] = {"total_s": seconds, "attention": run["attention"]}
             else:
-                r[f"numpy_{run['kind']}"] = {"attention_s": run["seconds"]["median"],
-                                             "attention_gflops": run["gflops"]}
+                r[f"numpy_{run['kind']}"] = {"attention_s": seconds, "attention_gflops": run["flops"] / seconds / 1e9}
     for r in rows.values():
         flash, naive = r.get("ours_flash"), r.get("ours_naive")
         nps = [r[k]["attention_gflops"] for k in ("numpy_naive", "numpy_tiled") if k in r]
         best = max(nps) if nps else None
         ratios = {}
         if best:
-            if flash:
+            if flash and flash["attention_gflops"]:
                 ratios["flash_vs_best_numpy"] = flash["attention_gflops"] / best
-            if naive:
+            if naive and naive["attention_gflops"]:
                 ratios["naive_vs_best_numpy"] = naive["attention_gflops"] / best
         mha = r.get("numpy_mha")
         if mha and flash:
@@ -139,6 +140,18 @@ def print_table(rows, header):
                   f"{verdict(v >= MHA_TARGET)}")
 
 
+def busy_warnings(blas):
+    """A 2048² product that does not speed up with threads says other work had the cores meanwhile."""
+    one = [b["gemm_2048_gflops"] for b in blas if b["threads"] == 1]
+    out = []
+    for b in blas:
+        if one and b["threads"] and b["threads"] > 1 and b["gemm_2048_gflops"] < 0.8 * b["threads"] * max(one):
+            out.append(f"NumPy's 2048² product ran {b['gemm_2048_gflops'] / max(one):.2f}× as fast on "
+                       f"{b['threads']} threads as on 1: other work probably had the cores during those runs, "
+                       f"whose figures (ours' too) are then worth little")
+    return out
+
+
 def verdict(ok):
     return "met" if ok else "NOT met"
 
@@ -157,17 +170,23 @@ def main(argv):
     p.add_argument("--package", default=None, help="the OpenBLAS package used, NAME=VERSION")
     p.add_argument("--unset", nargs="*", default=[], metavar="VAR=VALUE",
                    help="variables unset for NumPy's runs, with the value they had (empty: not set)")
+    p.add_argument("--stat", choices=("median", "min"), default="median",
+                   help="which of each run's repeats to compare: the median (default) or the fastest")
+    p.add_argument("--env", nargs="*", default=[], metavar="VAR=VALUE",
+                   help="other variables of NumPy's runs worth recording (empty: not set)")
     p.add_argument("--json", metavar="OUT", help="also write the figures as JSON to this file")
     args = p.parse_args(argv)
 
     ours, numpy_docs = load(args.ours), load(args.numpy)
-    rows = collect(ours, numpy_docs)
+    rows = collect(ours, numpy_docs, args.stat)
     blas = [{"threads": d["threads"], **d["blas"]} for d in numpy_docs]
     ob = next((b["openblas"] for b in blas if b.get("openblas")), None) or {}
     kernels = sorted({v["kernels"] for r in rows for k, v in r.items()
                       if k.startswith("ours_") and v.get("kernels")})
     repeats = sorted({d["repeat"] for d in ours + numpy_docs if "repeat" in d})
     unset = dict(item.split("=", 1) if "=" in item else (item, None) for item in args.unset)
+    kept = dict(item.split("=", 1) if "=" in item else (item, None) for item in args.env)
+    shown = lambda v: "not set" if v is None else repr(v)  # noqa: E731
 
     header = [
         f"attn-trace bench (kernels: {', '.join(kernels) or '?'}) against NumPy "
@@ -177,18 +196,24 @@ def main(argv):
         f"library mapped into NumPy's process: {ob.get('library', '?')}",
         "2048² float32 product in NumPy: " + ", ".join(
             f"{b['threads']} thread(s) {b['gemm_2048_gflops']:.1f} GFLOP/s" for b in blas),
-        "unset for NumPy's runs: " + (", ".join(f"{k} (was {'not set' if v is None else repr(v)})" for k, v in unset.items()) or "—"),
-        f"float32, median of {'/'.join(map(str, repeats))} runs, {os.cpu_count()} cores; "
+        "unset for NumPy's runs: " + (", ".join(f"{k} (was {shown(v)})" for k, v in unset.items()) or "—")
+        + "".join(f"; {k} {shown(v)}" for k, v in kept.items()),
+        f"float32, {'median' if args.stat == 'median' else 'fastest'} of {'/'.join(map(str, repeats))} runs, "
+        f"{os.cpu_count()} cores; "
         f"NumPy tiled blocks: {', '.join(sorted({str(d['block_q']) + '×' + str(d['block_k']) for d in numpy_docs}))}",
     ]
     print_table(rows, header)
+    warnings = busy_warnings(blas)
+    for w in warnings:
+        print(f"warning: {w}")
 
     if args.json:
         doc = {
             "format": "attn-trace.numpy-compare", "version": 1,
             "openblas": {"package": args.package, "corename": ob.get("corename"), "config": ob.get("config"),
                          "library": ob.get("library")},
-            "unset": unset, "rows": rows, "ours": ours, "numpy": numpy_docs,
+            "stat": args.stat, "unset": unset, "env": kept, "warnings": warnings,
+            "rows": rows, "ours": ours, "numpy": numpy_docs,
         }
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=2)
