@@ -249,6 +249,8 @@ def parse_args(argv):
     p.add_argument("--no-mha", action="store_true", help="time the attention alone")
     p.add_argument("--sweep-blocks", action="store_true",
                    help="time only tiled, over a grid of block sizes, and print them (to choose the default)")
+    p.add_argument("--sweep-q", default="64,128,256,512,1024,2048,4096", help="--sweep-blocks: query blocks")
+    p.add_argument("--sweep-k", default="64,128,256,512,1024,2048,4096", help="--sweep-blocks: key blocks")
     p.add_argument("--min-gemm-gflops", type=float, default=20.0,
                    help="refuse to time when a 2048² float32 product is slower than this (default 20)")
     p.add_argument("--allow-any-blas", action="store_true", help="time whatever BLAS is loaded")
@@ -258,7 +260,12 @@ def parse_args(argv):
         p.error("--mask takes none, causal or none,causal")
     if args.d_model % args.heads:
         p.error("--heads must divide --d-model")
-    if min(args.n, args.repeat, args.block_q, args.block_k) < 1:
+    try:
+        args.sweep_q = [int(b) for b in args.sweep_q.split(",")]
+        args.sweep_k = [int(b) for b in args.sweep_k.split(",")]
+    except ValueError:
+        p.error("--sweep-q and --sweep-k take comma-separated block sizes")
+    if min(args.n, args.repeat, args.block_q, args.block_k, *args.sweep_q, *args.sweep_k) < 1:
         p.error("--n, --repeat and the blocks must be at least 1")
     return args
 
@@ -279,17 +286,18 @@ def blas_report(args):
 
 def sweep_blocks(args, Q, K, V, threads):
     n, d = Q.shape[1], Q.shape[2]
-    sizes = [b for b in (64, 128, 256, 512, 1024, 2048, 4096) if b <= n]
+    q_sizes = [b for b in args.sweep_q if b <= n] or [n]
+    k_sizes = [b for b in args.sweep_k if b <= n] or [n]
     print(f"tiled attention, n = {n}, d = {d}, h = {args.heads}, float32, {threads} OpenBLAS thread(s): "
           f"GFLOP/s, median of {args.repeat}")
     for mask in args.masks:
         causal = mask == "causal"
         flops = attention_flops(n, n, d, args.heads, causal)
         print(f"mask {mask}; rows: block_q, columns: block_k")
-        print("block_q " + "".join(f"{b:>8}" for b in sizes))
-        for bq in sizes:
+        print("block_q " + "".join(f"{b:>8}" for b in k_sizes))
+        for bq in q_sizes:
             cells = []
-            for bk in sizes:
+            for bk in k_sizes:
                 tiled = TiledAttention(bq, bk)
                 tiled(Q, K, V, causal)  # fills the mask cache
                 s = timed(lambda: tiled(Q, K, V, causal), args.repeat)
