@@ -23,7 +23,7 @@ mapped into the process and, for OpenBLAS, the core it picked; it refuses to tim
 OpenBLAS is mapped or a 2048² product is slower than --min-gemm-gflops, unless --allow-any-blas.
 
 usage: numpy_attention.py [--n 4096] [--d-model 512] [--heads 8] [--mask none,causal] [--repeat 3]
-                          [--block-q 256] [--block-k 512] [--json OUT] [--sweep-blocks]
+                          [--block-q 256] [--block-k 1024] [--json OUT] [--sweep-blocks]
 """
 
 import argparse
@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 DEFAULT_BLOCK_Q = 256
-DEFAULT_BLOCK_K = 512
+DEFAULT_BLOCK_K = 1024
 
 
 # ---------------------------------------------------------------------------------------------------
