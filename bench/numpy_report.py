@@ -1,0 +1,225 @@
+#!/usr/bin/python3
+"""The table of bench/numpy_compare.sh: attn-trace bench's JSON files and numpy_attention.py's, side by
+side, with the ratios and issue 14's targets. Reads only the files named; times nothing.
+
+usage: numpy_report.py --ours FILE... --numpy FILE... [--package NAME=VERSION] [--unset VAR=VALUE...]
+                       [--json OUT]
+"""
+
+import argparse
+import json
+import os
+import sys
+
+CAUSAL_TARGET = 0.55  # ours flash, causal time ÷ unmasked time, at most
+MHA_TARGET = 2.0      # NumPy's multi-head attention time ÷ ours, at least
+
+
+def load(paths):
+    out = []
+    for path in paths:
+        with open(path) as f:
+            out.append(json.load(f))
+    return out
+
+
+def shape_key(n, d_model, heads):
+    return (n, d_model, heads)
+
+
+def shape_label(n, d_model, heads):
+    return f"n={n} d={d_model // heads} h={heads}"
+
+
+def collect(ours_files, numpy_files, stat):
+    """Rows keyed by (shape, threads, mask) with ours and NumPy's figures; `stat` is median or min."""
+    rows = {}
+
+    def row(n, d_model, heads, threads, mask):
+        key = (shape_key(n, d_model, heads), threads, mask)
+        return rows.setdefault(key, {"n": n, "d_model": d_model, "heads": heads, "d": d_model // heads,
+                                     "threads": threads, "mask": mask})
+
+    for doc in ours_files:
+        for run in doc.get("runs", []):
+            if run.get("refused"):
+                continue
+            r = row(run["n"], run["d_model"], run["heads"], run["threads"], run["mask"])
+            seconds = run["attention_s"][stat]
+            r[f"ours_{run['engine']}"] = {
+                "attention_s": seconds, "attention_gflops": run["attention_flops"] / seconds / 1e9 if seconds else None,
+                "total_s": run["total_s"][stat], "kernels": run.get("kernels"),
+            }
+    for doc in numpy_files:
+        for run in doc["runs"]:
+            r = row(doc["n"], doc["d_model"], doc["heads"], doc["threads"], run["mask"])
+            seconds = run["seconds"][stat]
+            if run["kind"] == "mha":
+                r["numpy_mha"] = {"total_s": seconds, "attention": run["attention"]}
+            else:
+                r[f"numpy_{run['kind']}"] = {"attention_s": seconds, "attention_gflops": run["flops"] / seconds / 1e9}
+    for r in rows.values():
+        flash, naive = r.get("ours_flash"), r.get("ours_naive")
+        nps = [r[k]["attention_gflops"] for k in ("numpy_naive", "numpy_tiled") if k in r]
+        best = max(nps) if nps else None
+        ratios = {}
+        if best:
+            if flash and flash["attention_gflops"]:
+                ratios["flash_vs_best_numpy"] = flash["attention_gflops"] / best
+            if naive and naive["attention_gflops"]:
+                ratios["naive_vs_best_numpy"] = naive["attention_gflops"] / best
+        mha = r.get("numpy_mha")
+        if mha and flash:
+            ratios["numpy_mha_vs_ours_flash"] = mha["total_s"] / flash["total_s"]
+        if mha and naive:
+            ratios["numpy_mha_vs_ours_naive"] = mha["total_s"] / naive["total_s"]
+        r["ratios"] = ratios
+    for (shape, threads, mask), r in rows.items():
+        if mask != "causal":
+            continue
+        plain = rows.get((shape, threads, "none"))
+        if plain and "ours_flash" in plain and "ours_flash" in r:
+            r["ratios"]["ours_flash_causal_vs_none_time"] = (r["ours_flash"]["attention_s"]
+                                                            / plain["ours_flash"]["attention_s"])
+    return [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[2] != "none", k[2], k[1]))]
+
+
+def fmt(value, spec, suffix=""):
+    return "—" if value is None else format(value, spec) + suffix
+
+
+def get(r, key, field):
+    return r[key][field] if key in r else None
+
+
+def print_table(rows, header):
+    print("\n".join(header))
+    print()
+    print("Attention alone (Q, K, V given), GFLOP/s: higher is faster")
+    cols = ("shape", "mask", "threads", "ours flash", "ours naive", "NumPy naive", "NumPy tiled",
+            "flash/NumPy", "naive/NumPy")
+    lines = [cols]
+    for r in rows:
+        lines.append((shape_label(r["n"], r["d_model"], r["heads"]), r["mask"], str(r["threads"]),
+                      fmt(get(r, "ours_flash", "attention_gflops"), ".1f"),
+                      fmt(get(r, "ours_naive", "attention_gflops"), ".1f"),
+                      fmt(get(r, "numpy_naive", "attention_gflops"), ".1f"),
+                      fmt(get(r, "numpy_tiled", "attention_gflops"), ".1f"),
+                      fmt(r["ratios"].get("flash_vs_best_numpy"), ".2f", "×"),
+                      fmt(r["ratios"].get("naive_vs_best_numpy"), ".2f", "×")))
+    print_columns(lines)
+    print("(x/NumPy: ours over the faster of NumPy's naive and tiled)")
+    print()
+    print("Multi-head attention (X·W_q, X·W_k, X·W_v, split, attention, merge, ·W_o), seconds: lower is faster")
+    cols = ("shape", "mask", "threads", "ours flash", "ours naive", "NumPy", "NumPy's attention",
+            "NumPy/ours flash")
+    lines = [cols]
+    for r in rows:
+        lines.append((shape_label(r["n"], r["d_model"], r["heads"]), r["mask"], str(r["threads"]),
+                      fmt(get(r, "ours_flash", "total_s"), ".3f"),
+                      fmt(get(r, "ours_naive", "total_s"), ".3f"),
+                      fmt(get(r, "numpy_mha", "total_s"), ".3f"),
+                      get(r, "numpy_mha", "attention") or "—",
+                      fmt(r["ratios"].get("numpy_mha_vs_ours_flash"), ".2f", "×")))
+    print_columns(lines)
+    print()
+    print("Issue 14's targets (float32, ours flash)")
+    for r in rows:
+        where = f"{shape_label(r['n'], r['d_model'], r['heads'])}, {r['threads']} thread(s), {r['mask']}"
+        ratios = r["ratios"]
+        if "flash_vs_best_numpy" in ratios:
+            v = ratios["flash_vs_best_numpy"]
+            print(f"  {where}: attention ahead of NumPy's naive and tiled: {v:.2f}× — {verdict(v > 1.0)}")
+        if "ours_flash_causal_vs_none_time" in ratios:
+            v = ratios["ours_flash_causal_vs_none_time"]
+            print(f"  {where}: causal time ÷ unmasked time {v:.2f}, at most {CAUSAL_TARGET} — "
+                  f"{verdict(v <= CAUSAL_TARGET)}")
+        if "numpy_mha_vs_ours_flash" in ratios:
+            v = ratios["numpy_mha_vs_ours_flash"]
+            print(f"  {where}: multi-head attention {v:.2f}× faster than NumPy, at least {MHA_TARGET}× — "
+                  f"{verdict(v >= MHA_TARGET)}")
+
+
+def busy_warnings(blas):
+    """A 2048² product that does not speed up with threads says other work had the cores meanwhile."""
+    one = [b["gemm_2048_gflops"] for b in blas if b["threads"] == 1]
+    out = []
+    for b in blas:
+        if one and b["threads"] and b["threads"] > 1 and b["gemm_2048_gflops"] < 0.8 * b["threads"] * max(one):
+            out.append(f"NumPy's 2048² product ran {b['gemm_2048_gflops'] / max(one):.2f}× as fast on "
+                       f"{b['threads']} threads as on 1: other work probably had the cores during those runs, "
+                       f"whose figures (ours' too) are then worth little")
+    return out
+
+
+def verdict(ok):
+    return "met" if ok else "NOT met"
+
+
+def print_columns(lines):
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    for line in lines:
+        cells = [cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths))]
+        print("  ".join(cells).rstrip())
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ours", nargs="+", default=[], help="attn-trace bench --json files")
+    p.add_argument("--numpy", nargs="+", default=[], help="numpy_attention.py --json files")
+    p.add_argument("--package", default=None, help="the OpenBLAS package used, NAME=VERSION")
+    p.add_argument("--unset", nargs="*", default=[], metavar="VAR=VALUE",
+                   help="variables unset for NumPy's runs, with the value they had (empty: not set)")
+    p.add_argument("--stat", choices=("median", "min"), default="median",
+                   help="which of each run's repeats to compare: the median (default) or the fastest")
+    p.add_argument("--env", nargs="*", default=[], metavar="VAR=VALUE",
+                   help="other variables of NumPy's runs worth recording (empty: not set)")
+    p.add_argument("--json", metavar="OUT", help="also write the figures as JSON to this file")
+    args = p.parse_args(argv)
+
+    ours, numpy_docs = load(args.ours), load(args.numpy)
+    rows = collect(ours, numpy_docs, args.stat)
+    blas = [{"threads": d["threads"], **d["blas"]} for d in numpy_docs]
+    ob = next((b["openblas"] for b in blas if b.get("openblas")), None) or {}
+    kernels = sorted({v["kernels"] for r in rows for k, v in r.items()
+                      if k.startswith("ours_") and v.get("kernels")})
+    repeats = sorted({d["repeat"] for d in ours + numpy_docs if "repeat" in d})
+    unset = dict(item.split("=", 1) if "=" in item else (item, None) for item in args.unset)
+    kept = dict(item.split("=", 1) if "=" in item else (item, None) for item in args.env)
+    shown = lambda v: "not set" if v is None else repr(v)  # noqa: E731
+
+    header = [
+        f"attn-trace bench (kernels: {', '.join(kernels) or '?'}) against NumPy "
+        f"{numpy_docs[0]['numpy'] if numpy_docs else '?'} + {ob.get('config', 'no OpenBLAS').split(' NO_')[0]}",
+        f"OpenBLAS: package {args.package or '?'}, core picked: {ob.get('corename', '?')}; "
+        f"config: {ob.get('config', '?')}",
+        f"library mapped into NumPy's process: {ob.get('library', '?')}",
+        "2048² float32 product in NumPy: " + ", ".join(
+            f"{b['threads']} thread(s) {b['gemm_2048_gflops']:.1f} GFLOP/s" for b in blas),
+        "unset for NumPy's runs: " + (", ".join(f"{k} (was {shown(v)})" for k, v in unset.items()) or "—")
+        + "".join(f"; {k} {shown(v)}" for k, v in kept.items()),
+        f"float32, {'median' if args.stat == 'median' else 'fastest'} of {'/'.join(map(str, repeats))} runs, "
+        f"{os.cpu_count()} cores; "
+        f"NumPy tiled blocks: {', '.join(sorted({str(d['block_q']) + '×' + str(d['block_k']) for d in numpy_docs}))}",
+    ]
+    print_table(rows, header)
+    warnings = busy_warnings(blas)
+    for w in warnings:
+        print(f"warning: {w}")
+
+    if args.json:
+        doc = {
+            "format": "attn-trace.numpy-compare", "version": 1,
+            "openblas": {"package": args.package, "corename": ob.get("corename"), "config": ob.get("config"),
+                         "library": ob.get("library")},
+            "stat": args.stat, "unset": unset, "env": kept, "warnings": warnings,
+            "rows": rows, "ours": ours, "numpy": numpy_docs,
+        }
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
