@@ -319,12 +319,18 @@ template <class T>
 void flash_tile_impl(const FlashTileArgs<T>& a) {
   using V = Vec<T>;
   constexpr std::size_t w = W<T>;
+  // The columns some row keeps: past the last one nothing is computed (most of a causal mask's tile
+  // on the diagonal).
+  std::int64_t last = 0;
+  for (std::size_t r = 0; r < a.rows; ++r) last = a.hi[r] > last ? a.hi[r] : last;
+  const auto used = static_cast<std::size_t>(last);  // <= cols
+  const std::size_t used_pad = (used + w - 1) / w * w;  // <= cols_pad
   // pass 1: S = Q_i·K_jᵀ, register blocks of MR rows × NV vectors of keys
   for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += MR) {
     std::size_t c0 = 0;
-    for (; c0 + NV * w <= a.cols_pad; c0 += NV * w)
+    for (; c0 + NV * w <= used_pad; c0 += NV * w)
       score_block<T, MR, NV>(a.d_k, a.q + r0 * a.d_k, a.kt + c0, a.cols_pad, a.s + r0 * a.cols_pad + c0);
-    for (; c0 < a.cols_pad; c0 += w)
+    for (; c0 < used_pad; c0 += w)
       score_block<T, MR, 1>(a.d_k, a.q + r0 * a.d_k, a.kt + c0, a.cols_pad, a.s + r0 * a.cols_pad + c0);
   }
 
@@ -333,7 +339,7 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
   for (std::size_t r = 0; r < a.rows_pad; ++r) {
     T* row = a.s + r * a.cols_pad;
     if (r >= a.rows) {  // a padded row: P = 0 leaves its O at 0
-      for (std::size_t c = 0; c < a.cols_pad; c += w) store(row + c, V{});
+      for (std::size_t c = 0; c < used_pad; c += w) store(row + c, V{});
       a.alpha[r] = 1;
       continue;
     }
@@ -341,16 +347,16 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
     const T* keep = a.keep != nullptr ? a.keep + r * a.cols_pad : nullptr;
     // S = Q·Kᵀ·scale + bias, -inf where the mask forbids; a row that keeps every column of the tile
     // (the common case) skips the mask's lanes
-    const bool whole = keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) == a.cols_pad;
+    const bool whole = keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) == used_pad;
     V running = splat(minus_inf<T>());
     if (whole && a.pos_q == nullptr) {
-      for (std::size_t c = 0; c < a.cols_pad; c += w) {
+      for (std::size_t c = 0; c < used_pad; c += w) {
         const V x = load(row + c) * a.scale;
         store(row + c, x);
         running = running > x ? running : x;
       }
     } else {
-      for (std::size_t c = 0; c < a.cols_pad; c += w) {
+      for (std::size_t c = 0; c < used_pad; c += w) {
         V x = load(row + c) * a.scale;
         if (a.pos_q != nullptr) x = x + -a.slope * (a.pos_q[r] - load(a.pos_k + c));
         const auto in = kept_lanes<T>(lanes + static_cast<T>(c), lo, hi, keep != nullptr ? keep + c : nullptr);
@@ -363,14 +369,14 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
     const T row_max = lane_max<T>(running);
     const T m_new = row_max > m_prev ? row_max : m_prev;
     if (m_new == minus_inf<T>()) {  // nothing to attend yet: the state stays (0, 0)
-      for (std::size_t c = 0; c < a.cols_pad; c += w) store(row + c, V{});
+      for (std::size_t c = 0; c < used_pad; c += w) store(row + c, V{});
       a.alpha[r] = 1;
       continue;
     }
     // alpha: earlier tiles were summed against a smaller max (m_prev = -inf gives 0)
     const T alpha = exp_one(m_prev - m_new);
     V sum{};
-    for (std::size_t c = 0; c < a.cols_pad; c += w) {
+    for (std::size_t c = 0; c < used_pad; c += w) {
       const V p = exp_nonpositive<T>(load(row + c) - m_new);  // subtracting the max is so exp never overflows
       store(row + c, p);
       sum += p;
@@ -386,8 +392,8 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
     T* o = a.o + r0 * a.dv_pad;
     std::size_t c0 = 0;
     for (; c0 + NVO * w <= a.dv_pad; c0 += NVO * w)
-      pv_block<T, RO, NVO>(a.cols, p, a.cols_pad, a.v + c0, a.dv_pad, a.alpha + r0, o + c0);
-    for (; c0 < a.dv_pad; c0 += w) pv_block<T, RO, 1>(a.cols, p, a.cols_pad, a.v + c0, a.dv_pad, a.alpha + r0, o + c0);
+      pv_block<T, RO, NVO>(used, p, a.cols_pad, a.v + c0, a.dv_pad, a.alpha + r0, o + c0);
+    for (; c0 < a.dv_pad; c0 += w) pv_block<T, RO, 1>(used, p, a.cols_pad, a.v + c0, a.dv_pad, a.alpha + r0, o + c0);
   }
 }
 
