@@ -323,7 +323,7 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
   // on the diagonal).
   std::int64_t last = 0;
   for (std::size_t r = 0; r < a.rows; ++r) last = a.hi[r] > last ? a.hi[r] : last;
-  const auto used = static_cast<std::size_t>(last);  // <= cols
+  const auto used = static_cast<std::size_t>(last);     // <= cols
   const std::size_t used_pad = (used + w - 1) / w * w;  // <= cols_pad
   // pass 1: S = Q_i·K_jᵀ, register blocks of MR rows × NV vectors of keys
   for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += MR) {
