@@ -315,6 +315,26 @@ inline auto kept_lanes(const Vec<T>& columns, T lo, T hi, const T* keep) {
   return in;
 }
 
+// S'[c] = S[c]·scale + bias, -inf where row r's mask forbids, in place over the whole vectors of
+// [0, end); ALiBi's bias -slope·(pos_q - pos_k[c]) when pos_k is given. Returns the lanes' running max.
+template <class T>
+inline Vec<T> scale_bias_mask(T* row, std::size_t end, T scale, T slope, T pos_q, const T* pos_k, T lo, T hi,
+                              const T* keep) {
+  using V = Vec<T>;
+  constexpr std::size_t w = W<T>;
+  const V lanes = iota<T>();
+  V running = splat(minus_inf<T>());
+  for (std::size_t c = 0; c < end; c += w) {
+    V x = load(row + c) * scale;
+    if (pos_k != nullptr) x = x + -slope * (pos_q - load(pos_k + c));
+    const auto in = kept_lanes<T>(lanes + static_cast<T>(c), lo, hi, keep != nullptr ? keep + c : nullptr);
+    x = in ? x : splat(minus_inf<T>());
+    store(row + c, x);
+    running = running > x ? running : x;
+  }
+  return running;
+}
+
 template <class T>
 void flash_tile_impl(const FlashTileArgs<T>& a) {
   using V = Vec<T>;
@@ -335,7 +355,6 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
   }
 
   // pass 2: the online softmax of each row (online_softmax.hpp), P in place of S
-  const V lanes = iota<T>();
   for (std::size_t r = 0; r < a.rows_pad; ++r) {
     T* row = a.s + r * a.cols_pad;
     if (r >= a.rows) {  // a padded row: P = 0 leaves its O at 0
@@ -356,14 +375,8 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
         running = running > x ? running : x;
       }
     } else {
-      for (std::size_t c = 0; c < used_pad; c += w) {
-        V x = load(row + c) * a.scale;
-        if (a.pos_q != nullptr) x = x + -a.slope * (a.pos_q[r] - load(a.pos_k + c));
-        const auto in = kept_lanes<T>(lanes + static_cast<T>(c), lo, hi, keep != nullptr ? keep + c : nullptr);
-        x = in ? x : splat(minus_inf<T>());
-        store(row + c, x);
-        running = running > x ? running : x;
-      }
+      running = scale_bias_mask<T>(row, used_pad, a.scale, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
+                                   a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
     }
     const T m_prev = a.m[r];
     const T row_max = lane_max<T>(running);
@@ -404,7 +417,6 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
   using V = Vec<T>;
   constexpr std::size_t w = W<T>;
   const std::size_t full = a.cols / w * w;  // the columns whole vectors cover; the rest one by one
-  const V lanes = iota<T>();
   for (std::size_t r = 0; r < a.rows; ++r) {
     T* row = a.s + r * a.row_stride;
     const T* keep = a.keep != nullptr ? a.keep + r * a.cols : nullptr;
@@ -416,15 +428,8 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
       const bool in = static_cast<T>(c) >= lo && static_cast<T>(c) < hi && (keep == nullptr || keep[c] != 0);
       return in ? x : minus_inf<T>();
     };
-    V running = splat(minus_inf<T>());
-    for (std::size_t c = 0; c < full; c += w) {
-      V x = load(row + c) * a.scale;
-      if (a.pos_q != nullptr) x = x + -a.slope * (a.pos_q[r] - load(a.pos_k + c));
-      const auto in = kept_lanes<T>(lanes + static_cast<T>(c), lo, hi, keep != nullptr ? keep + c : nullptr);
-      x = in ? x : splat(minus_inf<T>());
-      store(row + c, x);
-      running = running > x ? running : x;
-    }
+    const V running = scale_bias_mask<T>(row, full, a.scale, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
+                                         a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
     T row_max = lane_max<T>(running);
     for (std::size_t c = full; c < a.cols; ++c) {
       row[c] = score(c, row[c]);
