@@ -6,7 +6,7 @@
 #   3. the C++ suites built with AddressSanitizer and UndefinedBehaviorSanitizer (the dev preset; the
 #      Python checks of what is shown and written run in step 1 only), and the release build's CLI
 #      tests on the sanitized binary
-#   4. a bounded libFuzzer run (FUZZ_SECONDS, default 60; scripts/fuzz.sh SECONDS runs longer)
+#   4. a bounded libFuzzer run (FUZZ_SECONDS, default 30; scripts/fuzz.sh SECONDS runs longer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --tests
@@ -32,5 +32,5 @@ ATTN_TRACE_BIN="$PWD/build/dev/attn-trace" ATTN_SANITIZED=1 ctest --preset relea
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 phase "fuzzing"
-bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
 phase "done"

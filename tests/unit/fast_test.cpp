@@ -214,7 +214,7 @@ TEST_CASE(
   std::mt19937 rng(140014);
   const std::vector<kernel::Isa> isas = kernel::runnable_isas();
 #ifdef ATTN_SANITIZED
-  constexpr std::size_t configs = 120;  // under the sanitizers the sweep checks memory, not numbers
+  constexpr std::size_t configs = 60;  // under the sanitizers the sweep checks memory, not numbers
 #else
   constexpr std::size_t configs = 600;
 #endif
