@@ -294,8 +294,8 @@ std::vector<std::string> all_data_files() {
 std::vector<std::string> data_files() {
   std::vector<std::string> files = all_data_files();
   if (!sanitized_program()) return files;
-  const std::vector<std::string> covering = {"the_cat_sat.json", "llama_layer.json",    "padded_batch.json",
-                                             "kv_cache.json",    "sliding_window.json", "bert_layer.json"};
+  const std::vector<std::string> covering = {"the_cat_sat.json", "llama_layer.json", "padded_batch.json",
+                                             "kv_cache.json"};
   std::erase_if(files, [&](const std::string& f) {
     return std::find(covering.begin(), covering.end(), std::filesystem::path(f).filename().string()) == covering.end();
   });

@@ -135,9 +135,9 @@ std::string source_path(const std::string& relative);
 // Every data/*.json, sorted: the bundled inputs that every command must handle.
 std::vector<std::string> all_data_files();
 
-// The inputs the loops over data/ take: all_data_files(), or under the sanitizers the six that between
-// them have every feature (the worked example; RoPE with GQA and a causal mask; a padded batch;
-// cross-attention with a bottom-right mask; a sliding window; a batched layer with W_o).
+// The inputs the loops over data/ take: all_data_files(), or under the sanitizers four that between
+// them reach every code path of the engines and the printer (the worked example; a layer with W_o, RoPE,
+// GQA and a causal mask; a padded batch; cross-attention with a bottom-right mask).
 std::vector<std::string> data_files();
 
 // A whole file, byte for byte. Throws std::runtime_error when it cannot be read.
