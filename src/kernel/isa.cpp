@@ -172,37 +172,35 @@ inline T exp_one(T x) {
 
 // ------------------------------------------------------------------------------------------------- gemm
 
-// Packs A's rows [i0, i0 + mc) and columns [k0, k0 + kc) into panels of MR rows, k-major:
-// ap[panel][k][r] = A(i0 + panel·MR + r, k0 + k), zero past the last row.
+// Packs `count` lines of a strided matrix, kc steps along each, into panels of `width` lines, k-major:
+// out[panel][k][l] = src[(panel·width + l)·line + k·step], zero past the last line. A's rows make panels
+// of MR, B's columns panels of NR.
 template <class T>
-void pack_a(const GemmArgs<T>& g, std::size_t i0, std::size_t mc, std::size_t k0, std::size_t kc, T* ap) {
-  for (std::size_t p0 = 0; p0 < mc; p0 += MR) {
-    const std::size_t rows = least(MR, mc - p0);
+void pack_panels(const T* src, std::ptrdiff_t line, std::ptrdiff_t step, std::size_t count, std::size_t kc,
+                 std::size_t width, T* out) {
+  for (std::size_t p0 = 0; p0 < count; p0 += width) {
+    const std::size_t lines = least(width, count - p0);
     for (std::size_t k = 0; k < kc; ++k) {
-      const T* src =
-          g.a + static_cast<std::ptrdiff_t>(i0 + p0) * g.a_row + static_cast<std::ptrdiff_t>(k0 + k) * g.a_col;
-      for (std::size_t r = 0; r < rows; ++r) ap[k * MR + r] = src[static_cast<std::ptrdiff_t>(r) * g.a_row];
-      for (std::size_t r = rows; r < static_cast<std::size_t>(MR); ++r) ap[k * MR + r] = 0;
+      const T* from = src + static_cast<std::ptrdiff_t>(p0) * line + static_cast<std::ptrdiff_t>(k) * step;
+      for (std::size_t l = 0; l < lines; ++l) out[k * width + l] = from[static_cast<std::ptrdiff_t>(l) * line];
+      for (std::size_t l = lines; l < width; ++l) out[k * width + l] = 0;
     }
-    ap += kc * MR;
+    out += kc * width;
   }
 }
 
-// Packs B's rows [k0, k0 + kc) and columns [j0, j0 + nc) into panels of NR = NV·W columns, k-major:
-// bp[panel][k][c] = B(k0 + k, j0 + panel·NR + c), zero past the last column.
+// A's rows [i0, i0 + mc) and columns [k0, k0 + kc), in panels of MR rows.
+template <class T>
+void pack_a(const GemmArgs<T>& g, std::size_t i0, std::size_t mc, std::size_t k0, std::size_t kc, T* ap) {
+  const T* at = g.a + static_cast<std::ptrdiff_t>(i0) * g.a_row + static_cast<std::ptrdiff_t>(k0) * g.a_col;
+  pack_panels(at, g.a_row, g.a_col, mc, kc, static_cast<std::size_t>(MR), ap);
+}
+
+// B's rows [k0, k0 + kc) and columns [j0, j0 + nc), in panels of NR = NV·W columns.
 template <class T>
 void pack_b(const GemmArgs<T>& g, std::size_t k0, std::size_t kc, std::size_t j0, std::size_t nc, T* bp) {
-  constexpr std::size_t NR = NV * W<T>;
-  for (std::size_t p0 = 0; p0 < nc; p0 += NR) {
-    const std::size_t cols = least(NR, nc - p0);
-    for (std::size_t k = 0; k < kc; ++k) {
-      const T* src =
-          g.b + static_cast<std::ptrdiff_t>(k0 + k) * g.b_row + static_cast<std::ptrdiff_t>(j0 + p0) * g.b_col;
-      for (std::size_t c = 0; c < cols; ++c) bp[k * NR + c] = src[static_cast<std::ptrdiff_t>(c) * g.b_col];
-      for (std::size_t c = cols; c < NR; ++c) bp[k * NR + c] = 0;
-    }
-    bp += kc * NR;
-  }
+  const T* at = g.b + static_cast<std::ptrdiff_t>(k0) * g.b_row + static_cast<std::ptrdiff_t>(j0) * g.b_col;
+  pack_panels(at, g.b_col, g.b_row, nc, kc, static_cast<std::size_t>(NV * W<T>), bp);
 }
 
 // The one register-blocked loop every product here runs: R rows × NVC vectors of accumulators, over K
