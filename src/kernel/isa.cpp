@@ -200,7 +200,7 @@ void pack_a(const GemmArgs<T>& g, std::size_t i0, std::size_t mc, std::size_t k0
 template <class T>
 void pack_b(const GemmArgs<T>& g, std::size_t k0, std::size_t kc, std::size_t j0, std::size_t nc, T* bp) {
   const T* at = g.b + static_cast<std::ptrdiff_t>(k0) * g.b_row + static_cast<std::ptrdiff_t>(j0) * g.b_col;
-  pack_panels(at, g.b_col, g.b_row, nc, kc, static_cast<std::size_t>(NV * W<T>), bp);
+  pack_panels(at, g.b_col, g.b_row, nc, kc, std::size_t{NV * W<T>}, bp);
 }
 
 // The one register-blocked loop every product here runs: R rows × NVC vectors of accumulators, over K
