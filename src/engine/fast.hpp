@@ -19,6 +19,9 @@
 #include <limits>
 #include <memory>
 #include <stdexcept>
+#include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -165,17 +168,24 @@ std::vector<T> positions(const std::optional<Alibi>& alibi, bool queries) {
   return out;
 }
 
-// Naive, unwatched: S = Q·Kᵀ whole per head, then scale, bias, mask and softmax row by row in place,
-// then O = P·V per head into the merged layout, then the output projection.
+// What an engine's attention leaves for the output projection: the head outputs merged, (B·n, h·d_v),
+// the bytes its scores took at their peak, and (flash) the log-sum-exp of every row.
 template <class T>
-AttentionResult<T> run_naive_fast(const Problem& p, const FastOptions& o) {
+struct Attended {
+  std::vector<T> concat;
+  std::size_t score_bytes = 0;
+  Tensor<T> lse;
+};
+
+// Naive's attention, unwatched: S = Q·Kᵀ whole per head, then scale, bias, mask and softmax row by row
+// in place, then O = P·V per head into the merged layout.
+template <class T>
+Attended<T> attend_naive(const Problem& p, Projected<T> x, const FastOptions& o) {
   const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v;
-  // pass 1: project, split into heads (by strides), turn
-  Projected<T> x = project_all<T>(p, o);
   const std::vector<T> slopes = p.alibi ? in_type<T>(p.alibi->slopes) : std::vector<T>();
   const std::vector<T> pos_q = positions<T>(p.alibi, true), pos_k = positions<T>(p.alibi, false);
 
-  // pass 2: S = Q·Kᵀ per head, all of it: (B, h, n, m)
+  // S = Q·Kᵀ per head, all of it: (B, h, n, m)
   // S[b][hd][i][j] = Σ_e Q[b·n + i][hd·d_k + e] · K[b·m + j][kv·d_k + e]
   std::vector<T> S(B * h * n * m);
   for (std::size_t b = 0; b < B; ++b)
@@ -188,11 +198,12 @@ AttentionResult<T> run_naive_fast(const Problem& p, const FastOptions& o) {
       kernel::gemm(o.isa, gs, o.threads);
     }
 
-  // pass 3: P = softmax(S·scale + bias, masked) along each row, in place, blocks of rows over threads
+  // P = softmax(S·scale + bias, masked) along each row, in place, blocks of rows over threads
   constexpr std::size_t rows_per_item = 64;
   const std::size_t blocks = (n + rows_per_item - 1) / rows_per_item;
   const bool gaps = mask_has_gaps(p.mask);
-  kernel::parallel_for(B * h * blocks, o.threads, [&](std::size_t item, std::size_t) {
+  const double scores = double(B) * double(h) * double(n) * double(m);
+  kernel::parallel_for(B * h * blocks, kernel::threads_for(scores * 8, o.threads), [&](std::size_t item, std::size_t) {
     const std::size_t bh = item / blocks, b = bh / h, hd = bh % h;
     const std::size_t i0 = item % blocks * rows_per_item, rows = std::min(rows_per_item, n - i0);
     std::vector<std::int64_t> lo(rows), hi(rows);
@@ -219,7 +230,7 @@ AttentionResult<T> run_naive_fast(const Problem& p, const FastOptions& o) {
     kernel::softmax_rows(o.isa, a);
   });
 
-  // pass 4: O = P·V per head, into the merged layout (B·n, h·d_v)
+  // O = P·V per head, into the merged layout (B·n, h·d_v)
   // O[b·n + i][hd·d_v + c] = Σ_j P[b][hd][i][j] · V[b·m + j][kv·d_v + c]
   std::vector<T> concat(B * n * h * d_v);
   for (std::size_t b = 0; b < B; ++b)
@@ -231,18 +242,14 @@ AttentionResult<T> run_naive_fast(const Problem& p, const FastOptions& o) {
                           concat.data() + (b * n * h + hd) * d_v, static_cast<std::ptrdiff_t>(h * d_v));
       kernel::gemm(o.isa, gv, o.threads);
     }
-  const std::size_t score_bytes = S.size() * sizeof(T);
-  S = std::vector<T>();
-
-  // pass 5: the output projection
-  return {output_of(p, std::move(concat), o), find_empty_rows(p), score_bytes, Tensor<T>()};
+  return {std::move(concat), S.size() * sizeof(T), Tensor<T>()};
 }
 
-// Flash, unwatched: K and V repacked once into tiles (K transposed), then per query tile of a head the
-// sweep over key tiles with the online softmax (kernel::flash_tile), O / l once at the end.
+// Flash's attention, unwatched: K and V repacked once into tiles (K transposed), then per query tile of
+// a head the sweep over key tiles with the online softmax (kernel::flash_tile), O / l once at the end.
 // ref: FlashAttention-2 (arXiv:2307.08691), Algorithm 1.
 template <class T>
-AttentionResult<T> run_flash_fast(const Problem& p, const FastOptions& o) {
+Attended<T> attend_flash(const Problem& p, Projected<T> x, const FastOptions& o) {
   const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v;
   // a tile no longer than the sequence: the same tiles, without buffers for rows and keys that are not there
   const std::size_t Br = std::min(o.tiles.Br, std::max<std::size_t>(n, 1));
@@ -253,22 +260,21 @@ AttentionResult<T> run_flash_fast(const Problem& p, const FastOptions& o) {
   const std::size_t dv_pad = round_up(std::max<std::size_t>(d_v, 1), layout.lanes);
   const std::size_t kt_size = d_k * cols_pad, v_size = cols_pad * dv_pad;  // one packed tile each
 
-  // pass 1: project, split into heads (by strides), turn; then pack every key tile transposed and
-  // every value tile padded, per (b, kv head, j), and let K and V go
-  Projected<T> x = project_all<T>(p, o);
+  // pack every key tile transposed and every value tile padded, per (b, kv head, j), and let K and V go
   std::vector<T> Kt(B * g * Tc * kt_size), Vp(B * g * Tc * v_size);
-  kernel::parallel_for(B * g * Tc, o.threads, [&](std::size_t item, std::size_t) {
-    const std::size_t b = item / (g * Tc), kv = item / Tc % g, j = item % Tc;
-    const std::size_t c0 = j * Bc, cols = std::min(Bc, m - c0);
-    T* kt = Kt.data() + item * kt_size;
-    T* vp = Vp.data() + item * v_size;
-    for (std::size_t c = 0; c < cols; ++c) {
-      const T* k = x.K.data() + ((b * m + c0 + c) * g + kv) * d_k;
-      for (std::size_t e = 0; e < d_k; ++e) kt[e * cols_pad + c] = k[e];
-      const T* v = x.V.data() + ((b * m + c0 + c) * g + kv) * d_v;
-      std::copy(v, v + d_v, vp + c * dv_pad);
-    }
-  });
+  kernel::parallel_for(B * g * Tc, kernel::threads_for(double(B * m * g) * double(d_k + d_v), o.threads),
+                       [&](std::size_t item, std::size_t) {
+                         const std::size_t b = item / (g * Tc), kv = item / Tc % g, j = item % Tc;
+                         const std::size_t c0 = j * Bc, cols = std::min(Bc, m - c0);
+                         T* kt = Kt.data() + item * kt_size;
+                         T* vp = Vp.data() + item * v_size;
+                         for (std::size_t c = 0; c < cols; ++c) {
+                           const T* k = x.K.data() + ((b * m + c0 + c) * g + kv) * d_k;
+                           for (std::size_t e = 0; e < d_k; ++e) kt[e * cols_pad + c] = k[e];
+                           const T* v = x.V.data() + ((b * m + c0 + c) * g + kv) * d_v;
+                           std::copy(v, v + d_v, vp + c * dv_pad);
+                         }
+                       });
   x.K = std::vector<T>();
   x.V = std::vector<T>();
   const std::vector<T> slopes = p.alibi ? in_type<T>(p.alibi->slopes) : std::vector<T>();
@@ -277,8 +283,9 @@ AttentionResult<T> run_flash_fast(const Problem& p, const FastOptions& o) {
   if (p.alibi)
     for (std::size_t c = 0; c < m; ++c) pos_k[c / Bc * cols_pad + c % Bc] = static_cast<T>(p.alibi->key_positions[c]);
 
-  // pass 2: per query tile of each head, sweep the key tiles with the online softmax
-  const std::size_t threads = std::min(o.threads, std::max<std::size_t>(1, B * h * Tr));
+  // per query tile of each head, sweep the key tiles with the online softmax
+  const double work = double(B) * double(h) * double(n) * double(m) * double(d_k + d_v);
+  const std::size_t threads = std::min(kernel::threads_for(work, o.threads), std::max<std::size_t>(1, B * h * Tr));
   struct Scratch {
     std::vector<T> q, s, o, m, l, alpha, keep;
     std::vector<std::int64_t> lo, hi;
@@ -367,12 +374,15 @@ AttentionResult<T> run_flash_fast(const Problem& p, const FastOptions& o) {
     }
   });
   const std::size_t score_bytes = threads * rows_pad * cols_pad * sizeof(T);  // S and P share a tile
-  x.Q = std::vector<T>();
-  Kt = std::vector<T>();
-  Vp = std::vector<T>();
+  return {std::move(concat), score_bytes, std::move(lse)};
+}
 
-  // pass 3: the output projection
-  return {output_of(p, std::move(concat), o), find_empty_rows(p), score_bytes, std::move(lse)};
+inline FastOptions checked(FastOptions o, std::string_view who) {
+  if (o.tiles.Br == 0 || o.tiles.Bc == 0)
+    throw std::invalid_argument(
+        fmt::format("{}: tiles of {} × {}: both sides must be >= 1", who, o.tiles.Br, o.tiles.Bc));
+  if (o.threads == 0) o.threads = kernel::all_cores();
+  return o;
 }
 
 }  // namespace fast
@@ -403,28 +413,34 @@ inline std::size_t fast_engine_bytes(const Problem& p, Engine engine, std::size_
   return checked_mul(v, scalar);
 }
 
-// What both fast engines do around the attention, alone and with the same code: the inputs in T, q, k
-// and v projected (and turned, with RoPE), and head outputs of the right shape projected out. What bench
-// takes away from an engine's time to leave the attention's.
+// run_fast in its three stages, for whoever times them apart (bench): the projections (pass 1), one
+// engine's attention (pass 2), the output projection (pass 3). run_fast is the three in a row.
 template <class T>
-Tensor<T> run_fast_projections(const Problem& p, FastOptions o) {
-  if (o.threads == 0) o.threads = kernel::all_cores();
-  const fast::Projected<T> x = fast::project_all<T>(p, o);
-  Tensor<T> Y = fast::output_of(p, std::vector<T>(p.B * p.n * p.h * p.d_v), o);
-  if (!x.V.empty()) Y.values()[0] += x.V[0] * T{0};  // x is used: nothing here is dead code to drop
-  return Y;
+fast::Projected<T> fast_project(const Problem& p, FastOptions o) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "the fast kernels are float and double");
+  return fast::project_all<T>(p, fast::checked(o, "fast_project"));
+}
+
+template <class T>
+fast::Attended<T> fast_attend(const Problem& p, Engine engine, fast::Projected<T> x, FastOptions o) {
+  if (engine == Engine::both) throw std::invalid_argument("run_fast: one engine at a time, naive or flash");
+  o = fast::checked(o, "run_fast");
+  return engine == Engine::naive ? fast::attend_naive<T>(p, std::move(x), o)
+                                 : fast::attend_flash<T>(p, std::move(x), o);
+}
+
+template <class T>
+AttentionResult<T> fast_finish(const Problem& p, fast::Attended<T> a, FastOptions o) {
+  o = fast::checked(o, "fast_finish");
+  return {fast::output_of(p, std::move(a.concat), o), find_empty_rows(p), a.score_bytes, std::move(a.lse)};
 }
 
 // Runs `engine` (naive or flash) on the fast path, unwatched, in T (float or double).
 template <class T>
 AttentionResult<T> run_fast(const Problem& p, Engine engine, FastOptions o) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "the fast kernels are float and double");
   if (engine == Engine::both) throw std::invalid_argument("run_fast: one engine at a time, naive or flash");
-  if (o.tiles.Br == 0 || o.tiles.Bc == 0)
-    throw std::invalid_argument(
-        fmt::format("run_fast: tiles of {} × {}: both sides must be >= 1", o.tiles.Br, o.tiles.Bc));
-  if (o.threads == 0) o.threads = kernel::all_cores();
-  return engine == Engine::naive ? fast::run_naive_fast<T>(p, o) : fast::run_flash_fast<T>(p, o);
+  o = fast::checked(o, "run_fast");
+  return fast_finish<T>(p, fast_attend<T>(p, engine, fast_project<T>(p, o), o), o);
 }
 
 }  // namespace attn

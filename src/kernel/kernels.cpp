@@ -89,7 +89,7 @@ void gemm_threads(Isa isa, const GemmArgs<T>& g, std::size_t threads) {
   if (g.M == 0 || g.N == 0) return;
   const Layout layout = layout_in<T>(isa);
   const std::size_t panels = (g.M + layout.row_block - 1) / layout.row_block;
-  threads = std::max<std::size_t>(1, std::min(threads, panels));
+  threads = std::max<std::size_t>(1, std::min(threads_for(double(g.M) * double(g.N) * double(g.K), threads), panels));
   const std::size_t band = (panels + threads - 1) / threads * layout.row_block;
   const std::size_t kc = std::max<std::size_t>(1, std::min(g.K, layout.gemm_kc));
   const std::size_t a_size = round_up(std::min(g.M, layout.gemm_mc), layout.row_block) * kc;
@@ -135,6 +135,8 @@ Layout layout_of(Isa isa, float) { return layout_in<float>(isa); }
 Layout layout_of(Isa isa, double) { return layout_in<double>(isa); }
 
 std::size_t all_cores() { return std::max(1U, std::thread::hardware_concurrency()); }
+
+std::size_t threads_for(double work, std::size_t threads) { return work < 2.0e6 ? 1 : threads; }
 
 void parallel_for(std::size_t count, std::size_t threads, const std::function<void(std::size_t, std::size_t)>& work) {
   threads = std::min(std::max<std::size_t>(threads, 1), std::max<std::size_t>(count, 1));

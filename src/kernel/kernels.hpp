@@ -27,6 +27,10 @@ Layout layout_of(Isa isa, double);
 // The logical processors: what threads = 0 ("all cores") means.
 std::size_t all_cores();
 
+// The threads worth starting for `work` multiply-adds: one below about 2 million, where starting and
+// joining a thread (tens of µs) would cost more than it saves; `threads` from there on.
+std::size_t threads_for(double work, std::size_t threads);
+
 // Calls work(item, worker) for every item in [0, count), on up to `threads` threads (worker in
 // [0, threads)): the calling thread is worker 0, and each worker takes the next item as it is free.
 // An exception of a worker is rethrown here once every worker has stopped.

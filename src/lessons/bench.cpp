@@ -82,22 +82,55 @@ AttentionResult<T> call_engine(const Problem& p, Engine engine, TileSize tiles, 
   return engine == Engine::flash ? run_flash<T>(p, nobody, tiles, dtype) : run_naive<T>(p, nobody, dtype);
 }
 
-// What both engines do around the attention, alone and with the same code: the inputs in the run's
-// dtype, q, k and v projected and split into heads (turned, with RoPE), and head outputs of the
-// right shape merged and projected out.
+// The traced engines' work around the attention, alone and with the same code: the inputs in the
+// run's dtype, q, k and v projected and split into heads (turned, with RoPE), and head outputs of the
+// right shape merged and projected out. What bench takes away from a traced engine's time.
 template <class T>
-void projections_only(const Problem& p, DType dtype, std::size_t threads) {
-  if (fast_supports(dtype)) {
-    const Tensor<T> Y = run_fast_projections<T>(p, {fast_tiles(), threads});
-    sink = sink + static_cast<double>(Y.values()[0]);
-    return;
-  }
+void traced_projections(const Problem& p, DType dtype) {
   NullObserver nobody;
   const Inputs<T> in(p, dtype);
   const Heads<T> heads = project_heads(p, in, nobody, dtype);
   const Tensor<T> O_h({p.B, p.h, p.n, p.d_v});
   const Tensor<T> Y = merge_and_project(p, in, O_h, nobody, dtype);
   sink = sink + static_cast<double>(Y.values()[0]) + static_cast<double>(heads.V.values()[0]);
+}
+
+// One timed run: the engine's whole call, the projections around the attention, and the attention.
+template <class T>
+struct TimedRun {
+  AttentionResult<T> result;
+  double total = 0, projections = 0, attention = 0;
+};
+
+// On the fast path each stage is timed as it runs (engine/fast.hpp: fast_project, fast_attend,
+// fast_finish). The traced engines run whole; their projections are run again alone and taken away,
+// which leaves the attention up to the noise of the two timings (clamped at 0).
+template <class T>
+TimedRun<T> timed_run(const Problem& p, Engine engine, TileSize tiles, DType dtype, std::size_t threads) {
+  TimedRun<T> t;
+  if (fast_supports(dtype)) {
+    const FastOptions o{tiles, threads};
+    const Clock::time_point t0 = Clock::now();
+    fast::Projected<T> x = fast_project<T>(p, o);
+    const Clock::time_point t1 = Clock::now();
+    fast::Attended<T> a = fast_attend<T>(p, engine, std::move(x), o);
+    const Clock::time_point t2 = Clock::now();
+    t.result = fast_finish<T>(p, std::move(a), o);
+    const Clock::time_point t3 = Clock::now();
+    const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+    t.total = seconds(t3 - t0);
+    t.attention = seconds(t2 - t1);
+    t.projections = seconds(t1 - t0) + seconds(t3 - t2);
+    return t;
+  }
+  const Clock::time_point t0 = Clock::now();
+  traced_projections<T>(p, dtype);
+  t.projections = seconds_since(t0);
+  const Clock::time_point t1 = Clock::now();
+  t.result = call_engine<T>(p, engine, tiles, dtype, threads);
+  t.total = seconds_since(t1);
+  t.attention = std::max(0.0, t.total - t.projections);
+  return t;
 }
 
 // A field of /proc/self/status in bytes ("VmHWM:", "VmRSS:"), or 0 when it cannot be read.
@@ -160,7 +193,7 @@ PeakMethod find_peak_method() {
   return status_bytes("VmRSS:") > 0 || ::access("/proc", F_OK) == 0 ? PeakMethod::fork : PeakMethod::none;
 }
 
-// One engine's runs on `p`: the projections alone then the whole engine, `repeats` times; the error and
+// One engine's runs on `p`, `repeats` times, each timed by timed_run; the error and
 // the score bytes of the last run; the peak resident memory by `method`.
 template <class T>
 void measure(const Problem& p, BenchRun& run, const RowReference& reference, const BenchRequest& r, PeakMethod method,
@@ -172,18 +205,13 @@ void measure(const Problem& p, BenchRun& run, const RowReference& reference, con
   }
   for (std::size_t k = 0; k < r.repeats; ++k) {
     if (progress) progress({run.engine, p.n, k + 1, r.repeats, seconds_since(start)});
-    const Clock::time_point t0 = Clock::now();
-    projections_only<T>(p, r.dtype, r.threads);
-    const double projection = seconds_since(t0);
-    const Clock::time_point t1 = Clock::now();
-    const AttentionResult<T> result = call_engine<T>(p, run.engine, run.tiles, r.dtype, r.threads);
-    const double total = seconds_since(t1);
-    totals.push_back(total);
-    projections.push_back(projection);
-    attentions.push_back(std::max(0.0, total - projection));
+    const TimedRun<T> t = timed_run<T>(p, run.engine, run.tiles, r.dtype, r.threads);
+    totals.push_back(t.total);
+    projections.push_back(t.projections);
+    attentions.push_back(t.attention);
     if (k + 1 == r.repeats) {
-      run.score_bytes = result.peak_score_bytes;
-      run.max_error = max_error(reference, result.output);
+      run.score_bytes = t.result.peak_score_bytes;
+      run.max_error = max_error(reference, t.result.output);
     }
   }
   if (method == PeakMethod::clear_refs) {

@@ -104,8 +104,8 @@ struct BenchRun {
 
   std::size_t repeats = 0;
   Timing total_s;       // the engine's whole call
-  Timing projection_s;  // the projections alone: inputs in the run's dtype, q/k/v, heads, merge, output
-  Timing attention_s;   // total − projections, repeat by repeat (clamped at 0)
+  Timing projection_s;  // the projections: inputs in the run's dtype, q/k/v, heads, merge, output
+  Timing attention_s;   // fast path: the attention stage as timed; traced: total − projections (clamped at 0)
   double attention_flops = 0;
   double attention_gflops = 0;       // attention_flops / attention_s.median / 1e9; 0 when that is 0
   std::size_t rss_before_bytes = 0;  // resident memory when the runs started (after the reset)

@@ -26,7 +26,8 @@ std::string bench_seconds(double seconds, bool unicode) {
   if (seconds >= 100) return fmt::format("{:.0f} s", seconds);
   if (seconds >= 1) return fmt::format("{:.2f} s", seconds);
   if (seconds >= 1e-3) return fmt::format("{:.1f} ms", seconds * 1e3);
-  return fmt::format("{:.0f} {}s", seconds * 1e6, unicode ? "µ" : "u");
+  if (seconds >= 1e-5) return fmt::format("{:.0f} {}s", seconds * 1e6, unicode ? "µ" : "u");
+  return fmt::format("{:.2f} {}s", seconds * 1e6, unicode ? "µ" : "u");
 }
 
 namespace {
@@ -255,11 +256,15 @@ std::string render_bench(const BenchResult& r, const RenderOptions& o) {
                     run.kv_heads == run.heads ? "" : fmt::format(" sharing {} key/value heads", run.kv_heads), run.mask,
                     name_of(r.dtype)));
   }
+  const bool traced = !r.runs.empty() && r.runs.front().kernels == "traced";
   page.paragraph(fmt::format(
-      "{} repeat{} each: the median, and the fastest and slowest; the attention is the engine's whole call less the "
-      "projections run alone (inputs in the dtype, q, k, v, heads, merge, output). GFLOP/s counts 4·d per allowed "
-      "query-key pair and head.",
-      r.repeats, r.repeats == 1 ? "" : "s"));
+      "{} repeat{} each: the median, and the fastest and slowest; {} GFLOP/s counts 4·d per allowed query-key pair "
+      "and head.",
+      r.repeats, r.repeats == 1 ? "" : "s",
+      traced ? "the attention is the engine's whole call less the projections run alone (inputs in the dtype, q, k, v, "
+               "heads, merge, output)."
+             : "the attention is timed between the projections (inputs in the dtype, q, k, v, heads) and the output "
+               "projection (merge, output), which make the projections' time."));
   if (!r.runs.empty()) {
     const BenchRun& run = r.runs.front();
     page.paragraph(run.kernels == "traced"

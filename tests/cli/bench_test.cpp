@@ -109,23 +109,24 @@ TEST_CASE("bench runs the half types on the traced engines on one thread, and sa
 TEST_CASE("bench --sweep measures every length, with growth columns and log-scale charts", "[cli][bench][sweep]") {
   const TempDir dir;
   const std::string file = dir / "sweep.json";
-  // Long enough that the attention outweighs the projections by far: its time is the whole call less the
-  // projections timed alone, and at n = 32 the fast path's attention is lost in that difference's noise.
-  const RunResult r = run_binary(
-      {"bench", "--sweep", "n=512..1024", "--d-model", "32", "--heads", "2", "--repeat", "1", "--json", file});
+  const RunResult r =
+      run_binary({"bench", "--sweep", "n=32..64", "--d-model", "32", "--heads", "2", "--repeat", "1", "--json", file});
   check_success(r);
   CHECK(contains(r.out, "time ×"));
   CHECK(contains(r.out, "attention time, log scale"));
   CHECK(contains(r.out, "peak resident memory, log scale"));
-  CHECK(contains(r.out, "naive: from n = 512 to 1024"));
-  CHECK(contains(r.out, "flash: from n = 512 to 1024"));
+  CHECK(contains(r.out, "naive: from n = 32 to 64"));
+  CHECK(contains(r.out, "flash: from n = 32 to 64"));
   const auto j = nlohmann::json::parse(read_file(file));
   REQUIRE(j.at("runs").size() == 4);
   const std::vector<std::pair<std::string, int>> expected = {
-      {"naive", 512}, {"flash", 512}, {"naive", 1024}, {"flash", 1024}};
+      {"naive", 32}, {"flash", 32}, {"naive", 64}, {"flash", 64}};
   for (std::size_t k = 0; k < expected.size(); ++k) {
     CHECK(j.at("runs").at(k).at("engine") == expected[k].first);
     CHECK(j.at("runs").at(k).at("n") == expected[k].second);
+    // the fast path times the attention itself: even this short, it is never 0 and has GFLOP/s
+    CHECK(j.at("runs").at(k).at("attention_s").at("median").get<double>() > 0);
+    CHECK(j.at("runs").at(k).at("attention_gflops").get<double>() > 0);
   }
 }
 

@@ -16,6 +16,7 @@
 #include "io/load.hpp"
 #include "kernel/kernels.hpp"
 #include "lessons/bench.hpp"
+#include "render/bench.hpp"
 
 using namespace attn;
 
@@ -170,6 +171,11 @@ TEST_CASE("A bench of a tiny input measures both engines, and refuses the one ov
     CHECK(run.attention_flops == 2.0 * static_cast<double>(run.n * (run.n + 1) / 2) * 16);
     CHECK(run.attention_s.min <= run.attention_s.median);
     CHECK(run.attention_s.median <= run.attention_s.max);
+    // the fast path times the attention as it runs: never the 0 that total − projections can leave
+    // at a size this small
+    CHECK(run.attention_s.min > 0);
+    CHECK(run.projection_s.min > 0);
+    CHECK(run.attention_s.min + run.projection_s.min <= run.total_s.max);
   }
   // the fast path: naive holds one (h, n, m) float buffer, turned into weights in place; flash one tile
   // per thread, S and then P in it, its rows and columns padded to the kernels' blocks
@@ -275,4 +281,14 @@ TEST_CASE("The bench JSON has the documented keys, and a refused run stops at it
   CHECK(r1.at("peak_rss_bytes") == 4096);
   CHECK(r1.at("score_bytes") == 512);
   CHECK(r1.at("max_error").is_null());  // NaN is not JSON
+}
+
+TEST_CASE("A duration keeps three figures at most and never rounds a small one to 0", "[bench][render]") {
+  CHECK(bench_seconds(123.4, true) == "123 s");
+  CHECK(bench_seconds(2.314, true) == "2.31 s");
+  CHECK(bench_seconds(0.0412, true) == "41.2 ms");
+  CHECK(bench_seconds(87.4e-6, true) == "87 µs");
+  CHECK(bench_seconds(87.4e-6, false) == "87 us");
+  CHECK(bench_seconds(4.2e-7, true) == "0.42 µs");
+  CHECK(bench_seconds(3.25e-6, false) == "3.25 us");
 }

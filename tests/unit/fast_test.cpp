@@ -73,7 +73,8 @@ void add_alibi(Problem& p) {
 
 // Sizes up to `max_len`, heads up to 40 wide (so that vectors are whole, partial and several), h in
 // {1, 2, 3, 4, 6} sharing g | h key/value heads, up to 3 batch items, any mask, RoPE and ALiBi now and
-// then, tiles from 1 to 70 (the fast default among them), 1 to 3 threads.
+// then, tiles from 1 to 70 (the fast default among them), 1 to 3 threads (which the larger ones use:
+// kernel::threads_for keeps small products on one; the test of thread counts below is large enough).
 FastConfig random_fast_config(std::mt19937& rng, std::size_t max_len, const std::vector<kernel::Isa>& isas,
                               std::size_t k) {
   test::Dims d;
@@ -250,15 +251,17 @@ TEST_CASE("The fast path gives the same bits on 1, 2 and 3 threads", "[fast][thr
   std::mt19937 rng(77);
   test::Dims d;
   d.B = 2;
-  d.n = 150;
-  d.d_model = 32;
+  d.n = 400;
+  d.d_model = 64;
   d.h = 4;
   d.g = 2;
-  d.d_k = 8;
-  d.d_v = 8;
-  d.d_out = 32;
+  d.d_k = 16;
+  d.d_v = 16;
+  d.d_out = 64;
   d.biases = true;
   Problem p = test::random_problem(rng, d);
+  // large enough that every product (the smallest: one head's Q·Kᵀ, n·n·d_k) is worth the threads
+  REQUIRE(kernel::threads_for(double(d.n * d.n * d.d_k), 3) == 3);
   test::install_mask(rng, p, MaskKind::causal, Align::top_left);
   for (const Engine engine : {Engine::naive, Engine::flash}) {
     const AttentionResult<float> one = run_fast<float>(p, engine, {{16, 32}, 1});
