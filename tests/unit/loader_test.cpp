@@ -25,8 +25,9 @@ std::string doc(std::initializer_list<std::pair<std::string, std::string>> chang
                                                              {"W_q", "[[1, 0], [0, 1]]"},
                                                              {"W_k", "[[1, 0], [0, 1]]"},
                                                              {"W_v", "[[1, 0], [0, 1]]"}};
-  for (const auto& [key, value] : changes) {
-    auto it = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.first == key; });
+  for (const auto& change : changes) {
+    const auto& [key, value] = change;
+    auto it = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.first == change.first; });
     if (it != fields.end() && value.empty()) fields.erase(it);
     else if (it != fields.end()) it->second = value;
     else fields.emplace_back(key, value);

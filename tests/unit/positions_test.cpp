@@ -50,7 +50,7 @@ std::pair<std::string, std::string> error_of(const std::string& text) {
 TEST_CASE("rotate turns a 2-d vector by a quarter turn: [1, 2] -> [-2, 1]", "[rope][ops]") {
   // cos = 0, sin = 1: y_0 = 1·0 - 2·1 = -2, y_1 = 2·0 + 1·1 = 1
   const Tensor<double> x({1, 1, 1, 2}, {1, 2});
-  const Tensor<double> c({1, 1}, {0}), s({1, 1}, {1});
+  const Tensor<double> c({1, 1}, std::vector<double>{0}), s({1, 1}, std::vector<double>{1});
   const Tensor<double> y = rotate(x, c, s, RopeStyle::half);
   CHECK(y.values()[0] == -2);
   CHECK(y.values()[1] == 1);
