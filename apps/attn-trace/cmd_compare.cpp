@@ -13,7 +13,7 @@ namespace attn::cli {
 
 namespace {
 
-int run(const TraceOptions& o) {
+int run_compare(const TraceOptions& o) {
   auto problem = std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o)));
   // With --steps or --head the terminal shows those steps (and tiles) before the comparison; without
   // them it shows the comparison alone, so no step is kept unless --json saves them.
@@ -57,7 +57,7 @@ Runner add_compare(CLI::App& app) {
       "  attn-trace compare data/gqa.json --block-q 3 --block-k 2 --json gqa-compare.json\n"
       "  attn-trace compare data/gqa.json --steps weights,tiles --head 1\n"
       "  attn-trace compare docs/examples/large_scores.json --dtype float16");
-  return [cmd, options] { return cmd->parsed() ? run(*options) : -1; };
+  return [cmd, options] { return cmd->parsed() ? run_compare(*options) : -1; };
 }
 
 }  // namespace attn::cli

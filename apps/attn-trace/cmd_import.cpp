@@ -47,11 +47,6 @@ ImportStyle style_of(const std::string& name) {
                                fmt::join(import_style_names, ", ")));
 }
 
-std::size_t at_least_one(std::string_view option, std::size_t value) {
-  if (value == 0) throw UsageError(fmt::format("{}: expected at least 1, found 0", option));
-  return value;
-}
-
 // The options as a request, or a UsageError for the first that cannot be used.
 ImportRequest request_of(const ImportOptions& o) {
   ImportRequest r;

@@ -30,11 +30,6 @@ struct NewOptions {
   TraceOptions limits;  // only --max-memory
 };
 
-std::size_t at_least_one(std::string_view option, std::size_t value) {
-  if (value == 0) throw UsageError(fmt::format("{}: expected at least 1, found 0", option));
-  return value;
-}
-
 // The options as a request, or a UsageError for the first combination that makes no valid input.
 NewInputRequest request_of(const NewOptions& o) {
   NewInputRequest r;

@@ -10,7 +10,7 @@ namespace attn::cli {
 
 namespace {
 
-int run(const TraceOptions& o) {
+int run_show(const TraceOptions& o) {
   emit(saved_trace(o, read_text(o.file, memory_limit(o))), o, render_options(o));
   return 0;
 }
@@ -31,7 +31,7 @@ Runner add_show(CLI::App& app) {
       "  attn-trace show cat.json\n"
       "  attn-trace show cat.json --steps weights\n"
       "  attn-trace show cat.json --steps weights --format latex");
-  return [cmd, options] { return cmd->parsed() ? run(*options) : -1; };
+  return [cmd, options] { return cmd->parsed() ? run_show(*options) : -1; };
 }
 
 }  // namespace attn::cli

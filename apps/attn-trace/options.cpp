@@ -406,6 +406,11 @@ RenderOptions render_options(const TraceOptions& options) {
   return r;
 }
 
+std::size_t at_least_one(std::string_view option, std::size_t value) {
+  if (value == 0) throw UsageError(fmt::format("{}: expected at least 1, found 0", option));
+  return value;
+}
+
 }  // namespace attn::cli
 
 namespace attn::cli {

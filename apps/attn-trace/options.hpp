@@ -63,6 +63,9 @@ void add_format_option(CLI::App& command, TraceOptions& options);
 // A document (--format other than text) and --json - would both go to stdout: a UsageError.
 void check_format(const TraceOptions& options);
 
+// `value` of a count option that must be at least 1 (`option` names it), or a UsageError.
+std::size_t at_least_one(std::string_view option, std::size_t value);
+
 // --max-memory as a limit, or a UsageError when it is not a size.
 MemoryLimit memory_limit(const TraceOptions& options);
 
