@@ -8,12 +8,15 @@
 # Fails on any crash, leak, hang (10 s for one input), sanitizer report or broken invariant.
 #
 # usage: scripts/fuzz.sh [SECONDS]   (default 120)
+#   FUZZ_PRESET=sanitize scripts/fuzz.sh 30   fuzzes with the target of the sanitizer build that CI has
+#                                             just built and tested (the default preset is fuzz)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-120}
+preset=${FUZZ_PRESET:-fuzz}
 max_len=4096  # bytes of one input: the fuzzer is after wrong code paths, not big matrices
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" --target fuzz_attention
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/corpus" "$work/artifacts"
@@ -57,7 +60,7 @@ else
 fi
 echo "fuzz: running for ${seconds} s"
 status=0
-build/fuzz/fuzz_attention -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+"build/$preset/fuzz_attention" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
   -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" > "$work/log" 2>&1 || status=$?
 grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|^Done' "$work/log" || true
 if [ "$status" -ne 0 ] || ls "$work/artifacts/"* >/dev/null 2>&1; then
