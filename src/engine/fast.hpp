@@ -423,8 +423,8 @@ fast::Projected<T> fast_project(const Problem& p, FastOptions o) {
 
 template <class T>
 fast::Attended<T> fast_attend(const Problem& p, Engine engine, fast::Projected<T> x, FastOptions o) {
-  if (engine == Engine::both) throw std::invalid_argument("run_fast: one engine at a time, naive or flash");
-  o = fast::checked(o, "run_fast");
+  if (engine == Engine::both) throw std::invalid_argument("fast_attend: one engine at a time, naive or flash");
+  o = fast::checked(o, "fast_attend");
   return engine == Engine::naive ? fast::attend_naive<T>(p, std::move(x), o)
                                  : fast::attend_flash<T>(p, std::move(x), o);
 }
@@ -435,7 +435,8 @@ AttentionResult<T> fast_finish(const Problem& p, fast::Attended<T> a, FastOption
   return {fast::output_of(p, std::move(a.concat), o), find_empty_rows(p), a.score_bytes, std::move(a.lse)};
 }
 
-// Runs `engine` (naive or flash) on the fast path, unwatched, in T (float or double).
+// Runs `engine` (naive or flash) on the fast path, unwatched, in T (float or double). The engine and the
+// tiles are checked before anything is computed.
 template <class T>
 AttentionResult<T> run_fast(const Problem& p, Engine engine, FastOptions o) {
   if (engine == Engine::both) throw std::invalid_argument("run_fast: one engine at a time, naive or flash");

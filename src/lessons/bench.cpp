@@ -68,7 +68,9 @@ Problem bench_sizes(const BenchShape& s) {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+double seconds_since(Clock::time_point start) { return seconds(Clock::now() - start); }
 
 // Keeps a result alive, so the compiler cannot drop the work that made it.
 volatile double sink = 0;
@@ -117,7 +119,6 @@ TimedRun<T> timed_run(const Problem& p, Engine engine, TileSize tiles, DType dty
     const Clock::time_point t2 = Clock::now();
     t.result = fast_finish<T>(p, std::move(a), o);
     const Clock::time_point t3 = Clock::now();
-    const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
     t.total = seconds(t3 - t0);
     t.attention = seconds(t2 - t1);
     t.projections = seconds(t1 - t0) + seconds(t3 - t2);

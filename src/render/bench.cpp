@@ -267,7 +267,7 @@ std::string render_bench(const BenchResult& r, const RenderOptions& o) {
                "projection (merge, output), which make the projections' time."));
   if (!r.runs.empty()) {
     const BenchRun& run = r.runs.front();
-    page.paragraph(run.kernels == "traced"
+    page.paragraph(traced
                        ? fmt::format("path: the traced engines, unwatched, on one thread: {} rounds every stored step, "
                                      "which the fast kernels do not.",
                                      name_of(r.dtype))
