@@ -33,7 +33,7 @@ std::shared_ptr<const Problem> data_problem(const std::string& name) {
 
 std::vector<std::string> data_names() {
   std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(ATTN_SOURCE_DIR) + "/data"))
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(ATTN_SOURCE_DIR) / "data"))
     if (e.path().extension() == ".json") names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
