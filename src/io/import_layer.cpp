@@ -21,6 +21,7 @@
 #include "io/load_json.hpp"
 #include "io/new_input.hpp"
 #include "lessons/scaling.hpp"
+#include "text/words.hpp"
 
 namespace attn {
 
@@ -384,24 +385,19 @@ std::string mask_text(MaskKind kind, std::size_t window) {
   return quoted(std::string(to_string(kind)));
 }
 
-std::string plural_of(std::size_t count, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", count, count == 1 ? one : many);
-}
-
 // Where the input came from, in one sentence.
 std::string description(const ImportRequest& r, const Layer& l, const Heads& heads, const Tokens& x, MaskKind mask,
                         std::size_t window, std::string_view dtype, const std::optional<std::string>& rope) {
   std::vector<std::string> parts;
-  parts.push_back(fmt::format("{} of d_k {}", plural_of(heads.h, "head", "heads"), heads.d_k));
+  parts.push_back(fmt::format("{} of d_k {}", plural(heads.h, "head", "heads"), heads.d_k));
   if (heads.g != heads.h)
-    parts.push_back(fmt::format("sharing {}", plural_of(heads.g, "key/value head", "key/value heads")));
+    parts.push_back(fmt::format("sharing {}", plural(heads.g, "key/value head", "key/value heads")));
   if (mask == MaskKind::sliding_window) parts.push_back(fmt::format("sliding_window mask of {}", window));
   else parts.emplace_back(mask == MaskKind::causal ? "causal mask" : "no mask");
   if (rope) parts.push_back(*rope);
   parts.emplace_back(l.out_in ? "weights out × in as stored" : "weights in × out as stored");
   if (r.x_name.empty())
-    parts.push_back(
-        fmt::format("X: {} of standard normal numbers, seed {}", plural_of(x.n, "token", "tokens"), r.seed));
+    parts.push_back(fmt::format("X: {} of standard normal numbers, seed {}", plural(x.n, "token", "tokens"), r.seed));
   else parts.push_back(fmt::format("X from {}", r.x_name));
   const std::string layer = r.prefix.empty() ? std::string() : fmt::format(" {}", r.prefix);
   return fmt::format("imported by attn-trace import: the {} attention layer{} of {} ({}), {}",
@@ -460,8 +456,8 @@ ImportedLayer import_layer(const std::vector<NamedDump>& weights, const ModelCon
   const Tokens x_rows = tokens_of(x, l.in(l.W_q), r);
   if (!r.tokens.empty() && r.tokens.size() != x_rows.n)
     throw InputError(r.x_name.empty() ? r.weights_name : r.x_name, "",
-                     fmt::format("--tokens gives {}, but X has {}", plural_of(r.tokens.size(), "label", "labels"),
-                                 plural_of(x_rows.n, "token", "tokens")));
+                     fmt::format("--tokens gives {}, but X has {}", plural(r.tokens.size(), "label", "labels"),
+                                 plural(x_rows.n, "token", "tokens")));
   std::vector<std::string> labels = r.tokens;
   for (std::size_t i = labels.size(); i < x_rows.n; ++i) labels.push_back(fmt::format("t{}", i));
 

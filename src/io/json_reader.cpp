@@ -25,10 +25,6 @@ std::string type_name(const json& j) {
   }
 }
 
-std::string plural(std::size_t count, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", count, count == 1 ? one : many);
-}
-
 void JsonReader::fail(const std::string& pointer, const std::string& message) const {
   throw InputError(file_, root_ + pointer, message);
 }

@@ -12,14 +12,12 @@
 
 #include "io/error.hpp"
 #include "tensor/tensor.hpp"
+#include "text/words.hpp"
 
 namespace attn {
 
 // "the string \"x\"", "a list of 3", "the number 1.5": a JSON value as an error message names it.
 std::string type_name(const nlohmann::json& j);
-
-// "1 row", "3 rows".
-std::string plural(std::size_t count, std::string_view one, std::string_view many);
 
 // Reads one document, keeping the file name for every error it raises.
 class JsonReader {

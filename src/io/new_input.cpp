@@ -2,6 +2,7 @@
 // and its columns line up, as in data/*.json; nlohmann/json escapes the tokens.
 
 #include "io/new_input.hpp"
+#include "text/words.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -86,10 +87,6 @@ std::string matrix(const std::string& lead, std::size_t rows, std::size_t cols, 
 std::string mask_json(const NewInputRequest& r) {
   if (r.mask == MaskKind::sliding_window) return fmt::format(R"({{"type": "sliding_window", "window": {}}})", r.window);
   return quoted(std::string(to_string(r.mask)));
-}
-
-std::string plural(std::size_t count, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", count, count == 1 ? one : many);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "ops/random.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
+#include "text/words.hpp"
 
 namespace attn {
 
@@ -21,10 +22,6 @@ namespace {
 void require_weights(const Tensor<double>& A, const char* who) {
   if (A.rank() != 4)
     throw std::invalid_argument(fmt::format("{}: expects weights (B, h, n, m), got rank {}", who, A.rank()));
-}
-
-std::string plural(std::size_t count, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", count, count == 1 ? one : many);
 }
 
 }  // namespace
