@@ -30,5 +30,6 @@ Runner add_explain(CLI::App& app);
 Runner add_diff(CLI::App& app);
 Runner add_import(CLI::App& app);
 Runner add_bench(CLI::App& app);
+Runner add_steps(CLI::App& app);
 
 }  // namespace attn::cli

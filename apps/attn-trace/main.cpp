@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       attn::cli::add_explain(app), attn::cli::add_scaling(app), attn::cli::add_show(app),
       attn::cli::add_plot(app),    attn::cli::add_report(app),  attn::cli::add_example(app),
       attn::cli::add_new(app),     attn::cli::add_diff(app),    attn::cli::add_import(app),
-      attn::cli::add_bench(app)};
+      attn::cli::add_bench(app),   attn::cli::add_steps(app)};
 
   try {
     const int code = parse_and_run(app, argc, argv, runners);

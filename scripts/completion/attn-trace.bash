@@ -5,14 +5,21 @@
 # compgen, compopt, mapfile): not bash-completion's helpers.
 #
 # Completes the commands, each command's options, the values of --engine, --dtype, --mask, --color, --view,
-# --format, --mistake, --steps (a comma list) and --step, the names of `attn-trace example`, and *.json files (or -) for FILE.
+# --format, --mistake, --steps (a comma list) and --step (the names of `attn-trace steps --names`), the names of
+# `attn-trace example`, and *.json files (or -) for FILE.
 
 # The options of each command, as apps/attn-trace/*.cpp declares them.
 _attn_trace_display_options='--max-memory --precision --color --max-rows --max-cols --view'
 _attn_trace_trace_options="--dtype --block-q --block-k --steps --head --json $_attn_trace_display_options"
 _attn_trace_plot_options='--step --head --all-heads --batch -o --output --engine --dtype --max-memory --help'
-_attn_trace_steps='q k v q_heads k_heads v_heads q_rot k_rot scores scaled bias masked weights head_outputs concat output
-                   tiles'
+
+# The step names: `attn-trace steps --names` of the attn-trace being completed (the pipeline's one
+# table), found as for the example names below.
+_attn_trace_step_names() {
+  local program=${1/#\~\//$HOME/}
+  [[ $program == */* && -x $program ]] || program=attn-trace
+  "$program" steps --names 2>/dev/null
+}
 
 # Sets COMPREPLY to the words of the list $1 that start with $2.
 _attn_trace_words() {
@@ -59,7 +66,7 @@ _attn_trace() {
   for ((i = 1; i < cword; i++)); do
     word=${COMP_WORDS[i]}
     if [[ -z $command ]]; then
-      case $word in run | compare | properties | scaling | explain | diff | import | bench | show | plot | report | example | new) command=$word ;; esac
+      case $word in run | compare | properties | scaling | explain | diff | import | bench | show | plot | report | example | new | steps) command=$word ;; esac
       continue
     fi
     if ((takes_value)); then
@@ -81,7 +88,7 @@ _attn_trace() {
     if [[ $cur == -* ]]; then
       _attn_trace_words '--help --version' "$cur"
     else
-      _attn_trace_words 'run compare properties scaling explain diff import bench show plot report example new' "$cur"
+      _attn_trace_words 'run compare properties scaling explain diff import bench show plot report example new steps' "$cur"
     fi
     return 0
   fi
@@ -104,7 +111,7 @@ _attn_trace() {
         [[ $command == run || $command == report ]] &&
           values='list no-scale no-mask mask-after-softmax softmax-columns shared-qkv wrong-reshape minus-1e9' ;;
       --steps) value_kind=steps ;;
-      --step) values=${_attn_trace_steps% tiles} ;;
+      --step) values=$(_attn_trace_step_names "${COMP_WORDS[0]}") ;;
       --x) value_kind=output ;;  # a .npy file
       --json | -o | --output)
         [[ $command == explain && $prev == --output ]] && return 0  # a column number
@@ -130,7 +137,7 @@ _attn_trace() {
           done_part=${cur%,*},
           last=${cur##*,}
         fi
-        for step in $_attn_trace_steps; do
+        for step in $(_attn_trace_step_names "${COMP_WORDS[0]}") tiles; do
           [[ ,$done_part == *,$step,* ]] || remaining+=" $step"
         done
         _attn_trace_words "$remaining" "$last"
@@ -165,6 +172,7 @@ _attn_trace() {
     diff) options='--name --dtype --bfloat16 --json --max-memory --precision --color --help' ;;
     bench) options='--n --m --d-model --heads --kv-heads --mask --engine --dtype --repeat --threads --seed --sweep --json
                     --max-memory --color --help' ;;
+    steps) options='--names --json --help' ;;
     new) options='--tokens --context-tokens --d-model --heads --kv-heads --d-k --mask --output-projection --integers
                   --seed -o --output --max-memory --help' ;;
   esac

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lessons/catalogue.hpp"
 #include "model/problem.hpp"
 #include "model/run.hpp"
 #include "observe/steps.hpp"
@@ -58,10 +59,6 @@ enum class Verdict {
   follows,  // right given the dump's earlier steps, which are wrong: carries an earlier error
 };
 std::string_view to_string(Verdict verdict);
-
-// The known mistakes the diagnosis tries, by their short codes.
-enum class DiagnosisCode { scale, transpose, softmax_axis, mask, alignment, head_split, large_negative, precision };
-std::string_view to_string(DiagnosisCode code);
 
 struct Diagnosis {
   DiagnosisCode code;

@@ -14,6 +14,7 @@
 #include "engine/common.hpp"
 #include "engine/flash.hpp"
 #include "engine/naive.hpp"
+#include "ops/bounds.hpp"
 #include "observe/records.hpp"
 
 namespace attn {
@@ -151,12 +152,6 @@ constexpr Rounding rounding_of(DType storage) {
   return rounding_of<T>();
 }
 
-// |A|, value by value.
-inline Tensor<double> magnitude(Tensor<double> A) {
-  for (double& x : A.values()) x = std::fabs(x);
-  return A;
-}
-
 // ΔY = (d_in + 1)·u·(|X|·|W| + |b|) + d_in·η     X (B, n, d_in), W (d_in, d_out), b (d_out) or empty
 // how far rounding can move Y = X·W + b, whatever the order of its sum      -> (B, n, d_out)
 inline Tensor<double> projection_error(const Tensor<double>& X, const Tensor<double>& W, std::span<const double> b,
@@ -194,6 +189,7 @@ inline std::vector<double> score_error(std::span<const double> q, std::span<cons
 // and sin (T, dims/2) the table.                                                    -> (B, H, T, d)
 inline Tensor<double> rotation_error(const Tensor<double>& X, const Tensor<double>& dX, const Tensor<double>& cos,
                                      const Tensor<double>& sin, RopeStyle style, Rounding r) {
+  const Tensor<double> M = rotation_magnitude(X, cos, sin, style);  // |X_a·c| + |X_b·s|
   Tensor<double> dY = dX;
   const std::size_t P = cos.dim(1);
   for (std::size_t b = 0; b < X.dim(0); ++b)
@@ -202,9 +198,9 @@ inline Tensor<double> rotation_error(const Tensor<double>& X, const Tensor<doubl
         for (std::size_t i = 0; i < P; ++i) {
           const auto [a, c] = rope_pair(style, i, P);
           const double co = std::fabs(cos(t, i)), si = std::fabs(sin(t, i));
-          const double xa = X(b, hd, t, a), xc = X(b, hd, t, c), da = dX(b, hd, t, a), dc = dX(b, hd, t, c);
-          dY(b, hd, t, a) = co * da + si * dc + 2 * r.u * (xa * co + xc * si) + 2 * r.eta;
-          dY(b, hd, t, c) = co * dc + si * da + 2 * r.u * (xc * co + xa * si) + 2 * r.eta;
+          const double da = dX(b, hd, t, a), dc = dX(b, hd, t, c);
+          dY(b, hd, t, a) = co * da + si * dc + 2 * r.u * M(b, hd, t, a) + 2 * r.eta;
+          dY(b, hd, t, c) = co * dc + si * da + 2 * r.u * M(b, hd, t, c) + 2 * r.eta;
         }
   return dY;
 }

@@ -22,6 +22,13 @@ Trace trace_from_json(std::string_view text, const std::string& file);
 // input has no such key). Looks at the first bytes only; trace_from_json then checks the rest.
 bool looks_like_trace(std::string_view text);
 
+inline constexpr int steps_format_version = 1;
+
+// attn-trace steps --json: the pipeline's table (observe/steps.hpp), the step names a trace uses.
+//   {"format": "attn-trace.steps", "version": 1, "generator",
+//    "steps": [{"name", "formula", "description", "dims", "inputs", "op", "values", "needs", "tiled"}]}
+std::string steps_to_json(const std::string& generator);
+
 // One number as the trace writes it (exposed for tests).
 std::string format_trace_number(double x, bool float32);
 

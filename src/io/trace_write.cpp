@@ -477,3 +477,30 @@ std::string trace_to_json(const Trace& t, const std::string& generator) {
 }
 
 }  // namespace attn
+
+namespace attn {
+
+std::string steps_to_json(const std::string& generator) {
+  ojson steps = ojson::array();
+  for (const Step s : all_steps()) {
+    const StepInfo& info = step_info(s);
+    ojson inputs = ojson::array();
+    for (const Step in : info.inputs) inputs.push_back(std::string(step_info(in).name));
+    steps.push_back({{"name", std::string(info.name)},
+                     {"formula", std::string(info.formula)},
+                     {"description", std::string(info.description)},
+                     {"dims", dim_names(s, false)},
+                     {"inputs", std::move(inputs)},
+                     {"op", std::string(to_string(info.op))},
+                     {"values", std::string(to_string(info.values))},
+                     {"needs", std::string(to_string(info.needs))},
+                     {"tiled", info.tiled}});
+  }
+  const ojson out = {{"format", "attn-trace.steps"},
+                     {"version", steps_format_version},
+                     {"generator", generator},
+                     {"steps", std::move(steps)}};
+  return out.dump(2) + "\n";
+}
+
+}  // namespace attn

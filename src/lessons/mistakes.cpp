@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/common.hpp"
-#include "engine/naive.hpp"
+#include "lessons/forward.hpp"
 #include "trace/collector.hpp"
 #include "trace/record.hpp"
 
@@ -17,188 +17,16 @@ namespace attn {
 
 namespace {
 
-const std::vector<MistakeInfo> mistakes = {
-    {Mistake::no_scale, "no-scale", "forget to divide the scores by √d_k: sharper, more saturated weights",
-     "S' = S / √d_k", "S' = S",
-     "Unscaled scores grow with d_k (their variance is about d_k), so the softmax saturates: one key takes almost "
-     "all the weight and the gradient through the others vanishes."},
-    {Mistake::no_mask, "no-mask", "leave the mask out: queries see the keys they must not (leakage)",
-     "S'' = S' where allowed, −∞ elsewhere", "S'' = S'",
-     "A decoder that sees later tokens in training learns to copy them; at inference they are not there."},
-    {Mistake::mask_after_softmax, "mask-after-softmax", "mask the weights after the softmax: rows no longer sum to 1",
-     "A = softmax(S'') with S'' = −∞ where forbidden", "A = softmax(S'), then 0 where forbidden",
-     "The forbidden keys still took their share of each row's sum, so what is left sums to less than 1: every "
-     "output is shrunk by a different amount."},
-    {Mistake::softmax_columns, "softmax-columns",
-     "take the softmax over the queries (columns) instead of the keys: columns sum to 1, rows do not",
-     "A = softmax(S'') along each row (over the keys)", "A = softmax(S'') down each column (over the queries)",
-     "Each key then shares one unit of weight among the queries, instead of each query sharing one unit among "
-     "the keys: a query's output is no longer an average of the values."},
-    {Mistake::shared_qkv, "shared-qkv", "use one projection for queries, keys and values: Q = K = V, symmetric scores",
-     "Q = X·W_q, K = X·W_k, V = X·W_v", "Q = K = V = X·W_q",
-     "With K = Q the scores are symmetric (S = Q·Qᵀ) and each token tends to attend most to itself: the "
-     "separate roles of asking, offering and carrying information are lost."},
-    {Mistake::wrong_reshape, "wrong-reshape",
-     "split the heads by a reshape without the transpose: features mixed across heads and tokens",
-     "reshape (n, h·d) -> (n, h, d), then transpose -> (h, n, d)", "reshape (n, h·d) -> (h, n, d) directly",
-     "Without the transpose a head's row is a slice of consecutive features that belongs to some other token "
-     "and head: every head sees scrambled tokens."},
-    {Mistake::minus_1e9, "minus-1e9", "use −1e9 for a forbidden score instead of −∞: emptied rows get uniform weights",
-     "S'' = S' where allowed, −∞ elsewhere", "S'' = S' where allowed, −1e9 elsewhere",
-     "exp(−1e9 − max) is 0 as long as one key is allowed; in a row where the mask allows nothing, every score is "
-     "−1e9, the row max is −1e9 and the softmax hands out 1/m to each forbidden key instead of nothing."},
-};
-
-// ------------------------------------------------------------------ the mistaken steps
-
-// Heads by a reshape alone: (B, n, h·d) read as (B, h, n, d) in the same memory order.
-// H[b][hd][i][c] = Y.flat[b][(hd·n + i)·d + c]
-template <class T>
-Tensor<T> reshape_heads(const Tensor<T>& Y, std::size_t heads) {
-  const std::size_t B = Y.dim(0), n = Y.dim(1), d = Y.dim(2) / heads;
-  return Tensor<T>({B, heads, n, d}, std::vector<T>(Y.values().begin(), Y.values().end()));
-}
-
-// The inverse mistake: (B, h, n, d) read back as (B, n, h·d) in the same memory order.
-template <class T>
-Tensor<T> reshape_merge(const Tensor<T>& O) {
-  const std::size_t B = O.dim(0), heads = O.dim(1), n = O.dim(2), d = O.dim(3);
-  return Tensor<T>({B, n, heads * d}, std::vector<T>(O.values().begin(), O.values().end()));
-}
-
-// The forbidden scores set to `fill` (−1e9 for the mistake; ops/attention.hpp's apply_mask uses −∞).
-template <class T>
-Tensor<T> fill_forbidden(const Tensor<T>& S, const Mask& mask, T fill) {
-  Tensor<T> out = S;
-  for (std::size_t b = 0; b < S.dim(0); ++b)
-    for (std::size_t hd = 0; hd < S.dim(1); ++hd)
-      for (std::size_t i = 0; i < S.dim(2); ++i)
-        for (std::size_t j = 0; j < S.dim(3); ++j)
-          if (!mask.allows(b, i, j)) out(b, hd, i, j) = fill;
-  return out;
-}
-
-// A = softmax down each column: A[i][j] = exp(S[i][j] - max_i' S[i'][j]) / Σ_i' exp(S[i'][j] - max).
-// A column whose every score is −∞ gets zeros, as an emptied row does in softmax_rows.
-template <class T>
-Tensor<T> softmax_columns(const Tensor<T>& S) {
-  Tensor<T> A(S.shape());
-  const T minus_inf = -std::numeric_limits<T>::infinity();
-  for (std::size_t b = 0; b < S.dim(0); ++b)
-    for (std::size_t hd = 0; hd < S.dim(1); ++hd)
-      for (std::size_t j = 0; j < S.dim(3); ++j) {
-        T max = minus_inf;
-        for (std::size_t i = 0; i < S.dim(2); ++i) max = std::max(max, S(b, hd, i, j));
-        if (max == minus_inf) continue;
-        T sum = 0;
-        for (std::size_t i = 0; i < S.dim(2); ++i) sum += A(b, hd, i, j) = std::exp(S(b, hd, i, j) - max);
-        for (std::size_t i = 0; i < S.dim(2); ++i) A(b, hd, i, j) /= sum;
-      }
-  return A;
-}
-
-// The naive engine's passes with one of the mistakes that change how a step is computed (the others
-// are a different problem run by the naive engine itself: see mistaken_problem).
-template <class T>
-void run_mistaken(const Problem& p, Mistake mistake, Observer& observer) {
-  const Inputs<T> in(p);
-  const auto allows = [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j); };
-
-  // pass 1: the projections, and the heads split (by a reshape alone, for wrong-reshape)
-  Heads<T> heads;
-  if (mistake == Mistake::wrong_reshape) {
-    const Tensor<T> Q = project(in.X, in.W_q, std::span<const T>(in.b_q));
-    report(observer, Step::q, Q);
-    const Tensor<T> K = project(in.C, in.W_k, std::span<const T>(in.b_k));
-    report(observer, Step::k, K);
-    const Tensor<T> V = project(in.C, in.W_v, std::span<const T>(in.b_v));
-    report(observer, Step::v, V);
-    heads = {reshape_heads(Q, p.h), reshape_heads(K, p.g), reshape_heads(V, p.g)};
-    report(observer, Step::q_heads, heads.Q);
-    report(observer, Step::k_heads, heads.K);
-    report(observer, Step::v_heads, heads.V);
-  } else {
-    heads = project_heads(p, in, observer);
-  }
-
-  // pass 2: scores, scaled, masked (or not), softmax (of rows, or of columns)
-  const Tensor<T> S = scores(heads.Q, heads.K);
-  report(observer, Step::scores, S);
-  const Tensor<T> S_scaled = scale(S, static_cast<T>(p.scale));
-  report(observer, Step::scaled, S_scaled);
-  Tensor<T> S_masked;
-  if (mistake == Mistake::mask_after_softmax) S_masked = S_scaled;
-  // −1e9 on purpose: this is the mistake being shown.
-  else if (mistake == Mistake::minus_1e9) S_masked = fill_forbidden(S_scaled, p.mask, static_cast<T>(-1e9));
-  else S_masked = apply_mask(S_scaled, allows);
-  report(observer, Step::masked, S_masked);
-  Tensor<T> A = mistake == Mistake::softmax_columns ? softmax_columns(S_masked) : softmax_rows(S_masked);
-  if (mistake == Mistake::mask_after_softmax) A = fill_forbidden(A, p.mask, T{0});
-  report(observer, Step::weights, A);
-
-  // pass 3: the weighted sum of the values
-  const Tensor<T> O_h = weighted_sum(A, heads.V);
-  report(observer, Step::head_outputs, O_h);
-
-  // pass 4: the heads merged (by a reshape alone, for wrong-reshape) and projected out
-  if (mistake == Mistake::wrong_reshape) {
-    Tensor<T> O = reshape_merge(O_h);
-    report(observer, Step::concat, O);
-    Tensor<T> Y = p.has_output_projection() ? project(O, in.W_o, std::span<const T>(in.b_o)) : std::move(O);
-    report(observer, Step::output, Y);
-  } else {
-    merge_and_project(p, in, O_h, observer);
-  }
-}
-
-// The problem the mistaken run computes, for the mistakes that are a different problem: no scale, no
-// mask, one shared projection.
-Problem mistaken_problem(const Problem& p, Mistake mistake) {
-  Problem q = p;
-  if (mistake == Mistake::no_scale) {
-    q.scale = 1;
-    q.scale_given = true;
-  } else if (mistake == Mistake::no_mask) {
-    q.mask = Mask{.n = p.n, .m = p.m};
-  } else if (mistake == Mistake::shared_qkv) {
-    q.W_k = q.W_v = p.W_q;
-    q.b_k = q.b_v = p.b_q;
-    q.g = p.h;
-    q.d_v = p.d_k;
-    if (!p.has_output_projection()) q.d_out = p.h * p.d_k;
-  }
-  return q;
-}
-
-// The steps the mistake changes, each with its mistaken formula.
-std::vector<std::pair<Step, std::string_view>> changed_steps(Mistake mistake) {
-  const std::string_view formula = mistake_info(mistake).mistaken;
-  switch (mistake) {
-    case Mistake::mask_after_softmax:
-      return {{Step::masked, "S'' = S' (the mask comes after the softmax)"}, {Step::weights, formula}};
-    case Mistake::shared_qkv: return {{Step::k, "K = X·W_q (= Q)"}, {Step::v, "V = X·W_q (= Q)"}};
-    case Mistake::wrong_reshape:
-      return {{Step::q_heads, "reshape (n, h·d_k) -> (h, n, d_k), no transpose"},
-              {Step::k_heads, "reshape (m, g·d_k) -> (g, m, d_k), no transpose"},
-              {Step::v_heads, "reshape (m, g·d_v) -> (g, m, d_v), no transpose"},
-              {Step::concat, "reshape (h, n, d_v) -> (n, h·d_v), no transpose"}};
-    case Mistake::no_scale: return {{Step::scaled, formula}};
-    case Mistake::no_mask:
-    case Mistake::minus_1e9: return {{Step::masked, formula}};
-    case Mistake::softmax_columns: return {{Step::weights, formula}};
-  }
-  return {};
-}
-
+// The mistaken computation traced: every step of the one mistaken forward pass (lessons/forward.hpp)
+// told to a collector in pipeline order, each step the mistake changes with its mistaken formula.
 template <class T>
 Trace record_mistaken(const std::shared_ptr<const Problem>& problem, Mistake mistake, DType dtype) {
-  TraceCollector collector(problem, dtype);
-  const bool engine_itself =
-      mistake == Mistake::no_scale || mistake == Mistake::no_mask || mistake == Mistake::shared_qkv;
-  if (engine_itself) run_naive<T>(*problem, collector);
-  else run_mistaken<T>(*problem, mistake, collector);
+  const std::shared_ptr<const Problem> mistaken = std::make_shared<const Problem>(mistaken_problem(*problem, mistake));
+  TraceCollector collector(mistaken, dtype);
+  const ForwardRun<T> run = forward<T>(*problem, mistake, dtype);
+  for (const Step s : steps_of(*mistaken)) report(collector, s, run.computed[static_cast<std::size_t>(s)]);
   // The rows the mask empties stay empty unless the mistake fills them.
-  std::vector<EmptyRow> empty = mistake == Mistake::minus_1e9 ? std::vector<EmptyRow>() : find_empty_rows(*problem);
+  std::vector<EmptyRow> empty = mistake == Mistake::minus_1e9 ? std::vector<EmptyRow>() : find_empty_rows(*mistaken);
   Trace trace = std::move(collector).finish(std::move(empty));
   const MistakeInfo& info = mistake_info(mistake);
   for (const auto& [step, formula] : changed_steps(mistake))
@@ -485,20 +313,6 @@ void cost_minus_1e9(const Problem& p, MistakeResult& r) {
 
 }  // namespace
 
-const std::vector<MistakeInfo>& all_mistakes() { return mistakes; }
-
-const MistakeInfo& mistake_info(Mistake mistake) {
-  for (const MistakeInfo& info : mistakes)
-    if (info.mistake == mistake) return info;
-  throw std::logic_error("mistake_info: unknown mistake");
-}
-
-std::optional<Mistake> mistake_from_name(std::string_view name) {
-  for (const MistakeInfo& info : mistakes)
-    if (info.name == name) return info.mistake;
-  return std::nullopt;
-}
-
 const StepDifference* first_difference_of(const MistakeResult& r) {
   for (const StepDifference& d : r.steps)
     if (r.first_difference && d.step == *r.first_difference) return &d;
@@ -537,11 +351,10 @@ MistakeResult run_mistake(const std::shared_ptr<const Problem>& problem, Mistake
   const Problem& p = *problem;
 
   // pass 1: the intended computation and the mistaken one, every step kept
-  const auto mistaken = std::make_shared<const Problem>(mistaken_problem(p, mistake));
   MistakeResult r{.mistake = mistake,
                   .intended = record_run(problem, {.dtype = dtype}),
-                  .mistaken = dtype == DType::float64 ? record_mistaken<double>(mistaken, mistake, dtype)
-                                                      : record_mistaken<float>(mistaken, mistake, dtype)};
+                  .mistaken = dtype == DType::float64 ? record_mistaken<double>(problem, mistake, dtype)
+                                                      : record_mistaken<float>(problem, mistake, dtype)};
 
   // pass 2: step by step, how far apart they are
   for (const StepRecord& a : r.intended.steps)
@@ -559,6 +372,7 @@ MistakeResult run_mistake(const std::shared_ptr<const Problem>& problem, Mistake
     case Mistake::shared_qkv: cost_shared_qkv(p, r); break;
     case Mistake::wrong_reshape: cost_wrong_reshape(p, r); break;
     case Mistake::minus_1e9: cost_minus_1e9(p, r); break;
+    default: break;  // diff alone tries the others
   }
   if (const StepDifference* out = r.steps.empty() ? nullptr : &r.steps.back(); out && out->step == Step::output)
     r.findings.push_back(out->differs() ? fmt::format("the output is off by up to {:.4g}", out->max_abs)

@@ -10,35 +10,13 @@
 #include <string_view>
 #include <vector>
 
+#include "lessons/catalogue.hpp"
 #include "model/problem.hpp"
 #include "model/run.hpp"
 #include "observe/steps.hpp"
 #include "trace/trace.hpp"
 
 namespace attn {
-
-enum class Mistake {
-  no_scale,            // S' = S: the 1/√d_k left out
-  no_mask,             // the mask left out: queries see the keys they must not
-  mask_after_softmax,  // softmax first, then the forbidden weights set to 0
-  softmax_columns,     // the softmax taken over the queries (down each column) instead of the keys
-  shared_qkv,          // one projection for all three: Q = K = V = X·W_q
-  wrong_reshape,       // heads split (and merged) by a reshape without the transpose
-  minus_1e9,           // -1e9 for a forbidden score instead of -infinity
-};
-
-struct MistakeInfo {
-  Mistake mistake;
-  std::string_view name;      // "no-scale", as --mistake takes it
-  std::string_view summary;   // one line for --mistake list
-  std::string_view intended;  // the right formula of the step the mistake changes
-  std::string_view mistaken;  // and the mistaken one
-  std::string_view why;       // what goes wrong, in a sentence or two
-};
-
-const std::vector<MistakeInfo>& all_mistakes();
-const MistakeInfo& mistake_info(Mistake mistake);
-std::optional<Mistake> mistake_from_name(std::string_view name);
 
 // How far one step of the mistaken run is from the intended one.
 struct StepDifference {

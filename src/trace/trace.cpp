@@ -33,19 +33,6 @@ std::string rope_formula(const Problem& p, bool keys) {
 
 }  // namespace
 
-bool step_applies(Step step, const Problem& p) {
-  if (step == Step::q_rot || step == Step::k_rot) return p.rope.has_value();
-  if (step == Step::bias) return p.alibi.has_value();
-  return true;
-}
-
-std::vector<Step> steps_of(const Problem& p) {
-  std::vector<Step> steps;
-  for (const Step s : all_steps())
-    if (step_applies(s, p)) steps.push_back(s);
-  return steps;
-}
-
 std::string step_formula(Step step, const Problem& p) {
   const auto plus_bias = [](const std::vector<double>& b, std::string_view name) {
     return b.empty() ? std::string() : fmt::format(" + {}", name);
@@ -119,33 +106,7 @@ std::size_t head_at(const Trace& trace, bool kv_axis, std::size_t index) {
   return kv_axis ? kv_head_of(*trace.head, p.h, p.g) : *trace.head;
 }
 
-Shape traced_shape(Step step, const Problem& p, bool one_head) {
-  Shape shape;
-  if (p.batched) shape.push_back(p.B);
-  for (const Axis axis : step_info(step).axes) {
-    switch (axis) {
-      case Axis::query: shape.push_back(p.n); break;
-      case Axis::key: shape.push_back(p.m); break;
-      case Axis::head: shape.push_back(one_head ? 1 : p.h); break;
-      case Axis::kv_head: shape.push_back(one_head ? 1 : p.g); break;
-      case Axis::feature:
-        switch (step) {
-          case Step::q: shape.push_back(p.h * p.d_k); break;
-          case Step::k: shape.push_back(p.g * p.d_k); break;
-          case Step::v: shape.push_back(p.g * p.d_v); break;
-          case Step::q_heads:
-          case Step::k_heads:
-          case Step::q_rot:
-          case Step::k_rot: shape.push_back(p.d_k); break;
-          case Step::concat: shape.push_back(p.h * p.d_v); break;
-          case Step::output: shape.push_back(p.d_out); break;
-          default: shape.push_back(p.d_v); break;  // v_heads, head_outputs
-        }
-        break;
-    }
-  }
-  return shape;
-}
+Shape traced_shape(Step step, const Problem& p, bool one_head) { return step_shape(step, p, p.batched, one_head); }
 
 const StepRecord* find_step(const Trace& trace, Step step) {
   for (const StepRecord& rec : trace.steps)

@@ -60,11 +60,6 @@ struct Trace {
   std::optional<CompareRecord> compare;  // when `compare` judged naive vs flash vs a reference
 };
 
-// Whether `p` has `step`: q_rot and k_rot with `rope`, bias with `alibi`, every other step always.
-bool step_applies(Step step, const Problem& p);
-// The steps of `p`, in pipeline order: every step that applies to this input.
-std::vector<Step> steps_of(const Problem& p);
-
 // The formula of `step` as it applies to `p` (bias terms only when present, and so on).
 std::string step_formula(Step step, const Problem& p);
 // Its one-sentence meaning for `p`.

@@ -6,6 +6,9 @@ set -uo pipefail
 completion=${1:?usage: completion_test.sh COMPLETION_FILE ATTN_TRACE}
 attn_trace=${2:?usage: completion_test.sh COMPLETION_FILE ATTN_TRACE}
 
+# The step names come from `attn-trace steps --names` of the attn-trace on PATH: the one under test.
+PATH="$(dirname "$attn_trace"):$PATH"
+
 # shellcheck source=/dev/null
 source "$completion" || { echo "FAIL: sourcing $completion"; exit 1; }
 
@@ -72,7 +75,8 @@ expect_has() {
 # The commands and the top-level options.
 expect_exactly "report run" attn-trace r
 expect_exactly "run" attn-trace ru
-expect_exactly "bench compare diff example explain import new plot properties report run scaling show" attn-trace ''
+expect_exactly "bench compare diff example explain import new plot properties report run scaling show steps" attn-trace ''
+expect_exactly "--names --json --help" attn-trace steps --
 expect_exactly "properties plot" attn-trace p
 expect_exactly "--dtype --seed --json --max-memory --help" attn-trace properties x.json --
 expect_exactly "--d-k --samples --seed --json --max-memory --precision --help" attn-trace scaling ''

@@ -24,8 +24,9 @@ import tempfile
 
 import jsonschema
 
-STEP_NAMES = ["q", "k", "v", "q_heads", "k_heads", "v_heads", "q_rot", "k_rot", "scores", "scaled", "bias", "masked",
-              "weights", "head_outputs", "concat", "output"]
+# The pipeline's steps, as the tool's one table lists them (`attn-trace steps --json`): filled in main().
+STEP_NAMES = []
+STEP_DIMS = {}
 
 
 def nesting_errors(data, shape, where):
@@ -53,6 +54,9 @@ def step_errors(trace):
         shape = step["shape"]
         if len(step["dims"]) != len(shape):
             errors.append(f"{where}: dims {step['dims']} name {len(step['dims'])} axes, shape {shape} has {len(shape)}")
+        table_dims = (["batch"] if trace["config"]["batch"] is not None else []) + STEP_DIMS[step["name"]]
+        if step["dims"] != table_dims:
+            errors.append(f"{where}: dims {step['dims']}, but the step table (attn-trace steps) says {table_dims}")
         if step["dtype"] != dtype:
             errors.append(f"{where}: dtype {step['dtype']}, but config/dtype is {dtype}")
         # data of rank 0 or with an extent of 0 is written as [] nested as far as the extents allow
@@ -276,6 +280,14 @@ def main():
         print(f"FAIL {schema_path} is not a valid draft 2020-12 schema: {e.message}", file=sys.stderr)
         return 1
     validator = jsonschema.Draft202012Validator(schema)
+
+    table = json.loads(subprocess.run([binary, "steps", "--json"], check=True, capture_output=True, text=True).stdout)
+    STEP_NAMES.extend(s["name"] for s in table["steps"])
+    STEP_DIMS.update((s["name"], s["dims"]) for s in table["steps"])
+    schema_names = schema["$defs"]["step"]["properties"]["name"]["enum"]
+    if schema_names != STEP_NAMES:
+        print(f"FAIL {schema_path}: the step names {schema_names} are not the step table's {STEP_NAMES}", file=sys.stderr)
+        return 1
 
     inputs = sorted((root / "data").glob("*.json"))
     # and the inputs with RoPE and ALiBi (their extra steps, the rotation table, the input's rope and alibi)

@@ -1,0 +1,179 @@
+#include "lessons/catalogue.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace attn {
+
+namespace {
+
+using enum Mistake;
+using Code = DiagnosisCode;
+
+const std::vector<MistakeInfo>& table() {
+  static const std::vector<MistakeInfo> rows = {
+      {no_scale, "no-scale", "forget to divide the scores by √d_k: sharper, more saturated weights", "S' = S / √d_k",
+       "S' = S",
+       "Unscaled scores grow with d_k (their variance is about d_k), so the softmax saturates: one key takes almost "
+       "all the weight and the gradient through the others vanishes.",
+       true, Code::scale, "the scale left out"},
+      {no_mask, "no-mask", "leave the mask out: queries see the keys they must not (leakage)",
+       "S'' = S' where allowed, −∞ elsewhere", "S'' = S'",
+       "A decoder that sees later tokens in training learns to copy them; at inference they are not there.", true,
+       Code::mask, "the mask left out"},
+      {mask_after_softmax, "mask-after-softmax", "mask the weights after the softmax: rows no longer sum to 1",
+       "A = softmax(S'') with S'' = −∞ where forbidden", "A = softmax(S'), then 0 where forbidden",
+       "The forbidden keys still took their share of each row's sum, so what is left sums to less than 1: every "
+       "output is shrunk by a different amount."},
+      {softmax_columns, "softmax-columns",
+       "take the softmax over the queries (columns) instead of the keys: columns sum to 1, rows do not",
+       "A = softmax(S'') along each row (over the keys)", "A = softmax(S'') down each column (over the queries)",
+       "Each key then shares one unit of weight among the queries, instead of each query sharing one unit among "
+       "the keys: a query's output is no longer an average of the values.",
+       true, Code::softmax_axis, "the softmax taken over the queries"},
+      {shared_qkv, "shared-qkv", "use one projection for queries, keys and values: Q = K = V, symmetric scores",
+       "Q = X·W_q, K = X·W_k, V = X·W_v", "Q = K = V = X·W_q",
+       "With K = Q the scores are symmetric (S = Q·Qᵀ) and each token tends to attend most to itself: the "
+       "separate roles of asking, offering and carrying information are lost."},
+      {wrong_reshape, "wrong-reshape",
+       "split the heads by a reshape without the transpose: features mixed across heads and tokens",
+       "reshape (n, h·d) -> (n, h, d), then transpose -> (h, n, d)", "reshape (n, h·d) -> (h, n, d) directly",
+       "Without the transpose a head's row is a slice of consecutive features that belongs to some other token "
+       "and head: every head sees scrambled tokens.",
+       true, Code::head_split, "the heads split by a reshape without the transpose"},
+      {minus_1e9, "minus-1e9", "use −1e9 for a forbidden score instead of −∞: emptied rows get uniform weights",
+       "S'' = S' where allowed, −∞ elsewhere", "S'' = S' where allowed, −1e9 elsewhere",
+       "exp(−1e9 − max) is 0 as long as one key is allowed; in a row where the mask allows nothing, every score is "
+       "−1e9, the row max is −1e9 and the softmax hands out 1/m to each forbidden key instead of nothing.",
+       true, Code::large_negative, "a large negative number used for -∞"},
+      // The mistakes diff alone tries: each needs a dump to show, or a particular shape to be made at all.
+      {scale_twice, "scale-twice", "", "S' = S / √d_k", "S' = S / d_k", "", false, Code::scale,
+       "the scale applied twice"},
+      {k_untransposed, "k-untransposed", "", "S = Q·Kᵀ", "S = Q·K", "", false, Code::transpose,
+       "K not transposed: S = Q·K"},
+      {w_q_transposed, "w-q-transposed", "", "Q = X·W_q", "Q = X·W_qᵀ", "", false, Code::transpose, "W_q transposed"},
+      {w_k_transposed, "w-k-transposed", "", "K = C·W_k", "K = C·W_kᵀ", "", false, Code::transpose, "W_k transposed"},
+      {w_v_transposed, "w-v-transposed", "", "V = C·W_v", "V = C·W_vᵀ", "", false, Code::transpose, "W_v transposed"},
+      {w_o_transposed, "w-o-transposed", "", "Y = O·W_o", "Y = O·W_oᵀ", "", false, Code::transpose, "W_o transposed"},
+      {mask_sees_next, "mask-sees-next", "", "S'' = S' where allowed", "S'' = S' where key j - 1 is allowed", "",
+       false, Code::mask, "the mask shifted by one: each query also sees the next key"},
+      {mask_misses_diagonal, "mask-misses-diagonal", "", "S'' = S' where allowed",
+       "S'' = S' where key j + 1 is allowed", "", false, Code::mask,
+       "the mask shifted by one: each query sees one key fewer"},
+      {align_flipped, "align-flipped", "", "the mask aligned as the input says", "aligned at the other corner", "",
+       false, Code::alignment, "the mask aligned at the other corner"},
+  };
+  return rows;
+}
+
+bool square(const Tensor<double>& W) { return W.rank() == 2 && W.dim(0) == W.dim(1) && !W.empty(); }
+
+// Whether some query row of `p` has no key the mask allows.
+bool has_empty_row(const Problem& p) {
+  for (std::size_t b = 0; b < p.B; ++b)
+    for (std::size_t i = 0; i < p.n; ++i) {
+      bool any = false;
+      for (std::size_t j = 0; j < p.m && !any; ++j) any = p.mask.allows(b, i, j);
+      if (!any && p.m > 0) return true;
+    }
+  return false;
+}
+
+}  // namespace
+
+std::string_view to_string(DiagnosisCode code) {
+  switch (code) {
+    case Code::scale: return "scale";
+    case Code::transpose: return "transpose";
+    case Code::softmax_axis: return "softmax-axis";
+    case Code::mask: return "mask";
+    case Code::alignment: return "alignment";
+    case Code::head_split: return "head-split";
+    case Code::large_negative: return "large-negative";
+    case Code::precision: return "precision";
+  }
+  return "?";
+}
+
+const std::vector<MistakeInfo>& all_mistakes() {
+  static const std::vector<MistakeInfo> offered = [] {
+    std::vector<MistakeInfo> rows;
+    std::copy_if(table().begin(), table().end(), std::back_inserter(rows),
+                 [](const MistakeInfo& m) { return m.offered; });
+    return rows;
+  }();
+  return offered;
+}
+
+const MistakeInfo& mistake_info(Mistake mistake) {
+  for (const MistakeInfo& info : table())
+    if (info.mistake == mistake) return info;
+  throw std::logic_error("mistake_info: unknown mistake");
+}
+
+std::optional<Mistake> mistake_from_name(std::string_view name) {
+  for (const MistakeInfo& info : all_mistakes())
+    if (info.name == name) return info.mistake;
+  return std::nullopt;
+}
+
+bool changes_something(Mistake mistake, const Problem& p) {
+  const bool masked = p.mask.kind != MaskKind::none;
+  switch (mistake) {
+    case none: return false;
+    case no_scale:
+    case scale_twice: return p.scale != 1;
+    case no_mask:
+    case mask_after_softmax:
+    case mask_sees_next:
+    case mask_misses_diagonal: return masked;
+    case softmax_columns:
+    case shared_qkv: return true;
+    case wrong_reshape: return p.h > 1 || p.g > 1;
+    case minus_1e9: return has_empty_row(p);
+    case k_untransposed: return p.m == p.d_k;
+    case w_q_transposed: return square(p.W_q);
+    case w_k_transposed: return square(p.W_k);
+    case w_v_transposed: return square(p.W_v);
+    case w_o_transposed: return square(p.W_o);
+    case align_flipped:
+      return (p.mask.kind == MaskKind::causal || p.mask.kind == MaskKind::sliding_window) && p.n != p.m;
+  }
+  return false;
+}
+
+std::vector<Mistake> diagnosable(const Problem& p) {
+  std::vector<const MistakeInfo*> rows;
+  for (const MistakeInfo& info : table())
+    if (info.code && changes_something(info.mistake, p)) rows.push_back(&info);
+  std::stable_sort(rows.begin(), rows.end(), [](const MistakeInfo* a, const MistakeInfo* b) { return *a->code < *b->code; });
+  std::vector<Mistake> out;
+  for (const MistakeInfo* info : rows) out.push_back(info->mistake);
+  return out;
+}
+
+std::string diagnosis_of(Mistake mistake, const Problem& p) {
+  if (mistake == align_flipped)
+    return p.mask.align == Align::bottom_right ? "the mask aligned top-left instead of bottom-right"
+                                               : "the mask aligned bottom-right instead of top-left";
+  return std::string(mistake_info(mistake).diagnosis);
+}
+
+Problem mistaken_problem(const Problem& p, Mistake mistake) {
+  Problem q = p;
+  if (mistake == no_scale) {
+    q.scale = 1;
+    q.scale_given = true;
+  } else if (mistake == no_mask) {
+    q.mask = Mask{.n = p.n, .m = p.m};
+  } else if (mistake == shared_qkv) {
+    q.W_k = q.W_v = p.W_q;
+    q.b_k = q.b_v = p.b_q;
+    q.g = p.h;
+    q.d_v = p.d_k;
+    if (!p.has_output_projection()) q.d_out = p.h * p.d_k;
+  }
+  return q;
+}
+
+}  // namespace attn

@@ -1,0 +1,14 @@
+#pragma once
+// attn-trace steps: the pipeline's table (observe/steps.hpp) for people, one step to a few lines.
+
+#include <string>
+
+namespace attn {
+
+// Every step in pipeline order: its name, its axes and the steps it reads, then its formula.
+std::string steps_text();
+
+// The step names, one to a line, in pipeline order: for scripts and shell completion.
+std::string step_names_text();
+
+}  // namespace attn
