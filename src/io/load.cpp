@@ -15,11 +15,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "io/json_fast.hpp"
-#include "io/json_pointer.hpp"
-#include "io/json_reader.hpp"
-#include "io/load_json.hpp"
+#include "json/fast.hpp"
+#include "json/parse.hpp"
+#include "json/pointer.hpp"
+#include "json/reader.hpp"
 #include "model/run.hpp"
+#include "text/nearest.hpp"
 
 namespace attn {
 

@@ -10,10 +10,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "io/error.hpp"
-#include "io/json_fast.hpp"
-#include "io/json_pointer.hpp"
-#include "io/load_json.hpp"
+#include "io/load.hpp"
+#include "json/error.hpp"
+#include "json/fast.hpp"
+#include "json/parse.hpp"
+#include "json/pointer.hpp"
 
 namespace attn {
 

@@ -1,4 +1,4 @@
-#include "io/safetensors.hpp"
+#include "formats/safetensors.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "io/dump_bytes.hpp"
-#include "io/error.hpp"
-#include "io/json_pointer.hpp"
-#include "io/load_json.hpp"
+#include "formats/dump_bytes.hpp"
+#include "json/error.hpp"
+#include "json/parse.hpp"
+#include "json/pointer.hpp"
 
 namespace attn {
 
