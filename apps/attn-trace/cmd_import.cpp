@@ -10,14 +10,14 @@
 #include <fmt/ranges.h>
 
 #include "command.hpp"
-#include "io/dump_folder.hpp"
-#include "io/error.hpp"
-#include "io/import_layer.hpp"
-#include "io/json_pointer.hpp"
-#include "io/npy.hpp"
+#include "formats/dump_folder.hpp"
+#include "formats/import_layer.hpp"
+#include "formats/npy.hpp"
 #include "io/read.hpp"
+#include "json/error.hpp"
 #include "options.hpp"
 #include "render/visible.hpp"
+#include "text/nearest.hpp"
 
 namespace attn::cli {
 

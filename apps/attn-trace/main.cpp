@@ -10,8 +10,8 @@
 
 #include "attn/version.hpp"
 #include "command.hpp"
-#include "io/error.hpp"
 #include "io/output.hpp"
+#include "json/error.hpp"
 #include "options.hpp"
 #include "render/text.hpp"
 #include "render/visible.hpp"

@@ -16,13 +16,13 @@
 #include "attn/version.hpp"
 #include "command.hpp"
 #include "engine/estimate.hpp"
-#include "io/error.hpp"
-#include "io/json_pointer.hpp"
 #include "io/load.hpp"
 #include "io/output.hpp"
 #include "io/read.hpp"
 #include "io/trace_json.hpp"
+#include "json/error.hpp"
 #include "render/text.hpp"
+#include "text/nearest.hpp"
 #include "trace/record.hpp"
 
 namespace attn::cli {

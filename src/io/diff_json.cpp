@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/json_number.hpp"
+#include "json/number.hpp"
 
 namespace attn {
 

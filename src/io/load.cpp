@@ -15,11 +15,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "io/json_fast.hpp"
-#include "io/json_pointer.hpp"
-#include "io/json_reader.hpp"
-#include "io/load_json.hpp"
+#include "json/fast.hpp"
+#include "json/parse.hpp"
+#include "json/pointer.hpp"
+#include "json/reader.hpp"
 #include "model/run.hpp"
+#include "text/nearest.hpp"
 
 namespace attn {
 
@@ -380,16 +381,34 @@ class Reader : public JsonReader {
   }
 
   Problem problem(const json& root) const {
+    // pass 1: the keys, the sequence, its context and the projections, each checked against the last
+    check_top(root);
+    Problem p;
+    if (root.contains("description")) p.description = string(root.at("description"), "/description");
+    read_sequence(root, p);
+    read_context(root, p);
+    read_projections(root, p);
+
+    // pass 2: the scale, the mask and the position encodings, which need the sizes of pass 1
+    p.scale_given = root.contains("scale");
+    p.scale = p.scale_given ? number(root.at("scale"), "/scale") : 1.0 / std::sqrt(static_cast<double>(p.d_k));
+    p.mask = mask(root.contains("mask") ? &root.at("mask") : nullptr, p);
+    if (root.contains("rope")) p.rope = rope(root.at("rope"), p);
+    if (root.contains("alibi")) p.alibi = alibi(root.at("alibi"), p);
+    return p;
+  }
+
+  // An object of known keys, with the four that every input needs.
+  void check_top(const json& root) const {
     if (!root.is_object())
       fail("", fmt::format("expected a JSON object with the keys X, W_q, W_k, W_v, …, found {}", type_name(root)));
     require_keys(root, "", top_keys);
     for (const char* key : {"X", "W_q", "W_k", "W_v"})
       if (!root.contains(key)) fail(pointer_key("", key), "missing: this key is required");
+  }
 
-    Problem p;
-    if (root.contains("description")) p.description = string(root.at("description"), "/description");
-
-    // The sequence: 2-D, or 3-D for a batch.
+  // The sequence: 2-D, or 3-D for a batch. Sets X (B, n, d_model), its sizes and its tokens.
+  void read_sequence(const json& root, Problem& p) const {
     const json& jx = root.at("X");
     p.batched = jx.is_array() && !jx.empty() && jx[0].is_array() && !jx[0].empty() && jx[0][0].is_array();
     p.X = sequence(jx, "/X", p.batched);
@@ -398,48 +417,50 @@ class Reader : public JsonReader {
     p.d_model = p.X.dim(2);
     p.tokens =
         tokens(root.contains("tokens") ? &root.at("tokens") : nullptr, "/tokens", p.B, p.n, p.batched, "rows of X");
+  }
 
-    // Where keys and values come from: the context (cross-attention) or X itself.
-    if (root.contains("context")) {
-      const json& ctx = root.at("context");
-      if (!ctx.is_object())
-        fail("/context", fmt::format("expected an object {{\"X\": …, \"tokens\": …}}, found {}", type_name(ctx)));
-      constexpr std::array keys = {"X", "tokens"};
-      require_keys(ctx, "/context", keys);
-      if (!ctx.contains("X")) fail("/context/X", "missing: a context needs its own X");
-      const json& cx = ctx.at("X");
-      const bool ctx_batched =
-          cx.is_array() && !cx.empty() && cx[0].is_array() && !cx[0].empty() && cx[0][0].is_array();
-      if (ctx_batched != p.batched)
-        fail("/context/X", p.batched ? fmt::format("expected a batch of {} (as X), found a single sequence",
-                                                   plural(p.B, "sequence", "sequences"))
-                                     : "expected a single sequence (as X), found a batch");
-      p.C = sequence(cx, "/context/X", p.batched);
-      if (p.C.dim(0) != p.B)
-        fail("/context/X", fmt::format("expected {} (the batch of X), found {}",
-                                       plural(p.B, "batch item", "batch items"), p.C.dim(0)));
-      p.cross = true;
-      p.m = p.C.dim(1);
-      p.d_context = p.C.dim(2);
-      p.context_tokens = tokens(ctx.contains("tokens") ? &ctx.at("tokens") : nullptr, "/context/tokens", p.B, p.m,
-                                p.batched, "rows of the context X");
-      if (!ctx.contains("tokens")) {
-        for (auto& item : p.context_tokens)
-          for (std::size_t j = 0; j < item.size(); ++j) item[j] = fmt::format("c{}", j);
-      }
-    } else {
+  // Where keys and values come from: the context (cross-attention) or X itself. Sets C (B, m, d_context).
+  void read_context(const json& root, Problem& p) const {
+    if (!root.contains("context")) {
       p.C = p.X;
       p.m = p.n;
       p.d_context = p.d_model;
       p.context_tokens = p.tokens;
+      return;
     }
+    const json& ctx = root.at("context");
+    if (!ctx.is_object())
+      fail("/context", fmt::format("expected an object {{\"X\": …, \"tokens\": …}}, found {}", type_name(ctx)));
+    constexpr std::array keys = {"X", "tokens"};
+    require_keys(ctx, "/context", keys);
+    if (!ctx.contains("X")) fail("/context/X", "missing: a context needs its own X");
+    const json& cx = ctx.at("X");
+    const bool ctx_batched = cx.is_array() && !cx.empty() && cx[0].is_array() && !cx[0].empty() && cx[0][0].is_array();
+    if (ctx_batched != p.batched)
+      fail("/context/X", p.batched ? fmt::format("expected a batch of {} (as X), found a single sequence",
+                                                 plural(p.B, "sequence", "sequences"))
+                                   : "expected a single sequence (as X), found a batch");
+    p.C = sequence(cx, "/context/X", p.batched);
+    if (p.C.dim(0) != p.B)
+      fail("/context/X",
+           fmt::format("expected {} (the batch of X), found {}", plural(p.B, "batch item", "batch items"), p.C.dim(0)));
+    p.cross = true;
+    p.m = p.C.dim(1);
+    p.d_context = p.C.dim(2);
+    p.context_tokens = tokens(ctx.contains("tokens") ? &ctx.at("tokens") : nullptr, "/context/tokens", p.B, p.m,
+                              p.batched, "rows of the context X");
+    if (!ctx.contains("tokens")) {
+      for (auto& item : p.context_tokens)
+        for (std::size_t j = 0; j < item.size(); ++j) item[j] = fmt::format("c{}", j);
+    }
+  }
 
-    // Heads.
+  // The heads, then the weights in the file's layout, turned into in_out, and their biases.
+  void read_projections(const json& root, Problem& p) const {
     p.h = root.contains("n_heads") ? integer(root.at("n_heads"), "/n_heads", 1, 1u << 16) : 1;
     p.g = root.contains("n_kv_heads") ? integer(root.at("n_kv_heads"), "/n_kv_heads", 1, 1u << 16) : p.h;
     if (p.h % p.g != 0) fail("/n_kv_heads", fmt::format("n_heads = {} is not a multiple of n_kv_heads = {}", p.h, p.g));
 
-    // Weights, in the file's layout, turned into in_out.
     if (root.contains("layout")) {
       const std::string& layout = string(root.at("layout"), "/layout");
       if (layout == "in_out") p.layout = Layout::in_out;
@@ -467,13 +488,6 @@ class Reader : public JsonReader {
     p.b_k = bias(root, "b_k", p.g * p.d_k, fmt::format("the {} of W_k", outputs));
     p.b_v = bias(root, "b_v", p.g * p.d_v, fmt::format("the {} of W_v", outputs));
     p.b_o = bias(root, "b_o", p.d_out, fmt::format("the {} of W_o", outputs));
-
-    p.scale_given = root.contains("scale");
-    p.scale = p.scale_given ? number(root.at("scale"), "/scale") : 1.0 / std::sqrt(static_cast<double>(p.d_k));
-    p.mask = mask(root.contains("mask") ? &root.at("mask") : nullptr, p);
-    if (root.contains("rope")) p.rope = rope(root.at("rope"), p);
-    if (root.contains("alibi")) p.alibi = alibi(root.at("alibi"), p);
-    return p;
   }
 };
 

@@ -5,8 +5,10 @@
 #include <string>
 #include <string_view>
 
-#include "io/error.hpp"
+#include <nlohmann/json_fwd.hpp>
+
 #include "io/read.hpp"
+#include "json/error.hpp"
 #include "model/problem.hpp"
 #include "model/run.hpp"
 
@@ -14,6 +16,10 @@ namespace attn {
 
 // Parses and validates `text`; `file` names it in error messages.
 Problem load_problem(std::string_view text, const std::string& file);
+
+// An input object (docs/input-format.md) found at JSON Pointer `root` of `file`, validated: the
+// JSON-level entry point, for readers of documents that hold an input (the trace reader).
+Problem problem_from_json(const nlohmann::json& input, const std::string& file, const std::string& root);
 
 // Reads `path` ("-": standard input) whole within `limit` (read_text), then load_problem. An
 // unreadable file is an InputError.

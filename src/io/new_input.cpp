@@ -1,5 +1,5 @@
 // `attn-trace new`: the input's JSON text, written by hand so that every matrix row has its own line
-// and its columns line up, as in data/*.json; nlohmann/json escapes the tokens.
+// and its columns line up, as in data/*.json; quoted (json/quoted.hpp) escapes the tokens.
 
 #include "io/new_input.hpp"
 #include "text/words.hpp"
@@ -12,7 +12,8 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
+
+#include "json/quoted.hpp"
 
 namespace attn {
 
@@ -35,11 +36,6 @@ std::string matrix_text(const std::string& lead, std::size_t rows, std::size_t c
 }
 
 namespace {
-
-// A JSON string; bytes that are not UTF-8 become U+FFFD instead of failing the dump.
-std::string quoted(const std::string& text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 std::string token_list(const std::vector<std::string>& tokens) {
   std::vector<std::string> items;

@@ -18,8 +18,6 @@
 
 #include <fmt/format.h>
 
-#include "io/error.hpp"
-
 namespace attn {
 
 namespace {

@@ -13,10 +13,26 @@
 //
 // Failures are OutputError ("FILE: write failed: REASON"), a closed pipe is BrokenPipe.
 
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
 namespace attn {
+
+// A write that failed: `file` ("stdout" for the standard output) and why, as
+// "FILE: write failed: REASON"; caught once in main (exit code 3).
+class OutputError : public std::runtime_error {
+ public:
+  OutputError(const std::string& file, const std::string& reason)
+      : std::runtime_error(file + ": write failed: " + reason) {}
+};
+
+// The reader of a pipe closed it (EPIPE). Like every Unix filter, the tool then stops quietly (no
+// message, exit code 141).
+class BrokenPipe : public std::runtime_error {
+ public:
+  BrokenPipe() : std::runtime_error("broken pipe") {}
+};
 
 class OutputFile {
  public:

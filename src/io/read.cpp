@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "io/error.hpp"
+#include "json/error.hpp"
 
 namespace attn {
 

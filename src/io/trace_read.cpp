@@ -10,10 +10,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "io/error.hpp"
-#include "io/json_fast.hpp"
-#include "io/json_pointer.hpp"
-#include "io/load_json.hpp"
+#include "io/load.hpp"
+#include "json/error.hpp"
+#include "json/fast.hpp"
+#include "json/parse.hpp"
+#include "json/pointer.hpp"
 
 namespace attn {
 
@@ -144,6 +145,49 @@ class TraceReader {
     return values(object, ptr, key, std::move(shape), float32);
   }
 
+  // One tile of /flash/tiles at `at`: where it lies and, unless skipped, its state.
+  FlashTile flash_tile(const json& t, const std::string& at, bool float32) const {
+    if (!t.is_object()) fail(at, "expected a tile object");
+    const Problem& p = *problem_;
+    FlashTile tile{whole(t, at, "batch"),
+                   whole(t, at, "head"),
+                   whole(t, at, "i"),
+                   whole(t, at, "j"),
+                   0,
+                   0,
+                   0,
+                   0,
+                   false,
+                   {},
+                   {},
+                   {},
+                   {},
+                   {},
+                   {},
+                   {},
+                   {}};
+    std::tie(tile.row_begin, tile.row_end) = range(t, at, "rows");
+    std::tie(tile.col_begin, tile.col_end) = range(t, at, "cols");
+    if (tile.batch >= p.B || tile.head >= p.h || tile.row_begin >= tile.row_end || tile.row_end > p.n ||
+        tile.col_begin >= tile.col_end || tile.col_end > p.m)
+      fail(at, "the tile lies outside the input's batch, heads, queries or keys");
+    if (!t.contains("skipped") || !t.at("skipped").is_boolean())
+      fail(pointer_key(at, "skipped"), "expected true or false");
+    tile.skipped = t.at("skipped").get<bool>();
+    if (!tile.skipped) {
+      const std::size_t r = tile.row_end - tile.row_begin, c = tile.col_end - tile.col_begin;
+      tile.S = values(t, at, "S", {r, c}, float32);
+      tile.m_prev = values(t, at, "m_prev", {r}, float32);
+      tile.m_new = values(t, at, "m_new", {r}, float32);
+      tile.alpha = values(t, at, "alpha", {r}, float32);
+      tile.P = values(t, at, "P", {r, c}, float32);
+      tile.l_prev = values(t, at, "l_prev", {r}, float32);
+      tile.l_new = values(t, at, "l_new", {r}, float32);
+      tile.O = values(t, at, "O", {r, p.d_v}, float32);
+    }
+    return tile;
+  }
+
   FlashRecord flash(const json& f, bool float32) const {
     const std::string ptr = "/flash";
     if (!f.is_object()) fail(ptr, "expected an object");
@@ -152,48 +196,8 @@ class TraceReader {
     out.tile_size = {whole(f, ptr, "block_q"), whole(f, ptr, "block_k")};
     const std::string tiles_ptr = pointer_key(ptr, "tiles");
     if (!f.contains("tiles") || !f.at("tiles").is_array()) fail(tiles_ptr, "expected a list of tiles");
-    for (std::size_t k = 0; k < f.at("tiles").size(); ++k) {
-      const json& t = f.at("tiles")[k];
-      const std::string at = pointer_index(tiles_ptr, k);
-      if (!t.is_object()) fail(at, "expected a tile object");
-      FlashTile tile{whole(t, at, "batch"),
-                     whole(t, at, "head"),
-                     whole(t, at, "i"),
-                     whole(t, at, "j"),
-                     0,
-                     0,
-                     0,
-                     0,
-                     false,
-                     {},
-                     {},
-                     {},
-                     {},
-                     {},
-                     {},
-                     {},
-                     {}};
-      std::tie(tile.row_begin, tile.row_end) = range(t, at, "rows");
-      std::tie(tile.col_begin, tile.col_end) = range(t, at, "cols");
-      if (tile.batch >= p.B || tile.head >= p.h || tile.row_begin >= tile.row_end || tile.row_end > p.n ||
-          tile.col_begin >= tile.col_end || tile.col_end > p.m)
-        fail(at, "the tile lies outside the input's batch, heads, queries or keys");
-      if (!t.contains("skipped") || !t.at("skipped").is_boolean())
-        fail(pointer_key(at, "skipped"), "expected true or false");
-      tile.skipped = t.at("skipped").get<bool>();
-      if (!tile.skipped) {
-        const std::size_t r = tile.row_end - tile.row_begin, c = tile.col_end - tile.col_begin;
-        tile.S = values(t, at, "S", {r, c}, float32);
-        tile.m_prev = values(t, at, "m_prev", {r}, float32);
-        tile.m_new = values(t, at, "m_new", {r}, float32);
-        tile.alpha = values(t, at, "alpha", {r}, float32);
-        tile.P = values(t, at, "P", {r, c}, float32);
-        tile.l_prev = values(t, at, "l_prev", {r}, float32);
-        tile.l_new = values(t, at, "l_new", {r}, float32);
-        tile.O = values(t, at, "O", {r, p.d_v}, float32);
-      }
-      out.tiles.push_back(std::move(tile));
-    }
+    for (std::size_t k = 0; k < f.at("tiles").size(); ++k)
+      out.tiles.push_back(flash_tile(f.at("tiles")[k], pointer_index(tiles_ptr, k), float32));
     if (f.contains("finals")) {
       const std::string finals_ptr = pointer_key(ptr, "finals");
       if (!f.at("finals").is_array()) fail(finals_ptr, "expected a list");

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "io/error.hpp"
+#include "json/error.hpp"
 
 namespace attn {
 

@@ -14,10 +14,10 @@
 #include <catch2/catch.hpp>
 
 #include "cli_checks.hpp"
+#include "formats/dump_folder.hpp"
+#include "formats/npy.hpp"
 #include "import_golden.hpp"
-#include "io/dump_folder.hpp"
 #include "io/load.hpp"
-#include "io/npy.hpp"
 #include "run_binary.hpp"
 #include "tensor/half.hpp"
 

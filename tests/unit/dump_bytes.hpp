@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "io/error.hpp"
+#include "json/error.hpp"
 
 namespace attn::test {
 

@@ -10,9 +10,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "io/json_dump.hpp"
-#include "io/npy.hpp"
-#include "io/safetensors.hpp"
+#include "formats/json_dump.hpp"
+#include "formats/npy.hpp"
+#include "formats/safetensors.hpp"
 
 using namespace attn;
 

@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "dump_bytes.hpp"
-#include "io/json_dump.hpp"
+#include "formats/json_dump.hpp"
 
 using namespace attn;
 using namespace attn::test;

@@ -20,9 +20,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "io/error.hpp"
-#include "io/json_fast.hpp"
-#include "io/load_json.hpp"
+#include "json/error.hpp"
+#include "json/fast.hpp"
+#include "json/parse.hpp"
 
 using namespace attn;
 using json = nlohmann::json;

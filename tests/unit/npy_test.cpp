@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "dump_bytes.hpp"
-#include "io/npy.hpp"
+#include "formats/npy.hpp"
 
 using namespace attn;
 using namespace attn::test;

@@ -12,8 +12,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "io/error.hpp"
 #include "io/read.hpp"
+#include "json/error.hpp"
 #include "render/visible.hpp"
 
 using namespace attn;

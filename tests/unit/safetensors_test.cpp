@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "dump_bytes.hpp"
-#include "io/safetensors.hpp"
+#include "formats/safetensors.hpp"
 
 using namespace attn;
 using namespace attn::test;

@@ -20,9 +20,9 @@
 #include <fmt/format.h>
 
 #include "engine/naive.hpp"
-#include "io/error.hpp"
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
+#include "json/error.hpp"
 #include "trace/collector.hpp"
 
 using namespace attn;

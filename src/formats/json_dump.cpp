@@ -1,4 +1,4 @@
-#include "io/json_dump.hpp"
+#include "formats/json_dump.hpp"
 
 #include <cstddef>
 #include <limits>
@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "io/error.hpp"
-#include "io/json_pointer.hpp"
-#include "io/load_json.hpp"
+#include "json/error.hpp"
+#include "json/parse.hpp"
+#include "json/pointer.hpp"
 
 namespace attn {
 

@@ -1,4 +1,4 @@
-#include "io/safetensors.hpp"
+#include "formats/safetensors.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "io/dump_bytes.hpp"
-#include "io/error.hpp"
-#include "io/json_pointer.hpp"
-#include "io/load_json.hpp"
+#include "formats/dump_bytes.hpp"
+#include "json/error.hpp"
+#include "json/parse.hpp"
+#include "json/pointer.hpp"
 
 namespace attn {
 
@@ -89,10 +89,8 @@ Entry entry_of(const std::string& name, const json& v, const std::string& file) 
   return e;
 }
 
-}  // namespace
-
-std::vector<std::pair<std::string, DumpTensor>> read_safetensors(std::string_view bytes, const std::string& file) {
-  // pass 1: the header length, checked against the file before the header is touched
+// The header's text and the data after it.
+std::pair<std::string_view, std::string_view> split_file(std::string_view bytes, const std::string& file) {
   if (bytes.size() < 8)
     throw InputError(
         file, "",
@@ -106,10 +104,11 @@ std::vector<std::pair<std::string, DumpTensor>> read_safetensors(std::string_vie
         fmt::format("the .safetensors header length {} runs past the end of the file ({} bytes after it)", n, after));
   if (n > max_header)
     throw InputError(file, "", fmt::format("the .safetensors header length {} is over the limit of {}", n, max_header));
-  const std::string_view header_text = bytes.substr(8, n);
-  const std::string_view data = bytes.substr(8 + n);
+  return {bytes.substr(8, n), bytes.substr(8 + n)};
+}
 
-  // pass 2: the header, JSON with the depth bound and duplicate-key check of parse_json
+// The header's entries, in its order.
+std::vector<Entry> read_header(std::string_view header_text, const std::string& file) {
   if (header_text.front() != '{')
     throw InputError(file, "", "the .safetensors header does not start with '{': it must be a JSON object");
   try {
@@ -133,9 +132,11 @@ std::vector<std::pair<std::string, DumpTensor>> read_safetensors(std::string_vie
     }
     entries.push_back(entry_of(name, value, file));
   }
+  return entries;
+}
 
-  // pass 3: every range inside the data, as long as its shape needs, none overlapping another and
-  // no byte belonging to none (as the safetensors library asks, so that nothing else hides in the file)
+// Every range inside the data and as long as its shape needs.
+void check_sizes(const std::vector<Entry>& entries, std::string_view data, const std::string& file) {
   for (const Entry& e : entries) {
     const std::string where = pointer_key(e.pointer, "data_offsets");
     if (e.begin > e.end)
@@ -152,6 +153,11 @@ std::vector<std::pair<std::string, DumpTensor>> read_safetensors(std::string_vie
                                    quote_bytes(e.name), shape_text(e.shape), dump_dtype_name(e.dtype),
                                    need ? fmt::format("{}", *need) : std::string("more than 2^64"), e.end - e.begin));
   }
+}
+
+// No range overlapping another and no byte belonging to none (as the safetensors library asks, so
+// that nothing else hides in the file).
+void check_tiling(const std::vector<Entry>& entries, std::string_view data, const std::string& file) {
   std::vector<const Entry*> by_offset;
   by_offset.reserve(entries.size());
   for (const Entry& e : entries) by_offset.push_back(&e);
@@ -173,6 +179,19 @@ std::vector<std::pair<std::string, DumpTensor>> read_safetensors(std::string_vie
   }
   if (covered != data.size())
     throw InputError(file, "", fmt::format("bytes {} to {} of the data belong to no tensor", covered, data.size()));
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, DumpTensor>> read_safetensors(std::string_view bytes, const std::string& file) {
+  // pass 1: the header length, checked against the file before the header is touched
+  const auto [header_text, data] = split_file(bytes, file);
+  // pass 2: the header, JSON with the depth bound and duplicate-key check of parse_json
+  const std::vector<Entry> entries = read_header(header_text, file);
+  // pass 3: every range inside the data, as long as its shape needs, none overlapping another and
+  // no byte belonging to none
+  check_sizes(entries, data, file);
+  check_tiling(entries, data, file);
 
   // pass 4: the values
   std::vector<std::pair<std::string, DumpTensor>> out;

@@ -1,7 +1,7 @@
 // `attn-trace import`: a model's attention tensors, found by name, checked against the shapes their
 // style stores, and written as an input with one matrix row per line.
 
-#include "io/import_layer.hpp"
+#include "formats/import_layer.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,13 +14,15 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "io/dump_bytes.hpp"
-#include "io/error.hpp"
-#include "io/json_pointer.hpp"
-#include "io/json_reader.hpp"
-#include "io/load_json.hpp"
+#include "formats/dump_bytes.hpp"
 #include "io/new_input.hpp"
+#include "json/error.hpp"
+#include "json/parse.hpp"
+#include "json/pointer.hpp"
+#include "json/quoted.hpp"
+#include "json/reader.hpp"
 #include "lessons/scaling.hpp"
+#include "text/nearest.hpp"
 #include "text/words.hpp"
 
 namespace attn {
@@ -300,11 +302,6 @@ void check_inputs(const Layer& l, const ImportRequest& r) {
       throw InputError(r.weights_name, "",
                        fmt::format("{} has shape ({}, {}): its {} must be d_model = {}, as {}'s", w->name, w->rows,
                                    w->cols, l.out_in ? "columns" : "rows", d, l.W_q.name));
-}
-
-// A JSON string; bytes that are not UTF-8 become U+FFFD instead of failing the dump.
-std::string quoted(const std::string& text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // The shortest text that reads back to the same double (fmt's default): float32, float16 and bfloat16

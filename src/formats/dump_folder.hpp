@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "io/dump.hpp"
+#include "formats/dump.hpp"
 #include "io/read.hpp"
 
 namespace attn {

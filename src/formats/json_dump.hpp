@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "io/dump.hpp"
+#include "formats/dump.hpp"
 
 namespace attn {
 

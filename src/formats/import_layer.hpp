@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "io/dump.hpp"
-#include "io/dump_folder.hpp"
+#include "formats/dump.hpp"
+#include "formats/dump_folder.hpp"
 #include "io/read.hpp"
 #include "model/mask.hpp"
 

@@ -1,7 +1,7 @@
 #pragma once
 // One number for the JSON that attn-trace writes besides traces (properties, mistakes): a finite number
 // as it is; inf, -inf and nan as the strings "inf", "-inf" and "nan" that a trace uses, since JSON has
-// no such numbers. Only src/io includes this (it includes nlohmann/json).
+// no such numbers. It includes nlohmann/json, as only src/json, src/io and src/formats do.
 
 #include <cmath>
 

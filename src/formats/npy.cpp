@@ -1,4 +1,4 @@
-#include "io/npy.hpp"
+#include "formats/npy.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "io/dump_bytes.hpp"
-#include "io/error.hpp"
+#include "formats/dump_bytes.hpp"
+#include "json/error.hpp"
 
 namespace attn {
 

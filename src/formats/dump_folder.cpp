@@ -1,4 +1,4 @@
-#include "io/dump_folder.hpp"
+#include "formats/dump_folder.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -7,10 +7,10 @@
 
 #include <fmt/format.h>
 
-#include "io/error.hpp"
-#include "io/json_dump.hpp"
-#include "io/npy.hpp"
-#include "io/safetensors.hpp"
+#include "formats/json_dump.hpp"
+#include "formats/npy.hpp"
+#include "formats/safetensors.hpp"
+#include "json/error.hpp"
 
 namespace attn {
 

@@ -1,4 +1,4 @@
-#include "io/json_fast.hpp"
+#include "json/fast.hpp"
 
 #include <charconv>
 #include <cstdint>

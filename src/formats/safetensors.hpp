@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/dump.hpp"
+#include "formats/dump.hpp"
 
 namespace attn {
 

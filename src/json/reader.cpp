@@ -1,11 +1,12 @@
-#include "io/json_reader.hpp"
+#include "json/reader.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "io/json_pointer.hpp"
+#include "json/pointer.hpp"
+#include "text/nearest.hpp"
 
 namespace attn {
 

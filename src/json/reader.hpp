@@ -1,6 +1,6 @@
 #pragma once
 // Reading values out of a parsed JSON document, every error an InputError with the file and the JSON
-// Pointer of the value: the pieces the input format (load.cpp) is read with.
+// Pointer of the value: the pieces the input format (io/load.cpp) is read with.
 
 #include <cstddef>
 #include <span>
@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/error.hpp"
+#include "json/error.hpp"
 #include "tensor/tensor.hpp"
 #include "text/words.hpp"
 

@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "io/dump.hpp"
+#include "formats/dump.hpp"
 #include "tensor/half.hpp"
 #include "tensor/tensor.hpp"
 

@@ -1,7 +1,9 @@
 // Parsing JSON text with errors that say where. A valid text is read in one pass by the fast parser
-// (json_fast.hpp), which makes the strict checks on the way; whatever it gives up on goes the careful
+// (fast.hpp), which makes the strict checks on the way; whatever it gives up on goes the careful
 // way: a first pass (CheckingSax) that knows its JSON Pointer and refuses duplicate keys and deep
 // nesting, then nlohmann/json's DOM parser.
+
+#include "json/parse.hpp"
 
 #include <set>
 #include <string>
@@ -10,10 +12,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "io/error.hpp"
-#include "io/json_fast.hpp"
-#include "io/json_pointer.hpp"
-#include "io/load_json.hpp"
+#include "json/error.hpp"
+#include "json/fast.hpp"
+#include "json/pointer.hpp"
 
 namespace attn {
 
