@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "lessons/bench.hpp"
+#include "bench/records.hpp"
 #include "render/terminal.hpp"
 
 namespace attn {
