@@ -18,7 +18,7 @@
 #include "io/read.hpp"
 #include "kernel/kernels.hpp"
 #include "options.hpp"
-#include "render/bench.hpp"
+#include "render/pages/bench.hpp"
 
 namespace attn::cli {
 

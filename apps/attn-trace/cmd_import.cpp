@@ -17,7 +17,7 @@
 #include "io/npy.hpp"
 #include "io/read.hpp"
 #include "options.hpp"
-#include "render/visible.hpp"
+#include "render/draw/visible.hpp"
 
 namespace attn::cli {
 

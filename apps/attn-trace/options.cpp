@@ -22,7 +22,7 @@
 #include "io/output.hpp"
 #include "io/read.hpp"
 #include "io/trace_json.hpp"
-#include "render/text.hpp"
+#include "render/draw/text.hpp"
 #include "trace/record.hpp"
 
 namespace attn::cli {

@@ -21,7 +21,7 @@
 #include "io/bench_json.hpp"
 #include "io/load.hpp"
 #include "kernel/kernels.hpp"
-#include "render/bench.hpp"
+#include "render/pages/bench.hpp"
 
 using namespace attn;
 

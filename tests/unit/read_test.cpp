@@ -14,7 +14,7 @@
 
 #include "io/error.hpp"
 #include "io/read.hpp"
-#include "render/visible.hpp"
+#include "render/draw/visible.hpp"
 
 using namespace attn;
 
