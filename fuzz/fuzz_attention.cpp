@@ -24,8 +24,8 @@
 #include "formats/safetensors.hpp"
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
-#include "render/terminal.hpp"
-#include "render/text.hpp"
+#include "render/pages/trace/terminal.hpp"
+#include "render/draw/text.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
 

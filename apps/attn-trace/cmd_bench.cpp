@@ -10,14 +10,15 @@
 
 #include <fmt/format.h>
 
+#include "bench/run.hpp"
+#include "bench/sweep.hpp"
 #include "command.hpp"
 #include "io/bench_json.hpp"
 #include "io/load.hpp"
 #include "io/read.hpp"
 #include "kernel/kernels.hpp"
-#include "lessons/bench.hpp"
 #include "options.hpp"
-#include "render/bench.hpp"
+#include "render/pages/bench.hpp"
 
 namespace attn::cli {
 

@@ -17,8 +17,8 @@
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
 #include "options.hpp"
-#include "render/diff.hpp"
-#include "render/visible.hpp"
+#include "render/pages/diff.hpp"
+#include "render/draw/visible.hpp"
 
 namespace attn::cli {
 

@@ -14,7 +14,7 @@
 #include "io/read.hpp"
 #include "lessons/explain.hpp"
 #include "options.hpp"
-#include "render/explain.hpp"
+#include "render/pages/explain.hpp"
 
 namespace attn::cli {
 

@@ -9,7 +9,7 @@
 
 #include "command.hpp"
 #include "options.hpp"
-#include "render/svg.hpp"
+#include "render/pages/svg.hpp"
 
 namespace attn::cli {
 

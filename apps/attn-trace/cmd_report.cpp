@@ -9,7 +9,7 @@
 #include "command.hpp"
 #include "lessons/mistakes.hpp"
 #include "options.hpp"
-#include "render/report.hpp"
+#include "render/pages/report/report.hpp"
 
 namespace attn::cli {
 

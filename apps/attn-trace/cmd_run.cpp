@@ -14,7 +14,7 @@
 #include "io/output.hpp"
 #include "lessons/mistakes.hpp"
 #include "options.hpp"
-#include "render/mistakes.hpp"
+#include "render/pages/trace/mistakes.hpp"
 
 namespace attn::cli {
 

@@ -13,7 +13,7 @@
 #include "io/scaling_json.hpp"
 #include "lessons/scaling.hpp"
 #include "options.hpp"
-#include "render/scaling.hpp"
+#include "render/pages/scaling.hpp"
 
 namespace attn::cli {
 

@@ -10,8 +10,8 @@
 #include "io/output.hpp"
 #include "io/trace_json.hpp"
 #include "options.hpp"
-#include "render/steps.hpp"
-#include "render/text.hpp"
+#include "render/pages/steps.hpp"
+#include "render/draw/text.hpp"
 
 namespace attn::cli {
 

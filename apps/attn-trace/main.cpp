@@ -13,8 +13,8 @@
 #include "io/output.hpp"
 #include "json/error.hpp"
 #include "options.hpp"
-#include "render/text.hpp"
-#include "render/visible.hpp"
+#include "render/draw/text.hpp"
+#include "render/draw/visible.hpp"
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include "io/read.hpp"
 #include "io/trace_json.hpp"
 #include "json/error.hpp"
-#include "render/text.hpp"
+#include "render/draw/text.hpp"
 #include "text/nearest.hpp"
 #include "trace/record.hpp"
 

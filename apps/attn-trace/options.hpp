@@ -14,8 +14,8 @@
 #include "lessons/mistakes.hpp"
 #include "model/problem.hpp"
 #include "model/run.hpp"
-#include "render/document.hpp"
-#include "render/terminal.hpp"
+#include "render/pages/document.hpp"
+#include "render/pages/trace/terminal.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
 

@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "lessons/bench.hpp"
+#include "bench/records.hpp"
 
 namespace attn {
 

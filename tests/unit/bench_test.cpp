@@ -1,4 +1,4 @@
-// The measuring of `attn-trace bench` (src/lessons/bench.hpp) without a clock: the work it counts, the
+// The measuring of `attn-trace bench` (src/bench/) without a clock: the work it counts, the
 // sweep it parses, the float64 reference on sampled rows and the errors it finds, and its JSON
 // (src/io/bench_json.hpp). No test here depends on how fast anything runs.
 
@@ -10,13 +10,18 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/flops.hpp"
+#include "bench/problem.hpp"
+#include "bench/reference.hpp"
+#include "bench/run.hpp"
+#include "bench/sweep.hpp"
+#include "bench/timing.hpp"
 #include "engine/flash.hpp"
 #include "engine/naive.hpp"
 #include "io/bench_json.hpp"
 #include "io/load.hpp"
 #include "kernel/kernels.hpp"
-#include "lessons/bench.hpp"
-#include "render/bench.hpp"
+#include "render/pages/bench.hpp"
 
 using namespace attn;
 

@@ -14,7 +14,7 @@
 #include "engine/naive.hpp"
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
-#include "render/terminal.hpp"
+#include "render/pages/trace/terminal.hpp"
 #include "trace/collector.hpp"
 
 using namespace attn;

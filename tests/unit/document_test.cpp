@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "io/load.hpp"
-#include "render/document.hpp"
+#include "render/pages/document.hpp"
 #include "trace/record.hpp"
 
 using namespace attn;

@@ -14,7 +14,7 @@
 
 #include "io/read.hpp"
 #include "json/error.hpp"
-#include "render/visible.hpp"
+#include "render/draw/visible.hpp"
 
 using namespace attn;
 

@@ -1,4 +1,4 @@
-// The HTML report's page (render/report.hpp): what came from a file cannot break out of the page, and
+// The HTML report's page (render/pages/report/report.hpp): what came from a file cannot break out of the page, and
 // every step has its section. tests/report/browser_test.py checks the page in a real browser.
 
 #include <cstddef>
@@ -10,8 +10,9 @@
 
 #include "io/load.hpp"
 #include "observe/steps.hpp"
-#include "render/report.hpp"
-#include "render/report_assets.hpp"
+#include "render/draw/escape.hpp"
+#include "render/pages/report/report.hpp"
+#include "render/pages/report/report_assets.hpp"
 #include "trace/record.hpp"
 
 namespace attn {

@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 
 #include "io/load.hpp"
-#include "render/svg.hpp"
-#include "render/visible.hpp"
+#include "render/pages/svg.hpp"
+#include "render/draw/visible.hpp"
 #include "trace/record.hpp"
 
 using namespace attn;

@@ -5,8 +5,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "render/colormap.hpp"
-#include "render/text.hpp"
+#include "render/draw/colormap.hpp"
+#include "render/draw/text.hpp"
 
 using namespace attn;
 

@@ -1,0 +1,215 @@
+#include "bench/run.hpp"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "bench/flops.hpp"
+#include "bench/machine.hpp"
+#include "bench/memory.hpp"
+#include "bench/problem.hpp"
+#include "bench/reference.hpp"
+#include "bench/timing.hpp"
+#include "engine/estimate.hpp"
+#include "engine/fast.hpp"
+#include "engine/flash.hpp"
+#include "engine/naive.hpp"
+#include "kernel/kernels.hpp"
+#include "observe/observer.hpp"
+
+namespace attn {
+
+namespace {
+
+// Keeps a result alive, so the compiler cannot drop the work that made it.
+volatile double sink = 0;
+
+// float32 and float64 run on the fast path (engine/fast.hpp) on `threads`; the half types, which round
+// every stored step, on the traced engines with an observer that asks for nothing, on one thread.
+template <class T>
+AttentionResult<T> call_engine(const Problem& p, Engine engine, TileSize tiles, DType dtype, std::size_t threads) {
+  if (fast_supports(dtype)) return run_fast<T>(p, engine, {tiles, threads});
+  NullObserver nobody;
+  return engine == Engine::flash ? run_flash<T>(p, nobody, tiles, dtype) : run_naive<T>(p, nobody, dtype);
+}
+
+// The traced engines' work around the attention, alone and with the same code: the inputs in the
+// run's dtype, q, k and v projected and split into heads (turned, with RoPE), and head outputs of the
+// right shape merged and projected out. What bench takes away from a traced engine's time.
+template <class T>
+void traced_projections(const Problem& p, DType dtype) {
+  NullObserver nobody;
+  const Inputs<T> in(p, dtype);
+  const Heads<T> heads = project_heads(p, in, nobody, dtype);
+  const Tensor<T> O_h({p.B, p.h, p.n, p.d_v});
+  const Tensor<T> Y = merge_and_project(p, in, O_h, nobody, dtype);
+  sink = sink + static_cast<double>(Y.values()[0]) + static_cast<double>(heads.V.values()[0]);
+}
+
+// One timed run: the engine's whole call, the projections around the attention, and the attention.
+template <class T>
+struct TimedRun {
+  AttentionResult<T> result;
+  double total = 0, projections = 0, attention = 0;
+};
+
+// On the fast path each stage is timed as it runs (engine/fast.hpp: fast_project, fast_attend,
+// fast_finish). The traced engines run whole; their projections are run again alone and taken away,
+// which leaves the attention up to the noise of the two timings (clamped at 0).
+template <class T>
+TimedRun<T> timed_run(const Problem& p, Engine engine, TileSize tiles, DType dtype, std::size_t threads) {
+  TimedRun<T> t;
+  if (fast_supports(dtype)) {
+    const FastOptions o{tiles, threads};
+    const Clock::time_point t0 = Clock::now();
+    fast::Projected<T> x = fast_project<T>(p, o);
+    const Clock::time_point t1 = Clock::now();
+    fast::Attended<T> a = fast_attend<T>(p, engine, std::move(x), o);
+    const Clock::time_point t2 = Clock::now();
+    t.result = fast_finish<T>(p, std::move(a), o);
+    const Clock::time_point t3 = Clock::now();
+    t.total = seconds(t3 - t0);
+    t.attention = seconds(t2 - t1);
+    t.projections = seconds(t1 - t0) + seconds(t3 - t2);
+    return t;
+  }
+  const Clock::time_point t0 = Clock::now();
+  traced_projections<T>(p, dtype);
+  t.projections = seconds_since(t0);
+  const Clock::time_point t1 = Clock::now();
+  t.result = call_engine<T>(p, engine, tiles, dtype, threads);
+  t.total = seconds_since(t1);
+  t.attention = std::max(0.0, t.total - t.projections);
+  return t;
+}
+
+// One engine's runs on `p`, `repeats` times, each timed by timed_run; the error and
+// the score bytes of the last run; the peak resident memory by `method`.
+template <class T>
+void measure(const Problem& p, BenchRun& run, const RowReference& reference, const BenchRequest& r, PeakMethod method,
+             Clock::time_point start, const ProgressFn& progress) {
+  std::vector<double> totals, projections, attentions;
+  if (method == PeakMethod::clear_refs) {
+    reset_peak();
+    run.rss_before_bytes = status_bytes("VmRSS:");
+  }
+  for (std::size_t k = 0; k < r.repeats; ++k) {
+    if (progress) progress({run.engine, p.n, k + 1, r.repeats, seconds_since(start)});
+    const TimedRun<T> t = timed_run<T>(p, run.engine, run.tiles, r.dtype, r.threads);
+    totals.push_back(t.total);
+    projections.push_back(t.projections);
+    attentions.push_back(t.attention);
+    if (k + 1 == r.repeats) {
+      run.score_bytes = t.result.peak_score_bytes;
+      run.max_error = max_error(reference, t.result.output);
+    }
+  }
+  if (method == PeakMethod::clear_refs) {
+    run.peak_rss_bytes = status_bytes("VmHWM:");
+  } else if (method == PeakMethod::fork) {
+    release_free_memory();
+    run.rss_before_bytes = status_bytes("VmRSS:");
+    run.peak_rss_bytes = peak_of_child([&] { call_engine<T>(p, run.engine, run.tiles, r.dtype, r.threads); });
+  }
+  run.repeats = r.repeats;
+  run.total_s = summarize(totals);
+  run.projection_s = summarize(projections);
+  run.attention_s = summarize(attentions);
+  run.attention_flops = attention_flops(p);
+  run.attention_gflops = run.attention_s.median > 0 ? run.attention_flops / run.attention_s.median / 1e9 : 0;
+}
+
+BenchRun describe_run(const Problem& p, Engine engine, const BenchRequest& r) {
+  BenchRun run;
+  run.engine = engine;
+  run.n = p.n;
+  run.m = p.m;
+  run.d_model = p.d_model;
+  run.heads = p.h;
+  run.kv_heads = p.g;
+  run.mask = std::string(to_string(p.mask.kind));
+  run.dtype = r.dtype;
+  run.threads = fast_supports(r.dtype) ? r.threads : 1;
+  run.tiles = fast_supports(r.dtype) ? fast_tiles() : default_tiles(p.n, p.m);
+  run.kernels = fast_supports(r.dtype) ? std::string(kernel::name_of(kernel::isa())) : "traced";
+  return run;
+}
+
+std::vector<Engine> engines_of(const BenchRequest& r) {
+  std::vector<Engine> engines;
+  if (r.naive) engines.push_back(Engine::naive);
+  if (r.flash) engines.push_back(Engine::flash);
+  return engines;
+}
+
+}  // namespace
+
+std::size_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::size_t input_bytes, std::size_t threads) {
+  if (fast_supports(dtype)) return checked_add(fast_engine_bytes(p, engine, scalar_bytes(dtype), threads), input_bytes);
+  RunShape shape;
+  shape.naive = engine == Engine::naive;
+  shape.flash = engine == Engine::flash;
+  shape.scalar = scalar_bytes(dtype);
+  shape.tile_size = default_tiles(p.n, p.m);
+  return checked_add(estimate_memory(p, shape).engine, input_bytes);
+}
+
+BenchResult run_bench(const BenchRequest& r, const ProgressFn& progress) {
+  BenchResult out;
+  out.random = r.file == nullptr;
+  out.seed = r.shape.seed;
+  out.input = out.random ? fmt::format("random (seed {})", r.shape.seed) : r.file_name;
+  out.repeats = r.repeats;
+  out.threads = r.threads;
+  out.dtype = r.dtype;
+  out.sweep = r.sweep;
+  out.max_memory = r.max_memory;
+  out.cpu = cpu_model();
+  out.cores = std::thread::hardware_concurrency();
+  out.peak_method = r.peak_method.value_or(find_peak_method());
+  const Clock::time_point start = Clock::now();
+
+  // Every engine on one problem; `make` builds its values when a run fits (the sizes alone are in `sizes`).
+  const auto bench_one = [&](const Problem& sizes, std::size_t input_bytes, const auto& make) {
+    std::vector<BenchRun> runs;
+    bool any = false;
+    for (const Engine engine : engines_of(r)) {
+      BenchRun run = describe_run(sizes, engine, r);
+      run.estimated_bytes = bench_estimate(sizes, engine, r.dtype, input_bytes, r.threads);
+      run.refused = run.estimated_bytes > r.max_memory;
+      any = any || !run.refused;
+      runs.push_back(std::move(run));
+    }
+    if (any) {
+      const Problem& p = make();
+      const RowReference reference = reference_rows(p, out.sample_rows);
+      for (BenchRun& run : runs) {
+        if (run.refused) continue;
+        if (r.dtype == DType::float64) measure<double>(p, run, reference, r, out.peak_method, start, progress);
+        else measure<float>(p, run, reference, r, out.peak_method, start, progress);
+      }
+    }
+    out.runs.insert(out.runs.end(), runs.begin(), runs.end());
+  };
+
+  if (r.file != nullptr) {
+    bench_one(*r.file, 0, [&]() -> const Problem& { return *r.file; });  // already held: counted when it was read
+    return out;
+  }
+  for (const std::size_t n : r.lengths) {
+    BenchShape shape = r.shape;
+    shape.n = n;
+    shape.m = r.m.value_or(n);
+    Problem values;
+    bench_one(bench_sizes(shape), bench_problem_bytes(shape), [&]() -> const Problem& {
+      values = bench_problem(shape);
+      return values;
+    });
+  }
+  return out;
+}
+
+}  // namespace attn

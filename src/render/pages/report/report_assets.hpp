@@ -1,0 +1,13 @@
+#pragma once
+// The HTML report's assets, src/render/pages/report/report.{html,css,js}, embedded at build time by
+// cmake/embed_report.cmake, so the tool needs no files beside it and the page needs nothing fetched.
+
+#include <string_view>
+
+namespace attn {
+
+extern const std::string_view report_template;  // report.html: the page, with {{name}} placeholders
+extern const std::string_view report_css;       // report.css
+extern const std::string_view report_js;        // report.js: draws the page from its JSON
+
+}  // namespace attn

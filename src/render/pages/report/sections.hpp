@@ -1,0 +1,39 @@
+#pragma once
+// The HTML of the report's sections, which must read without scripts: each step's formula, meaning,
+// shape, legend and tables (or why it is absent), the flash pass's tile walk, naive vs flash with
+// compare's verdict, the mistake, the notes, the tokens and the navigation. Only pages/report/ includes
+// this.
+
+#include <cstddef>
+#include <string>
+
+#include "render/pages/report/plan.hpp"
+#include "render/pages/report/report.hpp"
+
+namespace attn::report_detail {
+
+class ReportSections {
+ public:
+  ReportSections(const Trace& trace, const ReportOptions& options, const ReportPlan& plan)
+      : t_(trace), p_(*trace.problem), o_(options), plan_(plan) {}
+
+  std::string step_sections() const;  // every step of the input, in pipeline order
+  std::string flash_section() const;
+  std::string diff_section() const;
+  std::string mistake_section() const;
+  std::string notes_html() const;
+  std::string tokens_html() const;
+  std::string nav() const;
+
+ private:
+  std::string absent_step(Step step) const;
+  std::string step_section(const StepView& view, std::size_t index) const;
+  std::string tile_tables(const FlashTile& tile) const;
+
+  const Trace& t_;
+  const Problem& p_;
+  const ReportOptions& o_;
+  const ReportPlan& plan_;
+};
+
+}  // namespace attn::report_detail

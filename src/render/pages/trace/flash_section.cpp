@@ -1,0 +1,106 @@
+// The flash pass in the terminal: every tile, every finished query tile, and how far flash is from naive.
+
+#include "render/pages/trace/renderer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "render/draw/number.hpp"
+#include "render/draw/visible.hpp"
+
+namespace attn::render_detail {
+
+void Renderer::flash_section() {
+  const FlashRecord& f = *t_.flash;
+  line("");
+  heading("flash");
+  for (const std::string_view formula :
+       {"m_new = max(m_prev, rowmax S)   alpha = exp(m_prev − m_new)   P = exp(S − m_new)",
+        "l_new = alpha·l_prev + rowsum P   O = alpha·O_prev + P·V   then once: O / l, lse = m + log l"})
+    for (const std::string& part : wrap(text(formula), o_.width, "  ")) line("{}", style_.formula(part));
+  para(fmt::format(
+           "FlashAttention-2's forward pass (arXiv:2307.08691, Algorithm 1): the same attention in tiles of {} query "
+           "row{} by {} key{} (the last ones smaller where the lengths do not divide), never holding all n × m scores",
+           f.tile_size.Br, f.tile_size.Br == 1 ? "" : "s", f.tile_size.Bc, f.tile_size.Bc == 1 ? "" : "s"),
+       "");
+  para("On a row's first key tile m_prev is -inf and alpha is 0: there is nothing yet to rescale.", "", /*faint=*/true);
+  std::size_t next = 0;
+  for (const FlashFinal& done : f.finals) {
+    for (; next < f.tiles.size(); ++next) {
+      const FlashTile& tile = f.tiles[next];
+      if (tile.batch != done.batch || tile.head != done.head || tile.i != done.i) break;
+      flash_tile(tile);
+    }
+    flash_final(done);
+  }
+  for (; next < f.tiles.size(); ++next) flash_tile(f.tiles[next]);
+}
+
+std::string Renderer::tile_place(std::size_t b, std::size_t head) const {
+  std::string place = p_.batched ? fmt::format("batch {}, head {}", b, head) : fmt::format("head {}", head);
+  return place;
+}
+
+void Renderer::flash_tile(const FlashTile& tile) {
+  const auto rows = token_range(p_.tokens[tile.batch], tile.row_begin, tile.row_end);
+  const auto cols = token_range(p_.context_tokens[tile.batch], tile.col_begin, tile.col_end);
+  line("");
+  para(style_.label(fmt::format("── {} · query tile {} ({}) × key tile {} ({})", tile_place(tile.batch, tile.head),
+                                tile.i, fmt::join(rows, ", "), tile.j, fmt::join(cols, ", "))),
+       "   ");
+  if (tile.skipped) {
+    para("  skipped: the mask rules out every query-key pair of this tile", "  ", /*faint=*/true);
+    return;
+  }
+  const std::size_t r = rows.size(), c = cols.size();
+  table({tile.S.values(), r, c, rows, cols, "S"});
+  std::vector<double> state;
+  for (std::size_t k = 0; k < r; ++k)
+    for (const Tensor<double>* t : {&tile.m_prev, &tile.m_new, &tile.alpha, &tile.l_prev, &tile.l_new})
+      state.push_back(t->values()[k]);
+  table({state, r, 5, rows, {"m_prev", "m_new", "alpha", "l_prev", "l_new"}, "state"});
+  table({tile.P.values(), r, c, rows, cols, "P"});
+  table({tile.O.values(), r, tile.O.dim(1), rows, numbered(tile.O.dim(1)), "O"});
+}
+
+void Renderer::flash_final(const FlashFinal& done) {
+  const auto rows = token_range(p_.tokens[done.batch], done.row_begin, done.row_end);
+  const std::size_t r = rows.size(), d = done.O.dim(1);
+  std::vector<double> values;
+  for (std::size_t k = 0; k < r; ++k) {
+    for (std::size_t c = 0; c < d; ++c) values.push_back(done.O(k, c));
+    values.push_back(done.lse(k));
+  }
+  std::vector<std::string> cols = numbered(d);
+  cols.emplace_back("lse");
+  line("");
+  para(style_.label(fmt::format("── {} · query tile {} ({}) done: O / l, lse = m + log l",
+                                tile_place(done.batch, done.head), done.i, fmt::join(rows, ", "))),
+       "   ");
+  table({values, r, d + 1, rows, cols, "O / l"});
+}
+
+// When both engines ran: how far the flash output is from the naive one.
+void Renderer::comparison() {
+  if (!t_.flash || t_.engine != Engine::both) return;
+  const StepRecord* naive = nullptr;
+  for (const StepRecord& rec : t_.steps)
+    if (rec.step == Step::output) naive = &rec;
+  if (naive == nullptr || naive->value.shape() != t_.flash->output.shape()) return;
+  double worst = 0;
+  const auto a = naive->value.values(), b = t_.flash->output.values();
+  for (std::size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::fabs(a[k] - b[k]));
+  line("");
+  heading("naive vs flash");
+  para(fmt::format(
+           "max |flash output − naive output| = {:.3g} over {} values ({}); attn-trace compare judges both against a "
+           "wider reference",
+           worst, a.size(), name_of(t_.dtype)),
+       "");
+}
+
+}  // namespace attn::render_detail
