@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "model/problem.hpp"
 
 namespace attn {
@@ -150,9 +153,121 @@ std::array<StepInfo, step_count> rows() {
   return steps;
 }
 
+void set_texts(std::array<StepInfo, step_count>& steps);
+
 const std::array<StepInfo, step_count>& table() {
-  static const std::array<StepInfo, step_count> steps = rows();
+  static const std::array<StepInfo, step_count> steps = [] {
+    std::array<StepInfo, step_count> t = rows();
+    set_texts(t);
+    return t;
+  }();
   return steps;
+}
+
+// ------------------------------------------------------------------ formulas and meanings for one input
+
+// "0…4", or the list when the positions do not count up by one: "5, 6, 9".
+std::string positions_text(const std::vector<double>& pos) {
+  bool counting = true;
+  for (std::size_t t = 1; t < pos.size() && counting; ++t) counting = pos[t] == pos[t - 1] + 1;
+  if (counting && pos.size() > 2) return fmt::format("{}…{}", pos.front(), pos.back());
+  return fmt::format("{}", fmt::join(pos, ", "));
+}
+
+// "q_rot = RoPE(q, pos): pairs (i, i + 2) turn by pos·θ_i, θ_i = 10000^(-2i/4), pos = 0…2".
+std::string rope_formula(const Problem& p, bool keys) {
+  const Rope& r = *p.rope;
+  const std::string pairs = r.style == RopeStyle::half ? fmt::format("(i, i + {})", r.dims / 2) : "(2i, 2i + 1)";
+  const std::string rest =
+      r.dims < p.d_k ? fmt::format("; features {}…{} pass through", r.dims, p.d_k - 1) : std::string();
+  return fmt::format("{} = RoPE({}, pos): pairs {} turn by pos·θ_i, θ_i = {}^(-2i/{}), pos = {}{}",
+                     keys ? "k_rot" : "q_rot", keys ? "k" : "q", pairs, r.theta, r.dims,
+                     positions_text(keys ? r.context_positions : r.positions), rest);
+}
+
+std::string plus_bias(const std::vector<double>& b, std::string_view name) {
+  return b.empty() ? std::string() : fmt::format(" + {}", name);
+}
+
+std::string_view source_of(const Problem& p) { return p.cross ? "C" : "X"; }
+
+std::string q_formula(const Problem& p) { return fmt::format("Q = X·W_q{}", plus_bias(p.b_q, "b_q")); }
+std::string k_formula(const Problem& p) { return fmt::format("K = {}·W_k{}", source_of(p), plus_bias(p.b_k, "b_k")); }
+std::string v_formula(const Problem& p) { return fmt::format("V = {}·W_v{}", source_of(p), plus_bias(p.b_v, "b_v")); }
+std::string q_rot_formula(const Problem& p) { return rope_formula(p, false); }
+std::string k_rot_formula(const Problem& p) { return rope_formula(p, true); }
+
+std::string scale_formula(const Problem& p) {
+  return p.scale_given ? fmt::format("S' = S · {}", p.scale) : fmt::format("S' = S / √{}", p.d_k);
+}
+
+std::string alibi_formula(const Problem& p) {
+  return fmt::format("S' + B, B[i][j] = -m_h·(pos_i - pos_j), m = {:.4g}{}, pos_i = {}, pos_j = {}",
+                     fmt::join(p.alibi->slopes, ", "), p.alibi->standard ? " (ALiBi's standard slopes)" : "",
+                     positions_text(p.alibi->query_positions), positions_text(p.alibi->key_positions));
+}
+
+std::string mask_formula(const Problem& p) {
+  const std::string_view before = p.alibi ? "S' + B" : "S'";
+  return p.mask.kind == MaskKind::none
+             ? fmt::format("S'' = {} (mask: none)", before)
+             : fmt::format("S'' = {} where allowed, -inf elsewhere (mask: {})", before, p.mask.summary());
+}
+
+std::string output_formula(const Problem& p) {
+  return p.has_output_projection() ? fmt::format("Y = O·W_o{}", plus_bias(p.b_o, "b_o"))
+                                   : "Y = O (no W_o: the output is the merged heads)";
+}
+
+// How many query rows (over every batch item) the mask leaves with no key to attend.
+std::size_t rows_the_mask_empties(const Problem& p) {
+  if (p.mask.kind == MaskKind::none) return 0;
+  std::size_t empty = 0;
+  for (std::size_t b = 0; b < p.B; ++b)
+    for (std::size_t i = 0; i < p.n; ++i) {
+      const auto [first, last] = p.mask.band(i);
+      bool any = false;
+      for (std::size_t j = first; j < last && !any; ++j) any = p.mask.allows(b, i, j);
+      if (!any) ++empty;
+    }
+  return empty;
+}
+
+std::string mask_description(const Problem& p) {
+  if (p.mask.kind != MaskKind::none) return std::string(table()[slot(Step::masked)].description);
+  return p.alibi ? "no mask: every query may see every key, so this is the biased scores unchanged"
+                 : "no mask: every query may see every key, so this is the scaled scores unchanged";
+}
+
+std::string softmax_description(const Problem& p) {
+  const std::size_t empty = rows_the_mask_empties(p);
+  if (empty == 0) return std::string(table()[slot(Step::weights)].description);
+  return fmt::format(
+      "how much each query attends to each key: every row is ≥ 0 and sums to 1, except the {} row{} that the mask "
+      "left with no key, whose weights are all 0",
+      empty, empty == 1 ? "" : "s");
+}
+
+std::string output_description(const Problem& p) {
+  if (p.has_output_projection()) return std::string(table()[slot(Step::output)].description);
+  return "the result: the merged heads as they are, since the input has no output projection";
+}
+
+// The rows whose formula or meaning depends on the input.
+void set_texts(std::array<StepInfo, step_count>& steps) {
+  const auto row = [&steps](Step s) -> StepInfo& { return steps[slot(s)]; };
+  row(Step::q).formula_for = q_formula;
+  row(Step::k).formula_for = k_formula;
+  row(Step::v).formula_for = v_formula;
+  row(Step::q_rot).formula_for = q_rot_formula;
+  row(Step::k_rot).formula_for = k_rot_formula;
+  row(Step::scaled).formula_for = scale_formula;
+  row(Step::bias).formula_for = alibi_formula;
+  row(Step::masked).formula_for = mask_formula;
+  row(Step::masked).description_for = mask_description;
+  row(Step::weights).description_for = softmax_description;
+  row(Step::output).formula_for = output_formula;
+  row(Step::output).description_for = output_description;
 }
 
 std::size_t extent(Dim dim, const Problem& p, bool one_head) {
@@ -273,6 +388,16 @@ bool depends_on(Step later, Step earlier) {
   for (const Step s : step_info(later).inputs)
     if (s == earlier || depends_on(s, earlier)) return true;
   return false;
+}
+
+std::string step_formula(Step step, const Problem& p) {
+  const StepInfo& info = step_info(step);
+  return info.formula_for ? info.formula_for(p) : std::string(info.formula);
+}
+
+std::string step_description(Step step, const Problem& p) {
+  const StepInfo& info = step_info(step);
+  return info.description_for ? info.description_for(p) : std::string(info.description);
 }
 
 std::vector<std::string> dim_names(Step step, bool batched) {

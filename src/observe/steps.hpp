@@ -93,6 +93,10 @@ struct StepInfo {
   Needs needs = Needs::always;
   bool tiled = false;       // the flash pass never forms it whole: its tiles hold it piece by piece (n × m)
   std::vector<Axis> axes{};  // dims as a printer labels them (filled from dims)
+  // The formula and the meaning as they apply to one input (bias terms only when present, the scale
+  // as set, the mask by name); nullptr: `formula` and `description` as they are.
+  std::string (*formula_for)(const Problem&) = nullptr;
+  std::string (*description_for)(const Problem&) = nullptr;
 };
 
 // The names of the table's classes, as `attn-trace steps --json` writes them: "dot_products",
@@ -122,6 +126,11 @@ std::vector<Step> steps_of(const Problem& p);
 std::vector<Step> inputs_of(Step step, const Problem& p);
 // Does `later` use the value of `earlier`, directly or through other steps?
 bool depends_on(Step later, Step earlier);
+
+// The formula of `step` as it applies to `p` (bias terms only when present, and so on).
+std::string step_formula(Step step, const Problem& p);
+// Its one-sentence meaning for `p`.
+std::string step_description(Step step, const Problem& p);
 
 // The dimension names of docs/trace-format.md's `dims`: "batch" when `batched`, "query", "key", "head",
 // "kv_head", then the feature axis by its role ("d_k", "d_v", "d_out", "feature").

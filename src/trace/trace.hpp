@@ -60,11 +60,6 @@ struct Trace {
   std::optional<CompareRecord> compare;  // when `compare` judged naive vs flash vs a reference
 };
 
-// The formula of `step` as it applies to `p` (bias terms only when present, and so on).
-std::string step_formula(Step step, const Problem& p);
-// Its one-sentence meaning for `p`.
-std::string step_description(Step step, const Problem& p);
-
 // Which steps, and which head of them, to keep.
 struct StepFilter {
   std::vector<Step> only;           // empty: every step, unless `none`

@@ -1,6 +1,7 @@
 #include "render/pages/report/pipeline_svg.hpp"
 
 #include <algorithm>
+#include <array>
 #include <string_view>
 #include <vector>
 
@@ -20,29 +21,62 @@ struct Node {
   double col, row;
 };
 
-// The columns that move: RoPE adds a column after the heads (q_rot, k_rot), ALiBi one after the scale
-// (bias); the rest move right.
-struct Columns {
-  double rot, bias, scores, scaled, masked, weights, heads_out, concat, output;
-};
-
-Columns columns_of(const Problem& p) {
-  const double rot = p.rope ? 1 : 0, bias = p.alibi ? 1 : 0;
-  return {rot, bias, 3 + rot, 4 + rot, 5 + rot + bias, 6 + rot + bias, 7 + rot + bias, 8 + rot + bias, 9 + rot + bias};
+// The boxes laid out from the step graph (observe/steps.hpp), in pipeline order: a step goes one column
+// past the furthest of the steps it reads and on the mean of their rows; a step that reads the input X
+// (a projection) goes in column 1, one row under the one before. A step that applies to the problem
+// (RoPE's, ALiBi's) adds its column by itself.
+std::vector<Node> nodes_of(const Problem& p) {
+  std::vector<Node> nodes;
+  std::array<Node, step_count> at{};
+  double next_row = 0;
+  for (const Step s : steps_of(p)) {
+    const std::vector<Step> in = inputs_of(s, p);
+    Node node{s, 1, next_row};
+    if (in.empty()) {
+      next_row += 1;
+    } else {
+      double col = 0, rows = 0;
+      for (const Step i : in) {
+        col = std::max(col, at[static_cast<std::size_t>(i)].col);
+        rows += at[static_cast<std::size_t>(i)].row;
+      }
+      node = {s, col + 1, rows / static_cast<double>(in.size())};
+    }
+    at[static_cast<std::size_t>(s)] = node;
+    nodes.push_back(node);
+  }
+  return nodes;
 }
 
-std::vector<Node> nodes_of(const Problem& p, const Columns& c) {
-  std::vector<Node> nodes = {{Step::q, 1, 0},       {Step::k, 1, 1},       {Step::v, 1, 2},
-                             {Step::q_heads, 2, 0}, {Step::k_heads, 2, 1}, {Step::v_heads, 2, 2}};
-  if (p.rope) nodes.insert(nodes.end(), {{Step::q_rot, 3, 0}, {Step::k_rot, 3, 1}});
-  nodes.insert(nodes.end(), {{Step::scores, c.scores, 0.5}, {Step::scaled, c.scaled, 0.5}});
-  if (p.alibi) nodes.push_back({Step::bias, c.scaled + 1, 0.5});
-  nodes.insert(nodes.end(), {{Step::masked, c.masked, 0.5},
-                             {Step::weights, c.weights, 0.5},
-                             {Step::head_outputs, c.heads_out, 1.5},
-                             {Step::concat, c.concat, 1.5},
-                             {Step::output, c.output, 1.5}});
-  return nodes;
+const Node& node_of(const std::vector<Node>& nodes, Step s) {
+  return *std::find_if(nodes.begin(), nodes.end(), [s](const Node& n) { return n.step == s; });
+}
+
+// Where the flash pass goes: under the steps it holds only in tiles, fed from below the step the
+// tiles' reader also reads whole (the values), and out into that reader (the head outputs).
+struct FlashPlace {
+  double first_col = 0, last_col = 0, row = 0;
+  Node from, into;
+};
+
+FlashPlace flash_place(const Problem& p, const std::vector<Node>& nodes) {
+  FlashPlace f{1e9, 0, 0, nodes.front(), nodes.front()};
+  double rows = 0;
+  for (const Node& n : nodes) {
+    rows = std::max(rows, n.row);
+    if (is_score_step(n.step)) {
+      f.first_col = std::min(f.first_col, n.col);
+      f.last_col = std::max(f.last_col, n.col);
+      continue;
+    }
+    const std::vector<Step> in = inputs_of(n.step, p);
+    if (std::none_of(in.begin(), in.end(), is_score_step)) continue;
+    f.into = n;
+    for (const Step s : in)
+      if (!is_score_step(s)) f.from = node_of(nodes, s);
+  }
+  f.row = rows + 1.1;  // under every row of boxes
+  return f;
 }
 
 // A box's size, the grid's pitch and the margin, in user units.
@@ -57,8 +91,10 @@ std::string edge(double c1, double r1, double c2, double r2, std::string_view cl
                      y1, xm, y2, x2, y2);
 }
 
-std::string svg_open(const Columns& c) {
-  const double width = x(c.output) + w + x0, height = y(3.1) + h + y0;
+std::string svg_open(const std::vector<Node>& nodes, const FlashPlace& f) {
+  double last = 0;
+  for (const Node& n : nodes) last = std::max(last, n.col);
+  const double width = x(last) + w + x0, height = y(f.row) + h + y0;
   return fmt::format(
       "<svg class=\"pipeline\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"the steps of attention, from X to the "
       "output; each box links to its step\"><defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" "
@@ -67,18 +103,18 @@ std::string svg_open(const Columns& c) {
       width, height);
 }
 
-// The arrows between the steps, drawn before the boxes so the boxes cover their ends.
-std::string edges(const Problem& p, const Columns& c) {
+// The arrows of the graph, drawn before the boxes so the boxes cover their ends: from X (column 0, the
+// middle row) into each projection, and from each step into the steps that read it.
+std::string edges(const Problem& p, const std::vector<Node>& nodes) {
   std::string out;
-  for (const double row : {0.0, 1.0, 2.0}) out += edge(0, 1, 1, row, "edge");
-  for (const double row : {0.0, 1.0, 2.0}) out += edge(1, row, 2, row, "edge");
-  if (p.rope) out += edge(2, 0, 3, 0, "edge") + edge(2, 1, 3, 1, "edge");
-  out += edge(2 + c.rot, 0, c.scores, 0.5, "edge") + edge(2 + c.rot, 1, c.scores, 0.5, "edge");
-  out += edge(c.scores, 0.5, c.scaled, 0.5, "edge");
-  if (p.alibi) out += edge(c.scaled, 0.5, c.scaled + 1, 0.5, "edge");
-  out += edge(c.masked - 1, 0.5, c.masked, 0.5, "edge") + edge(c.masked, 0.5, c.weights, 0.5, "edge");
-  out += edge(c.weights, 0.5, c.heads_out, 1.5, "edge") + edge(2, 2, c.heads_out, 1.5, "edge");
-  out += edge(c.heads_out, 1.5, c.concat, 1.5, "edge") + edge(c.concat, 1.5, c.output, 1.5, "edge");
+  for (const Node& n : nodes) {
+    const std::vector<Step> in = inputs_of(n.step, p);
+    if (in.empty()) out += edge(0, 1, n.col, n.row, "edge");
+    for (const Step s : in) {
+      const Node& from = node_of(nodes, s);
+      out += edge(from.col, from.row, n.col, n.row, "edge");
+    }
+  }
   return out;
 }
 
@@ -111,16 +147,16 @@ std::string step_box(const Trace& t, const Node& node) {
 }
 
 // The flash pass: the same heads in, the same head outputs out, the scores only ever in tiles.
-std::string flash_box(const Trace& t, const Columns& c) {
-  const double fx = x(c.scores), fy = y(3.1), fw = x(c.weights) + w - x(c.scores);
-  // In from below the heads (they hold Q, K and V per head, turned with RoPE), out to the bottom of
-  // head_outputs. With ALiBi the tiles add the bias of their block to S.
+std::string flash_box(const Trace& t, const FlashPlace& f) {
+  const double fx = x(f.first_col), fy = y(f.row), fw = x(f.last_col) + w - x(f.first_col);
+  // In from below the values (the heads hold Q, K and V, turned with RoPE), out to the bottom of the
+  // head outputs. With ALiBi the tiles add the bias of their block to S.
+  const double from_x = x(f.from.col) + w / 2, into_x = x(f.into.col) + w / 2;
   std::string out =
       fmt::format("<path class=\"edge flash-edge\" d=\"M{} {} C{} {} {} {} {} {}\" marker-end=\"url(#arrow)\"/>",
-                  x(2) + w / 2, y(2) + h, x(2) + w / 2, fy + h / 2, fx - 30, fy + h / 2, fx - 4, fy + h / 2);
+                  from_x, y(f.from.row) + h, from_x, fy + h / 2, fx - 30, fy + h / 2, fx - 4, fy + h / 2);
   out += fmt::format("<path class=\"edge flash-edge\" d=\"M{} {} C{} {} {} {} {} {}\" marker-end=\"url(#arrow)\"/>",
-                     fx + fw, fy + h / 2, x(c.heads_out) + w / 2, fy + h / 2, x(c.heads_out) + w / 2, fy + h / 2,
-                     x(c.heads_out) + w / 2, y(1.5) + h + 4);
+                     fx + fw, fy + h / 2, into_x, fy + h / 2, into_x, fy + h / 2, into_x, y(f.into.row) + h + 4);
   const std::string box = fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"6\"/><text x=\"{}\" y=\"{}\" class=\"node-name\">flash: "
       "the tile walk</text><text x=\"{}\" y=\"{}\" class=\"node-shape\">S and P one Br × Bc tile at a time; running m, "
@@ -136,13 +172,13 @@ std::string flash_box(const Trace& t, const Columns& c) {
 
 std::string pipeline_svg(const Trace& t) {
   const Problem& p = *t.problem;
-  // pass 1: where the boxes go
-  const Columns c = columns_of(p);
-  const std::vector<Node> nodes = nodes_of(p, c);
+  // pass 1: where the boxes go, from the step graph
+  const std::vector<Node> nodes = nodes_of(p);
+  const FlashPlace flash = flash_place(p, nodes);
   // pass 2: the arrows, then the boxes over their ends: the input, the steps, the flash pass
-  std::string out = svg_open(c) + edges(p, c) + input_box();
+  std::string out = svg_open(nodes, flash) + edges(p, nodes) + input_box();
   for (const Node& node : nodes) out += step_box(t, node);
-  out += flash_box(t, c);
+  out += flash_box(t, flash);
   out += "</svg>";
   return out;
 }
