@@ -54,7 +54,7 @@ TEST_CASE("Every step's inputs come before it in the pipeline, and no step reads
   }
 }
 
-TEST_CASE("The graph: scores read the heads, or the turned heads with RoPE; the mask reads ALiBi's bias", "[pipeline]") {
+TEST_CASE("The graph: scores read the heads, or the turned heads with RoPE, and the mask reads ALiBi's bias", "[pipeline]") {
   const Problem plain = worked_example();
   CHECK(names(inputs_of(Step::scores, plain)) == std::vector<std::string>{"q_heads", "k_heads"});
   CHECK(names(inputs_of(Step::masked, plain)) == std::vector<std::string>{"scaled"});
