@@ -667,7 +667,7 @@ std::string shape_mismatch(Step step, const Problem& p, const std::string& sourc
   const std::vector<std::string> names = dim_names(step, true);
   std::vector<std::string> parts;
   for (std::size_t a = 0; a < c.size(); ++a) parts.push_back(fmt::format("{} {}", names[a], c[a]));
-  return fmt::format("{}: shape ({}) does not fit step {} of this input: ({}){}{}{}", source, fmt::join(shape, ", "),
+  return fmt::format("{}: shape ({:n}) does not fit step {} of this input: ({}){}{}{}", source, shape,
                      step_info(step).name, fmt::join(parts, ", "), p.B == 1 ? ", or without the batch axis" : "",
                      c.size() == 4 && c[1] == 1 ? ", or without the head axis" : "",
                      is_head_step(step) ? ", with the head and token axes in either order" : "");

@@ -183,9 +183,8 @@ Expectation equivariance_expected(const Problem& p) {
 PropertyCheck permutation_equivariance(const Problem& p, const Tensor<double>& Y, const Tensor<double>& Y_permuted,
                                        std::span<const std::size_t> pi, double tolerance) {
   if (Y.shape() != Y_permuted.shape() || Y.rank() != 3 || Y.dim(1) != pi.size())
-    throw std::invalid_argument(fmt::format("permutation_equivariance: outputs [{}] and [{}] for {} positions",
-                                            fmt::join(Y.shape(), ", "), fmt::join(Y_permuted.shape(), ", "),
-                                            pi.size()));
+    throw std::invalid_argument(fmt::format("permutation_equivariance: outputs {} and {} for {} positions", Y.shape(),
+                                            Y_permuted.shape(), pi.size()));
   const Expectation e = equivariance_expected(p);
   PropertyCheck c{.name = "permutation equivariance", .expected = e.expected, .tolerance = tolerance};
   // max |Y[b][π(i)][k] - Y'[b][i][k]|
