@@ -17,6 +17,7 @@
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
 #include "options.hpp"
+#include "text/number.hpp"
 #include "render/diff.hpp"
 #include "render/visible.hpp"
 

@@ -13,6 +13,7 @@
 #include "io/scaling_json.hpp"
 #include "lessons/scaling.hpp"
 #include "options.hpp"
+#include "text/number.hpp"
 #include "render/scaling.hpp"
 
 namespace attn::cli {

@@ -23,6 +23,7 @@
 #include "io/read.hpp"
 #include "io/trace_json.hpp"
 #include "render/text.hpp"
+#include "text/number.hpp"
 #include "trace/record.hpp"
 
 namespace attn::cli {

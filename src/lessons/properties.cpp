@@ -13,6 +13,7 @@
 #include "ops/random.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
+#include "text/number.hpp"
 #include "text/words.hpp"
 
 namespace attn {
@@ -52,7 +53,7 @@ PropertyCheck rows_sum_to_one(const Tensor<double>& A, std::span<const EmptyRow>
   c.reason = fmt::format("softmax divides each row by its own sum; tolerance (m + 2)·u, m = {}", m);
   if (!empty.empty())
     c.reason += fmt::format("; the {} the mask empties sum to {} (zero weights)", plural(empty.size(), "row", "rows"),
-                            empty_sum == 0 ? "0" : fmt::format("{:.3g}", empty_sum));
+                            empty_sum == 0 ? "0" : significant_value(empty_sum, 3));
   return c;
 }
 

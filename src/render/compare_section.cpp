@@ -10,12 +10,12 @@
 
 #include <fmt/format.h>
 
-#include "render/number.hpp"
+#include "text/number.hpp"
 #include "render/visible.hpp"
 
 namespace attn::render_detail {
 
-std::string Renderer::sci(double x) const { return std::isfinite(x) ? fmt::format("{:.3g}", x) : format_value(x, 0); }
+std::string Renderer::sci(double x) const { return significant_value(x, 3); }
 
 void Renderer::compare_section() {
   if (!t_.compare) return;

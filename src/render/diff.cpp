@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "render/number.hpp"
+#include "text/number.hpp"
 #include "render/page.hpp"
 #include "render/text.hpp"
 #include "render/visible.hpp"

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "render/number.hpp"
+#include "text/number.hpp"
 #include "render/panel.hpp"
 #include "render/visible.hpp"
 

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "render/number.hpp"
+#include "text/number.hpp"
 #include "render/visible.hpp"
 
 namespace attn::render_detail {

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "render/number.hpp"
+#include "text/number.hpp"
 #include "render/page.hpp"
 #include "render/renderer.hpp"
 #include "render/visible.hpp"

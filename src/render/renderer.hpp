@@ -15,7 +15,7 @@
 
 #include "lessons/mistakes.hpp"
 #include "render/colormap.hpp"
-#include "render/number.hpp"
+#include "text/number.hpp"
 #include "render/panel.hpp"
 #include "render/terminal.hpp"
 #include "render/text.hpp"

@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "render/colormap.hpp"
-#include "render/number.hpp"
+#include "text/number.hpp"
 #include "render/mistakes.hpp"
 #include "render/panel.hpp"
 #include "render/renderer.hpp"
@@ -81,7 +81,7 @@ std::string thousands(std::size_t count) {
   return out;
 }
 
-std::string short_number(double x) { return std::isfinite(x) ? fmt::format("{:.3g}", x) : format_value(x, 0); }
+std::string short_number(double x) { return significant_value(x, 3); }
 
 // ---- JSON ----
 

@@ -10,7 +10,7 @@
 
 #include "ops/attention.hpp"
 #include "render/colormap.hpp"
-#include "render/number.hpp"
+#include "text/number.hpp"
 #include "render/text.hpp"
 #include "render/panel.hpp"
 #include "render/visible.hpp"
