@@ -17,9 +17,9 @@
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
 #include "options.hpp"
-#include "text/number.hpp"
 #include "render/diff.hpp"
 #include "render/visible.hpp"
+#include "text/number.hpp"
 
 namespace attn::cli {
 

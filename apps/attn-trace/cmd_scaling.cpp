@@ -13,8 +13,8 @@
 #include "io/scaling_json.hpp"
 #include "lessons/scaling.hpp"
 #include "options.hpp"
-#include "text/number.hpp"
 #include "render/scaling.hpp"
+#include "text/number.hpp"
 
 namespace attn::cli {
 

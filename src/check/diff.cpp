@@ -492,8 +492,8 @@ std::string finding(const Problem& p, const Candidate& c, Step s, const Tensor<d
               hi = std::max(hi, sum);
             }
         return fmt::format(
-            "the dump's weights sum to 1 down each column (column sums {} to {}), not along each row; {}", significant_value(lo, 6),
-            significant_value(hi, 6), reproduces);
+            "the dump's weights sum to 1 down each column (column sums {} to {}), not along each row; {}",
+            significant_value(lo, 6), significant_value(hi, 6), reproduces);
       }
       return reproduces;
     case DiagnosisCode::mask:
@@ -779,8 +779,8 @@ DiffResult diff_dump(const Problem& p, const std::vector<DumpedStep>& dumped, DT
               {DiagnosisCode::precision, fmt::format("computed in {}", name_of(lower)),
                fmt::format("the dump's largest difference, {}, is within what {} arithmetic gives here ({}): the "
                            "values were probably computed in {} and stored as {}",
-                           significant_value(local.max_abs, 6), name_of(lower), significant_value(with.worst_tolerance, 6), name_of(lower),
-                           name_of(d.dtype))});
+                           significant_value(local.max_abs, 6), name_of(lower),
+                           significant_value(with.worst_tolerance, 6), name_of(lower), name_of(d.dtype))});
           break;
         }
         result.first = std::move(dv);

@@ -311,7 +311,8 @@ std::string quoted(const std::string& text) {
 std::vector<std::string> texts_of(const std::vector<double>& values) {
   std::vector<std::string> out;
   out.reserve(values.size());
-  for (const double v : values) out.push_back(exact_value(v, false));  // float32 and the half types widened: bit for bit
+  for (const double v : values)
+    out.push_back(exact_value(v, false));  // float32 and the half types widened: bit for bit
   return out;
 }
 

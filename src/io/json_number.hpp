@@ -12,6 +12,8 @@
 
 namespace attn {
 
-inline nlohmann::ordered_json json_number(double x) { return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(exact_value(x, false)); }
+inline nlohmann::ordered_json json_number(double x) {
+  return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(exact_value(x, false));
+}
 
 }  // namespace attn

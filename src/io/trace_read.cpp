@@ -219,12 +219,11 @@ class TraceReader {
     // Traces of version 1 written before lse was always reported hold [] when their tiles were left out.
     if (out.lse.size() == 0) out.lse = Tensor<double>();
     else if (out.lse.shape() != lse_shape)
-      fail(pointer_key(ptr, "lse"), fmt::format("expected the shape {} for this input, found {}", lse_shape,
-                                                out.lse.shape()));
+      fail(pointer_key(ptr, "lse"),
+           fmt::format("expected the shape {} for this input, found {}", lse_shape, out.lse.shape()));
     if (out.output.shape() != traced_shape(Step::output, p, one_head_))
-      fail(pointer_key(ptr, "output"),
-           fmt::format("expected the shape {} for this input, found {}", traced_shape(Step::output, p, one_head_),
-                       out.output.shape()));
+      fail(pointer_key(ptr, "output"), fmt::format("expected the shape {} for this input, found {}",
+                                                   traced_shape(Step::output, p, one_head_), out.output.shape()));
     return out;
   }
 

@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "text/number.hpp"
 #include "render/visible.hpp"
+#include "text/number.hpp"
 
 namespace attn::render_detail {
 

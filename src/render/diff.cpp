@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "text/number.hpp"
 #include "render/page.hpp"
 #include "render/text.hpp"
 #include "render/visible.hpp"
+#include "text/number.hpp"
 
 namespace attn {
 

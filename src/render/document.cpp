@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "text/number.hpp"
 #include "render/panel.hpp"
 #include "render/visible.hpp"
+#include "text/number.hpp"
 
 namespace attn {
 

@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
-#include "text/number.hpp"
 #include "render/page.hpp"
 #include "render/renderer.hpp"
 #include "render/visible.hpp"
+#include "text/number.hpp"
 
 namespace attn::render_detail {
 
@@ -51,8 +51,7 @@ void Renderer::mistake_steps(const MistakeResult& r) {
   for (const StepDifference& d : r.steps) {
     const std::string name = pad_right(step_info(d.step).name, name_width);
     std::string what;
-    if (!d.same_shape)
-      what = fmt::format("shapes differ: {} and {}", d.intended_shape, d.mistaken_shape);
+    if (!d.same_shape) what = fmt::format("shapes differ: {} and {}", d.intended_shape, d.mistaken_shape);
     else what = d.differs() ? sci(d.max_abs) : "0 (identical)";
     const bool first = r.first_difference && *r.first_difference == d.step;
     const std::string note = first ? style_.warning("  <- first difference") : "";

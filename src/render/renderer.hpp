@@ -15,10 +15,10 @@
 
 #include "lessons/mistakes.hpp"
 #include "render/colormap.hpp"
-#include "text/number.hpp"
 #include "render/panel.hpp"
 #include "render/terminal.hpp"
 #include "render/text.hpp"
+#include "text/number.hpp"
 #include "trace/trace.hpp"
 
 namespace attn::render_detail {

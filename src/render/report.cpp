@@ -16,12 +16,12 @@
 #include <fmt/format.h>
 
 #include "render/colormap.hpp"
-#include "text/number.hpp"
 #include "render/mistakes.hpp"
 #include "render/panel.hpp"
 #include "render/renderer.hpp"
 #include "render/report_assets.hpp"
 #include "render/visible.hpp"
+#include "text/number.hpp"
 
 namespace attn {
 

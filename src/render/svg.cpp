@@ -10,10 +10,10 @@
 
 #include "ops/attention.hpp"
 #include "render/colormap.hpp"
-#include "text/number.hpp"
 #include "render/text.hpp"
 #include "render/panel.hpp"
 #include "render/visible.hpp"
+#include "text/number.hpp"
 
 namespace attn {
 

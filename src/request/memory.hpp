@@ -36,7 +36,6 @@ MemoryVerdict memory_verdict(const TraceOptions& options, const RunRequest& requ
 void enforce(const MemoryVerdict& verdict, const TraceOptions& options);
 
 // memory_verdict, enforced.
-void check_memory(const TraceOptions& options, const RunRequest& request, const Problem& problem,
-                  RunScope scope);
+void check_memory(const TraceOptions& options, const RunRequest& request, const Problem& problem, RunScope scope);
 
 }  // namespace attn

@@ -72,7 +72,8 @@ class Tensor {
   explicit Tensor(Shape shape, T fill = T{}) : shape_(std::move(shape)), data_(element_count(shape_), fill) {}
   Tensor(Shape shape, std::vector<T> data) : shape_(std::move(shape)), data_(std::move(data)) {
     if (data_.size() != element_count(shape_)) {
-      throw std::invalid_argument(fmt::format("Tensor: shape {} needs {} values, got {}", shape_, element_count(shape_), data_.size()));
+      throw std::invalid_argument(
+          fmt::format("Tensor: shape {} needs {} values, got {}", shape_, element_count(shape_), data_.size()));
     }
   }
 
