@@ -26,7 +26,7 @@ int run_compare(const TraceOptions& o) {
   }
   const RunRequest request = run_request(o, *problem, filter);
   check_range(*problem, display_name(o.file), o.dtype);
-  check_memory(o, request, *problem, true, true, /*reference=*/true);
+  check_memory(o, request, *problem, {.naive = true, .flash = true, .reference = true});
   const Trace trace = record_compare(problem, request);
   RenderOptions render = render_options(o);
   render.compare_only = !show_steps;

@@ -19,6 +19,7 @@
 #include "options.hpp"
 #include "render/pages/diff.hpp"
 #include "render/draw/visible.hpp"
+#include "text/number.hpp"
 
 namespace attn::cli {
 

@@ -54,9 +54,7 @@ void check_ranges(const ExplainOptions& o, const Problem& p) {
 
 int run(const ExplainOptions& o) {
   const TraceOptions& t = o.trace;
-  if (t.engine == Engine::naive && (t.block_q || t.block_k))
-    throw UsageError(
-        fmt::format("--{}: tile sizes apply to the flash pass; add --engine flash", t.block_q ? "block-q" : "block-k"));
+  check_tiles_need_flash(t);
   if (o.output && o.key)
     throw UsageError("--key: --output explains one output number, which every key feeds; give --key or --output");
   if (o.output && o.head)
@@ -83,7 +81,7 @@ int run(const ExplainOptions& o) {
   if (o.output) {
     filter.only = {Step::v_heads, Step::weights, Step::concat, Step::output};
     const RunRequest request = run_request(t, p, filter);
-    check_memory(t, request, p, !flash, flash);
+    check_memory(t, request, p, {.naive = !flash, .flash = flash});
     const OutputExplanation e = explain_output(problem, {.batch = b,
                                                          .query = i,
                                                          .column = *o.output,
@@ -102,7 +100,7 @@ int run(const ExplainOptions& o) {
   if (p.rope) filter.only.insert(filter.only.end(), {Step::q_rot, Step::k_rot});
   if (p.alibi) filter.only.push_back(Step::bias);
   const RunRequest request = run_request(t, p, filter);
-  check_memory(t, request, p, true, flash);  // flash runs with naive beside it, to compare
+  check_memory(t, request, p, {.naive = true, .flash = flash});  // flash runs with naive beside it, to compare
   const Explanation e = explain_weight(problem, {.batch = b,
                                                  .head = o.head.value_or(0),
                                                  .query = i,
@@ -141,9 +139,7 @@ Runner add_explain(CLI::App& app) {
       ->check(CLI::IsMember({"naive", "flash"}))
       ->default_str("naive");
   add_dtype_option(*cmd, t.dtype, /*half=*/false, "the arithmetic");
-  cmd->add_option("--block-q", t.block_q, "flash: query rows per tile (default about √n)")
-      ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--block-k", t.block_k, "flash: keys per tile (default about √m)")->check(CLI::Range(1, 1 << 20));
+  add_tile_options(*cmd, t);
   cmd->add_option("--json", t.json_out,
                   "also write every number of the explanation as JSON (format attn-trace.explain) to this file; - "
                   "writes it to stdout instead of the text")

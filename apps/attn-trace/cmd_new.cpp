@@ -10,6 +10,7 @@
 #include "io/new_input.hpp"
 #include "io/read.hpp"
 #include "options.hpp"
+#include "text/number.hpp"
 
 namespace attn::cli {
 

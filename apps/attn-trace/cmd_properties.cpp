@@ -31,7 +31,7 @@ int run(const PropertiesOptions& o) {
   weights.tiles = false;
   const RunRequest request = run_request(t, *problem, weights);
   check_range(*problem, display_name(t.file), t.dtype);
-  check_memory(t, request, *problem, true, true, /*reference=*/true);
+  check_memory(t, request, *problem, {.naive = true, .flash = true, .reference = true});
 
   const std::vector<PropertyCheck> checks =
       check_properties(problem, {.dtype = t.dtype, .tile_size = request.tile_size, .seed = o.seed});

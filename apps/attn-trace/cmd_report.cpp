@@ -45,9 +45,7 @@ void check_saved_run(const CLI::App& cmd, const TraceOptions& o, const Trace& tr
 
 int run(const CLI::App& cmd, const ReportCommand& c) {
   const TraceOptions& o = c.trace;
-  if (o.engine == Engine::naive && (o.block_q || o.block_k))
-    throw UsageError(fmt::format("--{}: tile sizes apply to the flash pass; use --engine flash or --engine both",
-                                 o.block_q ? "block-q" : "block-k"));
+  check_tiles_need_flash(o);
   // An unknown mistake is refused before anything is read or run.
   std::optional<Mistake> which;
   if (!c.mistake.empty()) which = mistake_by_name(c.mistake);

@@ -48,7 +48,7 @@ int run_mistake(const TraceOptions& o, const std::string& name, const CLI::App& 
   check_mistake_fits(mistake, *problem);
   check_range(*problem, display_name(o.file), o.dtype);
   // Two naive runs that keep every step, held at once.
-  check_memory(o, run_request(o, *problem, {}), *problem, true, false, false, 2);
+  check_memory(o, run_request(o, *problem, {}), *problem, {.naive = true, .flash = false, .runs = 2});
   const MistakeResult result = run_mistake(problem, mistake, o.dtype);
   if (!o.json_out.empty()) write_result(o.json_out, mistake_to_json(result, fmt::format("attn-trace {}", version)));
   if (o.json_out != "-") write_stdout(render_mistake(result, render_options(o)));
@@ -56,11 +56,7 @@ int run_mistake(const TraceOptions& o, const std::string& name, const CLI::App& 
 }
 
 int run(const TraceOptions& o) {
-  if (o.engine == Engine::naive && (o.block_q || o.block_k))
-    throw UsageError(
-        fmt::format("--{}: tile sizes apply to the flash pass; add --engine flash or --engine both, or use "
-                    "attn-trace compare",
-                    o.block_q ? "block-q" : "block-k"));
+  check_tiles_need_flash(o);
   check_format(o);
   const Trace trace = run_problem(o, std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o))));
 

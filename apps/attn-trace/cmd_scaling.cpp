@@ -14,6 +14,7 @@
 #include "lessons/scaling.hpp"
 #include "options.hpp"
 #include "render/pages/scaling.hpp"
+#include "text/number.hpp"
 
 namespace attn::cli {
 

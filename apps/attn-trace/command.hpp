@@ -3,19 +3,14 @@
 // when the user chose it.
 
 #include <functional>
-#include <stdexcept>
-#include <string>
 
 #include <CLI/CLI.hpp>
+
+#include "request/trace_options.hpp"  // UsageError
 
 namespace attn::cli {
 
 using Runner = std::function<int()>;
-
-// A mistake in the command line itself (not in the input file): one line, exit code 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 Runner add_run(CLI::App& app);
 Runner add_example(CLI::App& app);

@@ -29,7 +29,7 @@ constexpr int broken_pipe = 128 + 13;
 int fail(std::string_view message, int code = input_failed) {
   std::fflush(stdout);
   const std::string text = attn::visible(message);
-  fmt::print(stderr, "attn-trace: error: {}\n", attn::cli::utf8_terminal() ? text : attn::to_ascii(text));
+  fmt::print(stderr, "attn-trace: error: {}\n", attn::utf8_terminal() ? text : attn::to_ascii(text));
   return code;
 }
 
@@ -38,7 +38,7 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<attn::
   const auto print = [&](const CLI::ParseError& e) {
     std::ostringstream out, err;
     const int code = app.exit(e, out, err);
-    attn::write_stdout(attn::cli::utf8_terminal() ? out.str() : attn::to_ascii(out.str()));
+    attn::write_stdout(attn::utf8_terminal() ? out.str() : attn::to_ascii(out.str()));
     return code;
   };
   try {
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     return fail(e.what(), output_failed);
   } catch (const attn::InputError& e) {
     return fail(e.what());
-  } catch (const attn::cli::UsageError& e) {
+  } catch (const attn::UsageError& e) {
     return fail(e.what());
   } catch (const std::bad_alloc&) {
     return fail("out of memory: the input is too large for this machine");

@@ -1,5 +1,6 @@
 #pragma once
-// The options that the tracing commands share (docs/cli.md), and their checks.
+// The options that the tracing commands share (docs/cli.md), declared on CLI11 once each, and the
+// checks that need the command line; what they ask for is worked out in src/request/.
 
 #include <cstddef>
 #include <memory>
@@ -16,37 +17,22 @@
 #include "model/run.hpp"
 #include "render/pages/document.hpp"
 #include "render/pages/trace/terminal.hpp"
+#include "request/memory.hpp"
+#include "request/trace_options.hpp"
+#include "request/request.hpp"
+#include "request/terminal.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
 
 namespace attn::cli {
-
-// --color: auto means only on a terminal and never with NO_COLOR set.
-enum class ColorMode { automatic, always, never };
-
-struct TraceOptions {
-  std::string file;
-  Engine engine = Engine::naive;
-  DType dtype = DType::float32;
-  std::optional<std::size_t> block_q;  // flash tile sizes; default: default_tiles
-  std::optional<std::size_t> block_k;
-  std::vector<std::string> steps;  // trace names, and "tiles"; empty: all
-  std::optional<std::size_t> head;
-  int precision = 4;
-  ColorMode color = ColorMode::automatic;
-  std::size_t max_rows = 16;
-  std::size_t max_cols = 10;
-  View view = View::automatic;
-  std::optional<DocFormat> format;  // --format: a document of the steps; empty for the terminal text
-  std::string json_out;             // --json: "" none, "-" stdout instead of the text
-  std::string max_memory = "4G";    // refuse input or runs estimated to need more
-};
 
 // --dtype into `dtype`, float32 by default: float32 or float64, and with `half` also float16 and bfloat16
 // (stored in the half type, computed in float32: docs/precision.md). `what` opens its help text ("the
 // arithmetic"). The one declaration of --dtype for every command.
 CLI::Option* add_dtype_option(CLI::App& command, DType& dtype, bool half, const std::string& what);
 
+// --block-q and --block-k, the flash pass's tiles: the one declaration for every command.
+void add_tile_options(CLI::App& command, TraceOptions& options);
 // FILE, --dtype (with the half types when `half`), the tiles and --json (run, compare, report), --engine
 // (run and report).
 void add_run_options(CLI::App& command, TraceOptions& options, bool with_engine, bool half);
@@ -65,17 +51,6 @@ void check_format(const TraceOptions& options);
 
 // `value` of a count option that must be at least 1 (`option` names it), or a UsageError.
 std::size_t at_least_one(std::string_view option, std::size_t value);
-
-// --max-memory as a limit, or a UsageError when it is not a size.
-MemoryLimit memory_limit(const TraceOptions& options);
-
-// --steps and --head, checked against the problem: an unknown step name (the nearest is suggested)
-// or a head the input does not have is a UsageError. `has_tiles`: the run (or the saved trace) has a
-// flash pass, without which --steps tiles is a UsageError that says how to get one.
-StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles);
-
-// The step called `name`, or a UsageError naming `option` that suggests the nearest step name.
-Step step_by_name(std::string_view option, const std::string& name);
 
 // --mistake NAME (run, report): the mistake called `name`, or a UsageError that lists them all.
 Mistake mistake_by_name(const std::string& name);
@@ -102,37 +77,18 @@ SimpleMask parse_simple_mask(const std::string& spec, std::string_view command);
 // `text` to the file `out` (written as every file is, io/output.hpp), or to stdout when `out` is "" or "-".
 void write_result(const std::string& out, const std::string& text);
 
-// What record_run and record_compare are asked: the engine, the dtype, the tiles (--block-q/--block-k
-// or the defaults for this problem's lengths) and the filter.
-RunRequest run_request(const TraceOptions& options, const Problem& problem, StepFilter filter);
-
-// Refuses (InputError, exit 2) a run whose estimated memory is over --max-memory, before anything
-// is allocated, saying whether the flash engine would fit.
-// `reference`: compare's wider naive reference runs too.
-// `runs`: that many such runs are held at once (run --mistake keeps the intended and the mistaken one).
-void check_memory(const TraceOptions& options, const RunRequest& request, const Problem& problem, bool naive,
-                  bool flash, bool reference = false, std::size_t runs = 1);
-
 // A trace saved by --json, read back from `text` and cut down to --steps and --head (a --head other
 // than the one it was saved with is a UsageError).
 Trace saved_trace(const TraceOptions& options, std::string_view text);
 
-// `problem` run as --engine, --dtype, the tiles, --steps and --head ask, once float32's range and
-// --max-memory have been checked.
+// `problem` run as plan_run (request/request.hpp) asks, once float32's range and --max-memory have
+// been checked.
 Trace run_problem(const TraceOptions& options, const std::shared_ptr<const Problem>& problem);
 
 // FILE as a trace, for the commands that draw pictures (plot, report): a saved trace (run --json) read
 // back and cut down to --steps/--head, or an input run by --engine, checked like `run` checks it.
 // Recognises a trace by its first key, "format" (looks_like_trace).
 Trace input_or_trace(const TraceOptions& options);
-
-// How the terminal trace should look: the options, and what the terminal can show — its width
-// (COLUMNS, else the terminal's, else 100), colours (--color; 24-bit when COLORTERM says truecolor or
-// 24bit, else 256) and characters (UTF-8 when the locale says so, else ASCII only).
-RenderOptions render_options(const TraceOptions& options);
-
-// Whether the locale (LC_ALL, else LC_CTYPE, else LANG) is UTF-8: the terminal then shows more than ASCII.
-bool utf8_terminal();
 
 // The finished trace where --json sends it, and the text (or the --format document) to stdout unless
 // --json is "-".

@@ -15,6 +15,8 @@
 #include "lessons/forward.hpp"
 #include "ops/attention.hpp"
 #include "ops/bounds.hpp"
+#include "tensor/half.hpp"
+#include "text/number.hpp"
 
 namespace attn {
 
@@ -203,8 +205,6 @@ std::vector<DType> less_precise(DType dtype) {
   return {};
 }
 
-std::string number(double x) { return fmt::format("{:.6g}", x); }
-
 std::string label(const Problem& p, const std::string& axis, std::size_t b, std::size_t i) {
   if (axis == "query" && b < p.tokens.size() && i < p.tokens[b].size()) return p.tokens[b][i];
   if (axis == "key" && b < p.context_tokens.size() && i < p.context_tokens[b].size()) return p.context_tokens[b][i];
@@ -234,14 +234,14 @@ std::string finding(const Problem& p, Mistake c, Step s, const Tensor<double>& d
                     const Tensor<double>& ours, const Judged& with_mistake, std::size_t at) {
   std::string reproduces =
       fmt::format("made on the same inputs, this mistake reproduces the dump's {} (largest difference {})",
-                  step_info(s).name, number(with_mistake.max_abs));
+                  step_info(s).name, significant_value(with_mistake.max_abs, 6));
   switch (*mistake_info(c).code) {
     case DiagnosisCode::scale:
       if ((s == Step::scaled || s == Step::masked) && ours.values()[at] != 0 && std::isfinite(ours.values()[at])) {
         const double ratio = dumped.values()[at] / ours.values()[at];
-        return fmt::format("the dump's value is {} times ours ({} = {}); {}", number(ratio),
+        return fmt::format("the dump's value is {} times ours ({} = {}); {}", significant_value(ratio, 6),
                            c == Mistake::no_scale ? "√d_k" : "1/√d_k",
-                           number(c == Mistake::no_scale ? 1 / p.scale : p.scale), reproduces);
+                           significant_value(c == Mistake::no_scale ? 1 / p.scale : p.scale, 6), reproduces);
       }
       return reproduces;
     case DiagnosisCode::softmax_axis:
@@ -256,8 +256,8 @@ std::string finding(const Problem& p, Mistake c, Step s, const Tensor<double>& d
               hi = std::max(hi, sum);
             }
         return fmt::format(
-            "the dump's weights sum to 1 down each column (column sums {} to {}), not along each row; {}", number(lo),
-            number(hi), reproduces);
+            "the dump's weights sum to 1 down each column (column sums {} to {}), not along each row; {}",
+            significant_value(lo, 6), significant_value(hi, 6), reproduces);
       }
       return reproduces;
     case DiagnosisCode::mask:
@@ -274,7 +274,7 @@ std::string finding(const Problem& p, Mistake c, Step s, const Tensor<double>& d
     case DiagnosisCode::large_negative:
       if (s == Step::weights && p.m > 0)
         return fmt::format("the rows the mask empties hold weights of about 1/m = {} in the dump, where they are 0; {}",
-                           number(1.0 / static_cast<double>(p.m)), reproduces);
+                           significant_value(1.0 / static_cast<double>(p.m), 6), reproduces);
       return reproduces;
     case DiagnosisCode::head_split: return fmt::format("the dump holds our values in another order; {}", reproduces);
     default: return reproduces;
@@ -377,7 +377,7 @@ std::string shape_mismatch(Step step, const Problem& p, const std::string& sourc
   const std::vector<std::string> names = dim_names(step, true);
   std::vector<std::string> parts;
   for (std::size_t a = 0; a < c.size(); ++a) parts.push_back(fmt::format("{} {}", names[a], c[a]));
-  return fmt::format("{}: shape ({}) does not fit step {} of this input: ({}){}{}{}", source, fmt::join(shape, ", "),
+  return fmt::format("{}: shape ({:n}) does not fit step {} of this input: ({}){}{}{}", source, shape,
                      step_info(step).name, fmt::join(parts, ", "), p.B == 1 ? ", or without the batch axis" : "",
                      c.size() == 4 && c[1] == 1 ? ", or without the head axis" : "",
                      is_head_step(step) ? ", with the head and token axes in either order" : "");
@@ -474,7 +474,7 @@ std::vector<Diagnosis> diagnose(const Problem& p, const ReadDump& read, Step s, 
     found.push_back({DiagnosisCode::precision, fmt::format("computed in {}", name_of(lower)),
                      fmt::format("the dump's largest difference, {}, is within what {} arithmetic gives here ({}): the "
                                  "values were probably computed in {} and stored as {}",
-                                 number(local.max_abs), name_of(lower), number(with.worst_tolerance), name_of(lower),
+                                 significant_value(local.max_abs, 6), name_of(lower), significant_value(with.worst_tolerance, 6), name_of(lower),
                                  stored)});
     break;
   }

@@ -6,8 +6,8 @@
 #include <limits>
 #include <string>
 
-#include "engine/flash.hpp"
 #include "model/problem.hpp"
+#include "model/run.hpp"
 
 namespace attn {
 

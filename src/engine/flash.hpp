@@ -17,14 +17,6 @@
 
 namespace attn {
 
-// Default tiles: about √n query rows by √m keys, so a sequence gets about as many tiles as each
-// tile has rows, and the worked example (n = m = 3) gets 2 × 1 tiles: three key tiles per query
-// tile, and a real rescale when the second key beats the first.
-inline TileSize default_tiles(std::size_t n, std::size_t m) {
-  const auto clamp = [](double x) { return std::clamp<std::size_t>(static_cast<std::size_t>(x), 1, 128); };
-  return {clamp(std::round(std::sqrt(static_cast<double>(n)))), clamp(std::floor(std::sqrt(static_cast<double>(m))))};
-}
-
 // Does the mask leave query rows [r0, r1) nothing at all among keys [c0, c1)?
 inline bool tile_masked_out(const Mask& mask, std::size_t b, std::size_t r0, std::size_t r1, std::size_t c0,
                             std::size_t c1) {

@@ -82,7 +82,7 @@ inline std::string quote_bytes(std::string_view text, std::size_t max = 40) {
 // "(2, 3)", as numpy writes a shape.
 inline std::string shape_text(const Shape& shape) {
   if (shape.size() == 1) return fmt::format("({},)", shape[0]);
-  return fmt::format("({})", fmt::join(shape, ", "));
+  return fmt::format("({:n})", shape);
 }
 
 }  // namespace attn::dump_detail

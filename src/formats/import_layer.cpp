@@ -23,6 +23,7 @@
 #include "json/reader.hpp"
 #include "lessons/scaling.hpp"
 #include "text/nearest.hpp"
+#include "text/number.hpp"
 #include "text/words.hpp"
 
 namespace attn {
@@ -304,14 +305,12 @@ void check_inputs(const Layer& l, const ImportRequest& r) {
                                    w->cols, l.out_in ? "columns" : "rows", d, l.W_q.name));
 }
 
-// The shortest text that reads back to the same double (fmt's default): float32, float16 and bfloat16
-// values widened to double arrive bit for bit.
-std::string number(double x) { return fmt::format("{}", x); }
 
 std::vector<std::string> texts_of(const std::vector<double>& values) {
   std::vector<std::string> out;
   out.reserve(values.size());
-  for (const double v : values) out.push_back(number(v));
+  for (const double v : values)
+    out.push_back(exact_value(v, false));  // float32 and the half types widened: bit for bit
   return out;
 }
 
@@ -465,13 +464,13 @@ ImportedLayer import_layer(const std::vector<NamedDump>& weights, const ModelCon
   if (r.style == ImportStyle::llama) {
     const double theta = r.rope_theta ? *r.rope_theta : config.rope_theta.value_or(10000.0);
     const std::string from = r.rope_theta ? "--rope-theta" : config.rope_theta ? config.file : "the default";
-    rope_json = fmt::format(R"({{"theta": {}, "style": "half"}})", number(theta));
-    rope_words = fmt::format("RoPE (rotate-half) with theta {} from {}", number(theta), from);
+    rope_json = fmt::format(R"({{"theta": {}, "style": "half"}})", exact_value(theta, false));
+    rope_words = fmt::format("RoPE (rotate-half) with theta {} from {}", exact_value(theta, false), from);
     if (config.rope_scaling)
       out.warnings.push_back(
           fmt::format("{} sets rope_scaling ({}), which the input leaves out: its angles are "
                       "plain RoPE's with theta {}",
-                      config.file, *config.rope_scaling, number(theta)));
+                      config.file, *config.rope_scaling, exact_value(theta, false)));
   }
 
   // pass 4: the text, the model's numbers as it stores them

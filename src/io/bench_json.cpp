@@ -1,8 +1,8 @@
 #include "io/bench_json.hpp"
 
-#include <cmath>
-
 #include <nlohmann/json.hpp>
+
+#include "json/number.hpp"
 
 namespace attn {
 
@@ -10,9 +10,9 @@ namespace {
 
 using ordered = nlohmann::ordered_json;
 
-ordered number(double x) { return std::isfinite(x) ? ordered(x) : ordered(nullptr); }
-
-ordered timing(const Timing& t) { return {{"median", t.median}, {"min", t.min}, {"max", t.max}}; }
+ordered timing(const Timing& t) {
+  return {{"median", json_number(t.median)}, {"min", json_number(t.min)}, {"max", json_number(t.max)}};
+}
 
 ordered run_json(const BenchRun& r) {
   ordered j = {{"engine", std::string(name_of(r.engine))},
@@ -37,11 +37,11 @@ ordered run_json(const BenchRun& r) {
   j["projection_s"] = timing(r.projection_s);
   j["total_s"] = timing(r.total_s);
   j["attention_flops"] = r.attention_flops;
-  j["attention_gflops"] = number(r.attention_gflops);
+  j["attention_gflops"] = json_number(r.attention_gflops);
   j["rss_before_bytes"] = r.rss_before_bytes;
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["score_bytes"] = r.score_bytes;
-  j["max_error"] = number(r.max_error);
+  j["max_error"] = json_number(r.max_error);
   return j;
 }
 

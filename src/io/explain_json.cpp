@@ -1,11 +1,10 @@
 #include "io/explain_json.hpp"
 
-#include <cmath>
 #include <span>
 
 #include <nlohmann/json.hpp>
 
-#include "io/trace_json.hpp"
+#include "json/number.hpp"
 
 namespace attn {
 
@@ -13,12 +12,9 @@ namespace {
 
 using ojson = nlohmann::ordered_json;  // keeps the keys in the order the header lists them
 
-// A finite number as it is; inf and nan as the strings a trace uses, since JSON has no such numbers.
-ojson number(double x) { return std::isfinite(x) ? ojson(x) : ojson(format_trace_number(x, false)); }
-
 ojson numbers(std::span<const double> xs) {
   ojson out = ojson::array();
-  for (const double x : xs) out.push_back(number(x));
+  for (const double x : xs) out.push_back(json_number(x));
   return out;
 }
 
@@ -26,8 +22,8 @@ ojson sum(const ProductSum& s) {
   return {{"a", numbers(s.a)},
           {"b", numbers(s.b)},
           {"terms", numbers(s.terms)},
-          {"bias", s.bias ? number(*s.bias) : ojson(nullptr)},
-          {"value", number(s.value)}};
+          {"bias", s.bias ? json_number(*s.bias) : ojson(nullptr)},
+          {"value", json_number(s.value)}};
 }
 
 ojson sums(const std::vector<ProductSum>& list) {
@@ -52,14 +48,14 @@ ojson flash_json(const FlashExplanation& f) {
                      {"col_begin", t.col_begin},
                      {"col_end", t.col_end},
                      {"skipped", t.skipped},
-                     {"m_prev", number(t.m_prev)},
-                     {"m_new", number(t.m_new)},
-                     {"alpha", number(t.alpha)},
-                     {"l_prev", number(t.l_prev)},
-                     {"l_new", number(t.l_new)},
+                     {"m_prev", json_number(t.m_prev)},
+                     {"m_new", json_number(t.m_new)},
+                     {"alpha", json_number(t.alpha)},
+                     {"l_prev", json_number(t.l_prev)},
+                     {"l_new", json_number(t.l_new)},
                      {"s", numbers(t.s)},
                      {"p", numbers(t.p)},
-                     {"share", number(t.share)}});
+                     {"share", json_number(t.share)}});
   return {{"block_q", f.tile_size.Br},
           {"block_k", f.tile_size.Bc},
           {"query_tile", f.query_tile},
@@ -67,14 +63,14 @@ ojson flash_json(const FlashExplanation& f) {
           {"row_end", f.row_end},
           {"key_tile", f.key_tile},
           {"tiles", std::move(tiles)},
-          {"s", number(f.s)},
-          {"p", number(f.p)},
+          {"s", json_number(f.s)},
+          {"p", json_number(f.p)},
           {"later_alphas", numbers(f.later_alphas)},
-          {"alpha_product", number(f.alpha_product)},
-          {"l", number(f.l)},
-          {"weight", number(f.weight)},
-          {"naive_weight", number(f.naive_weight)},
-          {"tolerance", number(f.tolerance)},
+          {"alpha_product", json_number(f.alpha_product)},
+          {"l", json_number(f.l)},
+          {"weight", json_number(f.weight)},
+          {"naive_weight", json_number(f.naive_weight)},
+          {"tolerance", json_number(f.tolerance)},
           {"within", f.within}};
 }
 
@@ -93,8 +89,8 @@ std::string explanation_to_json(const Explanation& e, const std::string& generat
   out["q"] = sums(e.q);
   out["k"] = sums(e.k);
   out["score"] = sum(e.dot);
-  out["scale"] = number(e.scale);
-  out["scaled"] = number(e.scaled);
+  out["scale"] = json_number(e.scale);
+  out["scaled"] = json_number(e.scaled);
   if (!e.q_rot.empty())
     out["rope"] = {{"position_query", e.pos_q},
                    {"position_key", e.pos_k},
@@ -102,11 +98,11 @@ std::string explanation_to_json(const Explanation& e, const std::string& generat
                    {"q_rot", numbers(e.q_rot)},
                    {"k_rot", numbers(e.k_rot)}};
   if (e.alibi)
-    out["alibi"] = {{"slope", number(e.slope)},
+    out["alibi"] = {{"slope", json_number(e.slope)},
                     {"position_query", e.alibi_pos_q},
                     {"position_key", e.alibi_pos_k},
-                    {"bias", number(*e.alibi)},
-                    {"biased", number(e.biased)}};
+                    {"bias", json_number(*e.alibi)},
+                    {"biased", json_number(e.biased)}};
   out["mask"] = {{"kind", e.mask}, {"allowed", e.allowed}, {"reason", e.mask_reason}, {"empty_row", e.empty_row}};
   ojson keys = ojson::array();
   for (std::size_t k = 0; k < e.row.size(); ++k) {
@@ -114,16 +110,16 @@ std::string explanation_to_json(const Explanation& e, const std::string& generat
     keys.push_back({{"key", k},
                     {"token", e.key_tokens.at(k)},
                     {"allowed", x.allowed},
-                    {"scaled", number(x.scaled)},
-                    {"shifted", number(x.shifted)},
-                    {"exp", number(x.exp)},
-                    {"weight", number(x.weight)}});
+                    {"scaled", json_number(x.scaled)},
+                    {"shifted", json_number(x.shifted)},
+                    {"exp", json_number(x.exp)},
+                    {"weight", json_number(x.weight)}});
   }
   out["softmax"] = {{"keys", std::move(keys)},
-                    {"max", number(e.row_max)},
+                    {"max", json_number(e.row_max)},
                     {"argmax", e.argmax},
-                    {"sum", number(e.row_sum)},
-                    {"weight", number(e.weight)}};
+                    {"sum", json_number(e.row_sum)},
+                    {"weight", json_number(e.weight)}};
   out["flash"] = e.flash ? flash_json(*e.flash) : ojson(nullptr);
   out["output"] = {{"v", numbers(e.v)}, {"o", sums(e.o)}};
   return out.dump(2) + "\n";

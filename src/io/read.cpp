@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "json/error.hpp"
+#include "text/number.hpp"
 
 namespace attn {
 
@@ -157,14 +158,6 @@ std::size_t JsonCost::total() const {
 }
 
 std::string display_name(const std::string& path) { return path == "-" ? "<stdin>" : path; }
-
-std::string describe_bytes(std::size_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", b / (1024.0 * 1024 * 1024));
-  if (b >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
-  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
-  return fmt::format("{} bytes", bytes);
-}
 
 std::string read_text(const std::string& path, const MemoryLimit& limit) {
   const std::string name = display_name(path);

@@ -58,7 +58,4 @@ std::string read_bytes(const std::string& path, std::size_t limit, const std::st
 // How error messages name `path`.
 std::string display_name(const std::string& path);
 
-// "512 bytes", "1.5 KiB", "4.0 GiB".
-std::string describe_bytes(std::size_t bytes);
-
 }  // namespace attn

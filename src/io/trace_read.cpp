@@ -223,12 +223,11 @@ class TraceReader {
     // Traces of version 1 written before lse was always reported hold [] when their tiles were left out.
     if (out.lse.size() == 0) out.lse = Tensor<double>();
     else if (out.lse.shape() != lse_shape)
-      fail(pointer_key(ptr, "lse"), fmt::format("expected the shape [{}] for this input, found [{}]",
-                                                fmt::join(lse_shape, ", "), fmt::join(out.lse.shape(), ", ")));
+      fail(pointer_key(ptr, "lse"),
+           fmt::format("expected the shape {} for this input, found {}", lse_shape, out.lse.shape()));
     if (out.output.shape() != traced_shape(Step::output, p, one_head_))
-      fail(pointer_key(ptr, "output"),
-           fmt::format("expected the shape [{}] for this input, found [{}]",
-                       fmt::join(traced_shape(Step::output, p, one_head_), ", "), fmt::join(out.output.shape(), ", ")));
+      fail(pointer_key(ptr, "output"), fmt::format("expected the shape {} for this input, found {}",
+                                                   traced_shape(Step::output, p, one_head_), out.output.shape()));
     return out;
   }
 
@@ -313,14 +312,14 @@ class TraceReader {
       fail(shape_ptr, fmt::format("expected 1 to {} extents, found {}", max_rank, shape.size()));
     const std::size_t claimed = checked_count(shape), held = count_numbers(step.at("data"), shape.size());
     if (claimed != held)
-      fail(shape_ptr, fmt::format("the step \"{}\" claims the shape [{}] ({} numbers), but its data holds {} numbers",
-                                  string_at(step, ptr, "name"), fmt::join(shape, ", "),
+      fail(shape_ptr, fmt::format("the step \"{}\" claims the shape {} ({} numbers), but its data holds {} numbers",
+                                  string_at(step, ptr, "name"), shape,
                                   claimed == too_many ? "more than 2^64" : std::to_string(claimed), held));
     // The printer labels rows and columns by the input's tokens: a step must have its true shape.
     const Shape expected = traced_shape(*step_from_name(string_at(step, ptr, "name")), *problem_, one_head_);
     if (shape != expected)
-      fail(shape_ptr, fmt::format("the step \"{}\" has the shape [{}] for this input, found [{}]",
-                                  string_at(step, ptr, "name"), fmt::join(expected, ", "), fmt::join(shape, ", ")));
+      fail(shape_ptr, fmt::format("the step \"{}\" has the shape {} for this input, found {}",
+                                  string_at(step, ptr, "name"), expected, shape));
     std::vector<double> data;
     data.reserve(held);
     read_values(step.at("data"), shape, 0, data_ptr, float32, data);

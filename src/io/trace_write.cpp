@@ -6,11 +6,11 @@
 #include <iterator>
 #include <tuple>
 
-#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "json/error.hpp"
+#include "text/number.hpp"
 
 namespace attn {
 
@@ -20,17 +20,12 @@ using ojson = nlohmann::ordered_json;  // keeps the keys in the order docs/trace
 namespace {
 
 void append_trace_number(std::string& out, double x, bool float32) {
-  if (std::isnan(x)) out += "\"nan\"";
-  else if (std::isinf(x)) out += x < 0 ? "\"-inf\"" : "\"inf\"";
+  if (!std::isfinite(x)) out += fmt::format("\"{}\"", exact_value(x, float32));
   // fmt writes -0.0 as "-0", which JSON readers take for the integer 0: keep the sign with a point.
   else if (x == 0 && std::signbit(x)) out += "-0.0";
   else {
-    // fmt's "{}" is the shortest text that reads back to the same value of its type. Compiled
-    // format and a local buffer: a trace can hold tens of millions of numbers.
-    char text[40];
-    char* end = float32 ? fmt::format_to(text, FMT_COMPILE("{}"), static_cast<float>(x))
-                        : fmt::format_to(text, FMT_COMPILE("{}"), x);
-    out.append(text, end);
+    char text[exact_value_chars];  // a local buffer: a trace can hold tens of millions of numbers
+    out.append(text, exact_value_to(text, x, float32));
   }
 }
 

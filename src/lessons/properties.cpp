@@ -13,6 +13,7 @@
 #include "ops/random.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
+#include "text/number.hpp"
 #include "text/words.hpp"
 
 namespace attn {
@@ -52,7 +53,7 @@ PropertyCheck rows_sum_to_one(const Tensor<double>& A, std::span<const EmptyRow>
   c.reason = fmt::format("softmax divides each row by its own sum; tolerance (m + 2)·u, m = {}", m);
   if (!empty.empty())
     c.reason += fmt::format("; the {} the mask empties sum to {} (zero weights)", plural(empty.size(), "row", "rows"),
-                            empty_sum == 0 ? "0" : fmt::format("{:.3g}", empty_sum));
+                            empty_sum == 0 ? "0" : significant_value(empty_sum, 3));
   return c;
 }
 
@@ -183,9 +184,8 @@ Expectation equivariance_expected(const Problem& p) {
 PropertyCheck permutation_equivariance(const Problem& p, const Tensor<double>& Y, const Tensor<double>& Y_permuted,
                                        std::span<const std::size_t> pi, double tolerance) {
   if (Y.shape() != Y_permuted.shape() || Y.rank() != 3 || Y.dim(1) != pi.size())
-    throw std::invalid_argument(fmt::format("permutation_equivariance: outputs [{}] and [{}] for {} positions",
-                                            fmt::join(Y.shape(), ", "), fmt::join(Y_permuted.shape(), ", "),
-                                            pi.size()));
+    throw std::invalid_argument(fmt::format("permutation_equivariance: outputs {} and {} for {} positions", Y.shape(),
+                                            Y_permuted.shape(), pi.size()));
   const Expectation e = equivariance_expected(p);
   PropertyCheck c{.name = "permutation equivariance", .expected = e.expected, .tolerance = tolerance};
   // max |Y[b][π(i)][k] - Y'[b][i][k]|

@@ -3,6 +3,8 @@
 // from the command line (or read from a trace file) and passed on as values; their names are the
 // ones of the command line and of docs/trace-format.md.
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <string_view>
@@ -24,6 +26,24 @@ struct TileSize {
   std::size_t Bc = 2;
   friend bool operator==(const TileSize&, const TileSize&) = default;
 };
+
+// The traced flash pass's default tiles: about √n query rows by √m keys, so a sequence gets about as
+// many tiles as each tile has rows, and the worked example (n = m = 3) gets 2 × 1 tiles: three key
+// tiles per query tile, and a real rescale when the second key beats the first. Here, beside TileSize,
+// so that what asks for a run learns the default without compiling the engine. (bench's fast path
+// picks its own: fast_tiles, engine/fast.hpp.)
+inline TileSize default_tiles(std::size_t n, std::size_t m) {
+  const auto clamp = [](double x) { return std::clamp<std::size_t>(static_cast<std::size_t>(x), 1, 128); };
+  return {clamp(std::round(std::sqrt(static_cast<double>(n)))), clamp(std::floor(std::sqrt(static_cast<double>(m))))};
+}
+
+// The tiles a run asks for: block_q × block_k (--block-q, --block-k), each side not given as
+// default_tiles has it for n queries and m keys.
+inline TileSize asked_tiles(std::size_t n, std::size_t m, std::optional<std::size_t> block_q,
+                            std::optional<std::size_t> block_k) {
+  const TileSize defaults = default_tiles(n, m);
+  return {block_q.value_or(defaults.Br), block_k.value_or(defaults.Bc)};
+}
 
 constexpr std::string_view name_of(Engine e) {
   switch (e) {

@@ -27,9 +27,8 @@ inline void require(bool ok, const char* op, const std::string& what) {
 // Y[b][i][c] = Σ_r X[b][i][r] · W[r][c] + b[c]   -> (B, n, d_out)
 template <class T>
 Tensor<T> project(const Tensor<T>& X, const Tensor<T>& W, std::span<const T> bias) {
-  detail::require(
-      X.rank() == 3 && W.rank() == 2 && X.dim(2) == W.dim(0), "project",
-      fmt::format("X [{}] · W [{}]: inner sizes differ", fmt::join(X.shape(), ", "), fmt::join(W.shape(), ", ")));
+  detail::require(X.rank() == 3 && W.rank() == 2 && X.dim(2) == W.dim(0), "project",
+                  fmt::format("X {} · W {}: inner sizes differ", X.shape(), W.shape()));
   detail::require(bias.empty() || bias.size() == W.dim(1), "project",
                   fmt::format("bias of {} for {} outputs", bias.size(), W.dim(1)));
   const std::size_t B = X.dim(0), n = X.dim(1), d_in = X.dim(2), d_out = W.dim(1);
@@ -89,11 +88,9 @@ Tensor<T> merge_heads(const Tensor<T>& O) {
 // Y[..][t][b] = X[..][t][b]·cos[t][i] + X[..][t][a]·sin[t][i]
 template <class T>
 Tensor<T> rotate(const Tensor<T>& X, const Tensor<T>& cos, const Tensor<T>& sin, RopeStyle style) {
-  detail::require(
-      X.rank() == 4 && cos.rank() == 2 && cos.shape() == sin.shape() && cos.dim(0) == X.dim(2) &&
-          2 * cos.dim(1) <= X.dim(3),
-      "rotate",
-      fmt::format("X [{}] and the angles [{}] do not fit", fmt::join(X.shape(), ", "), fmt::join(cos.shape(), ", ")));
+  detail::require(X.rank() == 4 && cos.rank() == 2 && cos.shape() == sin.shape() && cos.dim(0) == X.dim(2) &&
+                      2 * cos.dim(1) <= X.dim(3),
+                  "rotate", fmt::format("X {} and the angles {} do not fit", X.shape(), cos.shape()));
   const std::size_t B = X.dim(0), H = X.dim(1), T_ = X.dim(2), P = cos.dim(1);
   Tensor<T> Y = X;
   for (std::size_t b = 0; b < B; ++b)
@@ -123,8 +120,8 @@ template <class T>
 Tensor<T> add_alibi(const Tensor<T>& S, std::span<const T> slopes, std::span<const T> pos_q, std::span<const T> pos_k) {
   detail::require(S.rank() == 4 && slopes.size() == S.dim(1) && pos_q.size() == S.dim(2) && pos_k.size() == S.dim(3),
                   "add_alibi",
-                  fmt::format("S [{}] with {} slopes, {} query and {} key positions", fmt::join(S.shape(), ", "),
-                              slopes.size(), pos_q.size(), pos_k.size()));
+                  fmt::format("S {} with {} slopes, {} query and {} key positions", S.shape(), slopes.size(),
+                              pos_q.size(), pos_k.size()));
   const std::size_t B = S.dim(0), h = S.dim(1), n = S.dim(2), m = S.dim(3);
   Tensor<T> out = S;
   for (std::size_t b = 0; b < B; ++b)
@@ -144,8 +141,7 @@ template <class T>
 Tensor<T> scores(const Tensor<T>& Q, const Tensor<T>& K) {
   detail::require(Q.rank() == 4 && K.rank() == 4 && Q.dim(0) == K.dim(0) && Q.dim(3) == K.dim(3) && K.dim(1) > 0 &&
                       Q.dim(1) % K.dim(1) == 0,
-                  "scores",
-                  fmt::format("Q [{}] and K [{}] do not fit", fmt::join(Q.shape(), ", "), fmt::join(K.shape(), ", ")));
+                  "scores", fmt::format("Q {} and K {} do not fit", Q.shape(), K.shape()));
   const std::size_t B = Q.dim(0), h = Q.dim(1), n = Q.dim(2), d_k = Q.dim(3), g = K.dim(1), m = K.dim(2);
   Tensor<T> S({B, h, n, m});
   for (std::size_t b = 0; b < B; ++b)
@@ -222,8 +218,7 @@ template <class T>
 Tensor<T> weighted_sum(const Tensor<T>& P, const Tensor<T>& V) {
   detail::require(P.rank() == 4 && V.rank() == 4 && P.dim(0) == V.dim(0) && P.dim(3) == V.dim(2) && V.dim(1) > 0 &&
                       P.dim(1) % V.dim(1) == 0,
-                  "weighted_sum",
-                  fmt::format("P [{}] and V [{}] do not fit", fmt::join(P.shape(), ", "), fmt::join(V.shape(), ", ")));
+                  "weighted_sum", fmt::format("P {} and V {} do not fit", P.shape(), V.shape()));
   const std::size_t B = P.dim(0), h = P.dim(1), n = P.dim(2), m = P.dim(3), g = V.dim(1), d_v = V.dim(3);
   Tensor<T> O({B, h, n, d_v});
   for (std::size_t b = 0; b < B; ++b)

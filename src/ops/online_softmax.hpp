@@ -42,8 +42,8 @@ OnlineSoftmaxStep<T> online_softmax_update(const Tensor<T>& S, const Tensor<T>& 
                       m_prev.size() == S.dim(0) && l_prev.size() == S.dim(0) && O_prev.dim(0) == S.dim(0) &&
                       O_prev.dim(1) == V.dim(1),
                   "online_softmax_update",
-                  fmt::format("S [{}], V [{}], O [{}] and {} running rows do not fit", fmt::join(S.shape(), ", "),
-                              fmt::join(V.shape(), ", "), fmt::join(O_prev.shape(), ", "), m_prev.size()));
+                  fmt::format("S {}, V {}, O {} and {} running rows do not fit", S.shape(), V.shape(), O_prev.shape(),
+                              m_prev.size()));
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   const std::size_t Br = S.dim(0), Bc = S.dim(1), d_v = V.dim(1);
   OnlineSoftmaxStep<T> out{Tensor<T>({Br}), Tensor<T>({Br}), Tensor<T>({Br, Bc}), Tensor<T>({Br}), O_prev};

@@ -16,12 +16,39 @@ namespace attn {
 
 using Shape = std::vector<std::size_t>;
 
+}  // namespace attn
+
+// A shape as messages write it: "[2, 3]" (fmt/ranges.h's text for a vector, so every Shape prints alike
+// wherever it is formatted); "{:n}" leaves the brackets out, for the messages that write NumPy's "(2, 3)".
+template <>
+struct fmt::formatter<attn::Shape> {
+  bool bare = false;  // "{:n}"
+
+  constexpr auto parse(format_parse_context& ctx) {
+    auto it = ctx.begin();
+    if (it != ctx.end() && *it == 'n') {
+      bare = true;
+      ++it;
+    }
+    if (it != ctx.end() && *it != '}') throw format_error("a shape's format is {} or {:n}");
+    return it;
+  }
+
+  template <class Context>
+  auto format(const attn::Shape& shape, Context& ctx) const {
+    if (bare) return fmt::format_to(ctx.out(), "{}", fmt::join(shape, ", "));
+    return fmt::format_to(ctx.out(), "[{}]", fmt::join(shape, ", "));
+  }
+};
+
+namespace attn {
+
 // The number of elements of `shape`; throws std::length_error instead of wrapping around.
 inline std::size_t element_count(const Shape& shape) {
   std::size_t count = 1;
   for (const std::size_t d : shape) {
     if (d != 0 && count > std::numeric_limits<std::size_t>::max() / d) {
-      throw std::length_error(fmt::format("a tensor of shape [{}] has too many elements", fmt::join(shape, ", ")));
+      throw std::length_error(fmt::format("a tensor of shape {} has too many elements", shape));
     }
     count *= d;
   }
@@ -45,8 +72,8 @@ class Tensor {
   explicit Tensor(Shape shape, T fill = T{}) : shape_(std::move(shape)), data_(element_count(shape_), fill) {}
   Tensor(Shape shape, std::vector<T> data) : shape_(std::move(shape)), data_(std::move(data)) {
     if (data_.size() != element_count(shape_)) {
-      throw std::invalid_argument(fmt::format("Tensor: shape [{}] needs {} values, got {}", fmt::join(shape_, ", "),
-                                              element_count(shape_), data_.size()));
+      throw std::invalid_argument(
+          fmt::format("Tensor: shape {} needs {} values, got {}", shape_, element_count(shape_), data_.size()));
     }
   }
 

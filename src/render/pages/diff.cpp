@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "render/draw/number.hpp"
+#include "text/number.hpp"
 #include "render/draw/page.hpp"
 #include "render/draw/text.hpp"
 #include "render/draw/visible.hpp"

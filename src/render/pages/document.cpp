@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "render/draw/number.hpp"
+#include "text/number.hpp"
 #include "render/draw/panel.hpp"
 #include "render/draw/visible.hpp"
 

@@ -15,6 +15,7 @@
 #include "render/draw/page.hpp"
 #include "render/draw/text.hpp"
 #include "render/draw/visible.hpp"
+#include "text/number.hpp"
 
 namespace attn {
 
@@ -362,8 +363,8 @@ void flash_weight(Page& page, const FlashExplanation& f, const Numbers& num) {
             "factor.");
   const double gap = std::fabs(f.weight - f.naive_weight);
   paragraph(page, fmt::format("Naive's a = {}; |flash − naive| = {}, {} {} (what rounding alone allows here).",
-                              num(f.naive_weight), gap == 0 ? "0" : fmt::format("{:.3g}", gap),
-                              f.within ? "within" : "NOT within", fmt::format("{:.3g}", f.tolerance)));
+                              num(f.naive_weight), gap == 0 ? "0" : significant_value(gap, 3),
+                              f.within ? "within" : "NOT within", significant_value(f.tolerance, 3)));
 }
 
 void flash(Page& page, const Explanation& e, const Numbers& num) {

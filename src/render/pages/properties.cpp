@@ -11,12 +11,13 @@
 #include "render/draw/page.hpp"
 #include "render/draw/text.hpp"
 #include "render/draw/visible.hpp"
+#include "text/number.hpp"
 
 namespace attn {
 
 namespace {
 
-std::string figure(double x) { return x == 0 ? "0" : fmt::format("{:.3g}", x); }
+std::string figure(double x) { return x == 0 ? "0" : significant_value(x, 3); }  // -0 too
 
 // One property as the table's cells: property, result, figure, tolerance, expected.
 std::array<std::string, 5> cells(const PropertyCheck& c) {

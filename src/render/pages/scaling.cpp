@@ -8,14 +8,13 @@
 
 #include "render/draw/page.hpp"
 #include "render/draw/text.hpp"
+#include "text/number.hpp"
 
 namespace attn {
 
 namespace {
 
 constexpr double ceiling = 0.25;  // the largest s(1−s) can be, at s = 1/2
-
-std::string number(double x, int precision) { return fmt::format("{:.{}g}", x, std::max(precision, 1)); }
 
 std::string repeat(std::string_view piece, std::size_t count) {
   std::string s;
@@ -30,8 +29,8 @@ void table(Page& page, const ScalingResult& r, const RenderOptions& o, const std
   page.line(title);
   page.line(fmt::format("{:>6}  {:>{}}  {:>{}}", "d_k", "raw", w, "scaled", w));
   for (const ScalingRow& row : r.rows)
-    page.line(fmt::format("{:>6}  {:>{}}  {:>{}}", row.d_k, number(row.*raw, o.precision), w,
-                          number(row.*scaled, o.precision), w));
+    page.line(fmt::format("{:>6}  {:>{}}  {:>{}}", row.d_k, significant_value(row.*raw, o.precision), w,
+                          significant_value(row.*scaled, o.precision), w));
   page.line("");
 }
 
@@ -60,12 +59,12 @@ void chart(Page& page, const ScalingResult& r, const RenderOptions& o) {
   };
 
   page.paragraph(fmt::format("mean s(1−s), log scale from 1e{} to 0.25 (its ceiling); | marks 1/N = {}", lo,
-                             number(one_over_n, o.precision)));
+                             significant_value(one_over_n, o.precision)));
   for (const ScalingRow& row : r.rows) {
     page.line(fmt::format("{:>6} raw    {} {:>{}}", row.d_k, draw(row.raw_mean_grad, raw_block),
-                          number(row.raw_mean_grad, o.precision), value));
+                          significant_value(row.raw_mean_grad, o.precision), value));
     page.line(fmt::format("{:>6} scaled {} {:>{}}", "", draw(row.scaled_mean_grad, scaled_block),
-                          number(row.scaled_mean_grad, o.precision), value));
+                          significant_value(row.scaled_mean_grad, o.precision), value));
   }
   const std::string left = fmt::format("1e{}", lo);
   page.line(fmt::format("{:{}}{}{:>{}}", "", label, left, "0.25", bar > left.size() ? bar - left.size() : 4));
@@ -77,7 +76,7 @@ void explain(Page& page, const ScalingResult& r, const RenderOptions& o) {
                                        [](const ScalingRow& a, const ScalingRow& b) { return a.d_k < b.d_k; });
   const ScalingRow& big = *widest;
   const auto n = static_cast<double>(r.samples);
-  const auto p = [&](double x) { return number(x, o.precision); };
+  const auto p = [&](double x) { return significant_value(x, o.precision); };
   double low = ceiling, high = 0;
   for (const ScalingRow& row : r.rows) {
     low = std::min(low, row.scaled_mean_grad);

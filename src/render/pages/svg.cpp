@@ -11,7 +11,7 @@
 #include "ops/attention.hpp"
 #include "render/draw/colormap.hpp"
 #include "render/draw/escape.hpp"
-#include "render/draw/number.hpp"
+#include "text/number.hpp"
 #include "render/draw/text.hpp"
 #include "render/draw/panel.hpp"
 #include "render/draw/visible.hpp"

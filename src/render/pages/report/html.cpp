@@ -6,7 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "render/draw/axis.hpp"
-#include "render/draw/number.hpp"
+#include "text/number.hpp"
 #include "render/pages/report/writer.hpp"
 
 namespace attn::report_detail {
@@ -20,7 +20,7 @@ std::string thousands(std::size_t count) {
   return out;
 }
 
-std::string short_number(double x) { return std::isfinite(x) ? fmt::format("{:.3g}", x) : format_value(x, 0); }
+std::string short_number(double x) { return significant_value(x, 3); }
 
 std::string shape_text(const Shape& shape) { return fmt::format("{}", fmt::join(shape, " × ")); }
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "render/draw/number.hpp"
+#include "text/number.hpp"
 #include "render/pages/report/html.hpp"
 #include "render/pages/report/legend.hpp"
 #include "render/pages/report/writer.hpp"

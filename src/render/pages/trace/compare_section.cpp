@@ -10,12 +10,12 @@
 
 #include <fmt/format.h>
 
-#include "render/draw/number.hpp"
+#include "text/number.hpp"
 #include "render/draw/visible.hpp"
 
 namespace attn::render_detail {
 
-std::string Renderer::sci(double x) const { return std::isfinite(x) ? fmt::format("{:.3g}", x) : format_value(x, 0); }
+std::string Renderer::sci(double x) const { return significant_value(x, 3); }
 
 // The outputs column by column, naive beside flash, then their differences, per batch item.
 void Renderer::compare_outputs(const CompareRecord& c) {

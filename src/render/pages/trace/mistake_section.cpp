@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "render/draw/number.hpp"
+#include "text/number.hpp"
 #include "render/draw/page.hpp"
 #include "render/pages/trace/renderer.hpp"
 #include "render/draw/visible.hpp"
@@ -51,9 +51,7 @@ void Renderer::mistake_steps(const MistakeResult& r) {
   for (const StepDifference& d : r.steps) {
     const std::string name = pad_right(step_info(d.step).name, name_width);
     std::string what;
-    if (!d.same_shape)
-      what = fmt::format("shapes differ: [{}] and [{}]", fmt::join(d.intended_shape, ", "),
-                         fmt::join(d.mistaken_shape, ", "));
+    if (!d.same_shape) what = fmt::format("shapes differ: {} and {}", d.intended_shape, d.mistaken_shape);
     else what = d.differs() ? sci(d.max_abs) : "0 (identical)";
     const bool first = r.first_difference && *r.first_difference == d.step;
     const std::string note = first ? style_.warning("  <- first difference") : "";
@@ -76,8 +74,8 @@ void Renderer::mistake_first_difference(const MistakeResult& r) {
   para(fmt::format("  {} {}", style_.faint("intended"), style_.formula(text(visible(a.formula)))), "           ");
   para(fmt::format("  {} {}", style_.faint("mistaken"), style_.formula(text(visible(b.formula)))), "           ");
   if (!d.same_shape) {
-    para(fmt::format("the mistaken {} has shape [{}] where the intended one has [{}]", step_info(step).name,
-                     fmt::join(d.mistaken_shape, ", "), fmt::join(d.intended_shape, ", ")),
+    para(fmt::format("the mistaken {} has shape {} where the intended one has {}", step_info(step).name,
+                     d.mistaken_shape, d.intended_shape),
          "");
     return;
   }

@@ -16,7 +16,7 @@
 #include "lessons/mistakes.hpp"
 #include "render/draw/axis.hpp"
 #include "render/draw/colormap.hpp"
-#include "render/draw/number.hpp"
+#include "text/number.hpp"
 #include "render/draw/panel.hpp"
 #include "render/draw/options.hpp"
 #include "render/draw/text.hpp"

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "render/draw/number.hpp"
+#include "text/number.hpp"
 #include "render/draw/visible.hpp"
 
 namespace attn::render_detail {

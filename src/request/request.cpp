@@ -1,0 +1,83 @@
+#include "request/request.hpp"
+
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "json/error.hpp"
+#include "text/nearest.hpp"
+#include "io/load.hpp"
+#include "io/read.hpp"
+#include "request/memory.hpp"
+
+namespace attn {
+
+void check_tiles_need_flash(const TraceOptions& o) {
+  if (o.engine == Engine::naive && (o.block_q || o.block_k))
+    throw UsageError(
+        fmt::format("--{}: tile sizes apply to the flash pass; add --engine flash", o.block_q ? "block-q" : "block-k"));
+}
+
+Step step_by_name(std::string_view option, const std::string& name) {
+  if (const std::optional<Step> step = step_from_name(name)) return *step;
+  std::vector<std::string_view> names;
+  for (const Step s : all_steps()) names.push_back(step_info(s).name);
+  const std::string near = nearest_word(name, names);
+  throw UsageError(fmt::format("{}: unknown step \"{}\"{}; the steps are {}", option, name,
+                               near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
+                               fmt::join(names, ",")));
+}
+
+StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles) {
+  StepFilter filter;
+  if (options.head && *options.head >= problem.h) {
+    throw UsageError(problem.h == 1 ? fmt::format("--head {}: the input has one head, head 0", *options.head)
+                                    : fmt::format("--head {}: the input has {} heads, 0 to {}", *options.head,
+                                                  problem.h, problem.h - 1));
+  }
+  filter.head = options.head;
+  // "tiles" (the flash pass's tiles) is not a step of the trace, but can be chosen like one; so can
+  // the score steps, whose flash counterparts live in the tiles.
+  filter.tiles = options.steps.empty();
+  for (const std::string& name : options.steps) {
+    if (name == "tiles") {
+      if (!has_tiles)
+        throw UsageError(
+            "--steps tiles: only the flash pass has tiles; add --engine flash or --engine both, or use "
+            "attn-trace compare");
+      filter.tiles = true;
+      continue;
+    }
+    const Step step = step_by_name("--steps", name);
+    if (!step_applies(step, problem)) {
+      std::vector<std::string_view> names;
+      for (const Step s : steps_of(problem)) names.push_back(step_info(s).name);
+      throw UsageError(fmt::format("--steps {}: this input has no \"{}\", so no step {}; its steps are {}", name,
+                                   step == Step::bias ? "alibi" : "rope", name, fmt::join(names, ",")));
+    }
+    if (is_score_step(step)) filter.tiles = true;
+    filter.only.push_back(step);
+  }
+  filter.none = !options.steps.empty() && filter.only.empty();  // --steps tiles: the tiles alone
+  return filter;
+}
+
+RunRequest run_request(const TraceOptions& options, const Problem& problem, StepFilter filter) {
+  return {options.engine, options.dtype, asked_tiles(problem.n, problem.m, options.block_q, options.block_k),
+          std::move(filter)};
+}
+
+RunRequest plan_run(const TraceOptions& o, const Problem& p) {
+  // pass 1: what to run: --steps and --head as a filter, the engine, the dtype, the tiles
+  StepFilter filter = trace_filter(o, p, o.engine != Engine::naive);
+  const RunRequest request{o.engine, o.dtype, asked_tiles(p.n, p.m, o.block_q, o.block_k), std::move(filter)};
+  // pass 2: the verdicts, refused in the order a reader meets them: the input's range, then the memory
+  const MemoryVerdict memory =
+      memory_verdict(o, request, p, {.naive = o.engine != Engine::flash, .flash = o.engine != Engine::naive});
+  check_range(p, display_name(o.file), o.dtype);
+  if (!memory.fits()) throw InputError(display_name(o.file), "", memory.refusal);
+  return request;
+}
+
+}  // namespace attn

@@ -1,0 +1,35 @@
+#pragma once
+// What a tracing command runs, worked out from its options and the problem before anything is
+// allocated: the engine, the dtype and the tiles, the step filter (--steps, --head), and the verdicts
+// on float32's range and --max-memory. The command files parse, ask here, run and print.
+
+#include <string>
+#include <string_view>
+
+#include "model/problem.hpp"
+#include "request/trace_options.hpp"
+#include "trace/record.hpp"
+#include "trace/trace.hpp"
+
+namespace attn {
+
+// --block-q or --block-k for a naive run: a UsageError (tiles belong to the flash pass).
+void check_tiles_need_flash(const TraceOptions& options);
+
+// The step called `name`, or a UsageError naming `option` that suggests the nearest step name.
+Step step_by_name(std::string_view option, const std::string& name);
+
+// --steps and --head, checked against the problem: an unknown step name (the nearest is suggested)
+// or a head the input does not have is a UsageError. `has_tiles`: the run (or the saved trace) has a
+// flash pass, without which --steps tiles is a UsageError that says how to get one.
+StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles);
+
+// What record_run and record_compare are asked: the engine, the dtype, the tiles (--block-q/--block-k
+// or the defaults for this problem's lengths) and `filter`.
+RunRequest run_request(const TraceOptions& options, const Problem& problem, StepFilter filter);
+
+// The run that --engine, --dtype, the tiles, --steps and --head ask for on `problem`, refused (exit 2)
+// when an input value is beyond the dtype's range or the run would need more than --max-memory.
+RunRequest plan_run(const TraceOptions& options, const Problem& problem);
+
+}  // namespace attn

@@ -1,0 +1,43 @@
+#pragma once
+// What a tracing command was asked, as plain values. The command files fill them from the command line
+// (CLI11 is known in apps/ only); this layer turns them and the problem into what to run.
+
+#include <cstddef>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/run.hpp"
+#include "render/pages/document.hpp"
+#include "render/pages/trace/terminal.hpp"
+
+namespace attn {
+
+// A mistake in the command line itself (not in the input file): one line, exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// --color: auto means only on a terminal and never with NO_COLOR set.
+enum class ColorMode { automatic, always, never };
+
+struct TraceOptions {
+  std::string file;
+  Engine engine = Engine::naive;
+  DType dtype = DType::float32;
+  std::optional<std::size_t> block_q;  // flash tile sizes; default: default_tiles (model/run.hpp)
+  std::optional<std::size_t> block_k;
+  std::vector<std::string> steps;  // trace names, and "tiles"; empty: all
+  std::optional<std::size_t> head;
+  int precision = 4;
+  ColorMode color = ColorMode::automatic;
+  std::size_t max_rows = 16;
+  std::size_t max_cols = 10;
+  View view = View::automatic;
+  std::optional<DocFormat> format;  // --format: a document of the steps; empty for the terminal text
+  std::string json_out;             // --json: "" none, "-" stdout instead of the text
+  std::string max_memory = "4G";    // refuse input or runs estimated to need more
+};
+
+}  // namespace attn
