@@ -12,6 +12,7 @@
 #include <span>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -79,6 +80,77 @@ void round_stored(Tensor<T>& t, DType storage) {
   for (T& x : t.values()) x = stored(storage, x);
 }
 
+// A score-sized buffer (B, h, n, m) that the meter counts for as long as it is held: from the moment it
+// is made until it is dropped, replaced, or goes out of scope.
+template <class T>
+class Held {
+ public:
+  Held() = default;
+  Held(Tensor<T> t, ByteMeter& meter) : t_(std::move(t)), meter_(&meter) { meter.hold(bytes_of(t_)); }
+  Held(Held&& other) noexcept : t_(std::move(other.t_)), meter_(std::exchange(other.meter_, nullptr)) {}
+  Held& operator=(Held&& other) noexcept {
+    if (this != &other) {
+      drop();
+      t_ = std::move(other.t_);
+      meter_ = std::exchange(other.meter_, nullptr);
+    }
+    return *this;
+  }
+  Held(const Held&) = delete;
+  Held& operator=(const Held&) = delete;
+  ~Held() { drop(); }
+
+  const Tensor<T>& operator*() const { return t_; }
+
+  // Lets the buffer go: no longer counted, its memory freed.
+  void drop() {
+    if (meter_ != nullptr) meter_->release(bytes_of(t_));
+    meter_ = nullptr;
+    t_ = Tensor<T>();
+  }
+
+ private:
+  Tensor<T> t_;
+  ByteMeter* meter_ = nullptr;
+};
+
+// How an engine keeps each step it computes, so that the math reads one equation a line: the step is
+// rounded to the storage type as it is stored, reported to the observer, and, when it is score-sized,
+// counted by the meter while it is held.
+template <class T>
+class Keeper {
+ public:
+  Keeper(Observer& observer, DType storage) : observer_(observer), storage_(storage) {}
+  Keeper(const Keeper&) = delete;  // what it holds points at its meter
+  Keeper& operator=(const Keeper&) = delete;
+
+  // A stored step: rounded, reported, returned.
+  Tensor<T> operator()(Step step, Tensor<T> t) const {
+    round_stored(t, storage_);
+    report(observer_, step, t);
+    return t;
+  }
+  // A stored step of size (B, h, n, m): rounded, counted while held, reported.
+  Held<T> held(Step step, Tensor<T> t) {
+    round_stored(t, storage_);
+    return held_as_is(step, std::move(t));
+  }
+  // The same for a step of values stored already (the mask's copy: stored values and -inf): nothing
+  // new to round.
+  Held<T> held_as_is(Step step, Tensor<T> t) {
+    Held<T> kept(std::move(t), meter_);
+    report(observer_, step, *kept);
+    return kept;
+  }
+  // The most bytes of score-sized steps held at once.
+  std::size_t peak() const { return meter_.peak(); }
+
+ private:
+  Observer& observer_;
+  DType storage_;
+  ByteMeter meter_;
+};
+
 // The problem's inputs as the run holds them: rounded to T, or to the half type it stores in.
 template <class T>
 struct Inputs {
@@ -141,27 +213,18 @@ struct Heads {
 // The heads are a relayout of values already stored; the turned ones are stored anew.
 template <class T>
 Heads<T> project_heads(const Problem& p, const Inputs<T>& in, Observer& observer, DType storage = DType::float32) {
-  Tensor<T> Q = project(in.X, in.W_q, std::span<const T>(in.b_q));  // (B, n, h·d_k)
-  round_stored(Q, storage);
-  report(observer, Step::q, Q);
-  Tensor<T> K = project(in.C, in.W_k, std::span<const T>(in.b_k));  // (B, m, g·d_k)
-  round_stored(K, storage);
-  report(observer, Step::k, K);
-  Tensor<T> V = project(in.C, in.W_v, std::span<const T>(in.b_v));  // (B, m, g·d_v)
-  round_stored(V, storage);
-  report(observer, Step::v, V);
+  const Keeper<T> keep(observer, storage);
+  const Tensor<T> Q = keep(Step::q, project(in.X, in.W_q, std::span<const T>(in.b_q)));  // (B, n, h·d_k)
+  const Tensor<T> K = keep(Step::k, project(in.C, in.W_k, std::span<const T>(in.b_k)));  // (B, m, g·d_k)
+  const Tensor<T> V = keep(Step::v, project(in.C, in.W_v, std::span<const T>(in.b_v)));  // (B, m, g·d_v)
 
   Heads<T> heads{split_heads(Q, p.h), split_heads(K, p.g), split_heads(V, p.g)};
   report(observer, Step::q_heads, heads.Q);
   report(observer, Step::k_heads, heads.K);
   report(observer, Step::v_heads, heads.V);
   if (p.rope) {
-    heads.Q = rotate(heads.Q, in.cos_q, in.sin_q, p.rope->style);  // (B, h, n, d_k)
-    round_stored(heads.Q, storage);
-    report(observer, Step::q_rot, heads.Q);
-    heads.K = rotate(heads.K, in.cos_k, in.sin_k, p.rope->style);  // (B, g, m, d_k)
-    round_stored(heads.K, storage);
-    report(observer, Step::k_rot, heads.K);
+    heads.Q = keep(Step::q_rot, rotate(heads.Q, in.cos_q, in.sin_q, p.rope->style));  // (B, h, n, d_k)
+    heads.K = keep(Step::k_rot, rotate(heads.K, in.cos_k, in.sin_k, p.rope->style));  // (B, g, m, d_k)
   }
   return heads;
 }
@@ -171,12 +234,11 @@ Heads<T> project_heads(const Problem& p, const Inputs<T>& in, Observer& observer
 template <class T>
 Tensor<T> merge_and_project(const Problem& p, const Inputs<T>& in, const Tensor<T>& O_h, Observer& observer,
                             DType storage = DType::float32) {
+  const Keeper<T> keep(observer, storage);
   Tensor<T> O = merge_heads(O_h);  // (B, n, h·d_v)
   report(observer, Step::concat, O);
-  Tensor<T> Y = p.has_output_projection() ? project(O, in.W_o, std::span<const T>(in.b_o)) : std::move(O);
-  round_stored(Y, storage);
-  report(observer, Step::output, Y);  // (B, n, d_out)
-  return Y;
+  if (!p.has_output_projection()) return keep(Step::output, std::move(O));    // (B, n, d_out): O itself
+  return keep(Step::output, project(O, in.W_o, std::span<const T>(in.b_o)));  // (B, n, d_out)
 }
 
 }  // namespace attn

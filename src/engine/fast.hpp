@@ -245,135 +245,240 @@ Attended<T> attend_naive(const Problem& p, Projected<T> x, const FastOptions& o)
   return {std::move(concat), S.size() * sizeof(T), Tensor<T>()};
 }
 
+// The shape of the fast flash pass: its tiles, no longer than the sequence (the same tiles, without
+// buffers for rows and keys that are not there), padded to the kernels' row blocks and lanes.
+struct FlashShape {
+  std::size_t Br = 1, Bc = 1, Tr = 0, Tc = 0;  // the tiles and their counts over n and m
+  std::size_t rows_pad = 1, cols_pad = 1;      // Br and Bc padded
+  std::size_t dv_pad = 1;                      // d_v padded
+  std::size_t kt_size = 0, v_size = 0;         // one packed key tile, one packed value tile
+};
+
+template <class T>
+FlashShape flash_shape(const Problem& p, const FastOptions& o) {
+  FlashShape t;
+  t.Br = std::min(o.tiles.Br, std::max<std::size_t>(p.n, 1));
+  t.Bc = std::min(o.tiles.Bc, std::max<std::size_t>(p.m, 1));
+  t.Tr = (p.n + t.Br - 1) / t.Br;
+  t.Tc = (p.m + t.Bc - 1) / t.Bc;
+  const kernel::Layout layout = kernel::layout_of(o.isa, T{});
+  t.rows_pad = round_up(t.Br, layout.row_block);
+  t.cols_pad = round_up(t.Bc, layout.lanes);
+  t.dv_pad = round_up(std::max<std::size_t>(p.d_v, 1), layout.lanes);
+  t.kt_size = p.d_k * t.cols_pad;
+  t.v_size = t.cols_pad * t.dv_pad;
+  return t;
+}
+
+// Every key tile transposed and every value tile padded, per (b, kv head, j): tile (b·g + kv)·Tc + j.
+template <class T>
+struct PackedTiles {
+  std::vector<T> Kt;  // (B·g·Tc, d_k, cols_pad)
+  std::vector<T> Vp;  // (B·g·Tc, cols_pad, dv_pad)
+};
+
+// Packs K and V into tiles and lets them go: the pass holds the packed copies in their place.
+template <class T>
+PackedTiles<T> pack_tiles(const Problem& p, const FlashShape& t, Projected<T>& x, const FastOptions& o) {
+  const std::size_t B = p.B, g = p.g, m = p.m, d_k = p.d_k, d_v = p.d_v, Bc = t.Bc, Tc = t.Tc;
+  PackedTiles<T> out{std::vector<T>(B * g * Tc * t.kt_size), std::vector<T>(B * g * Tc * t.v_size)};
+  kernel::parallel_for(B * g * Tc, kernel::threads_for(double(B * m * g) * double(d_k + d_v), o.threads),
+                       [&](std::size_t item, std::size_t) {
+                         const std::size_t b = item / (g * Tc), kv = item / Tc % g, j = item % Tc;
+                         const std::size_t c0 = j * Bc, cols = std::min(Bc, m - c0);
+                         T* kt = out.Kt.data() + item * t.kt_size;
+                         T* vp = out.Vp.data() + item * t.v_size;
+                         for (std::size_t c = 0; c < cols; ++c) {
+                           const T* k = x.K.data() + ((b * m + c0 + c) * g + kv) * d_k;
+                           for (std::size_t e = 0; e < d_k; ++e) kt[e * t.cols_pad + c] = k[e];
+                           const T* v = x.V.data() + ((b * m + c0 + c) * g + kv) * d_v;
+                           std::copy(v, v + d_v, vp + c * t.dv_pad);
+                         }
+                       });
+  x.K = std::vector<T>();
+  x.V = std::vector<T>();
+  return out;
+}
+
+// ALiBi's key positions in T, per key tile and padded: key c at (c / Bc)·cols_pad + c mod Bc; empty
+// without ALiBi.
+template <class T>
+std::vector<T> tiled_key_positions(const Problem& p, const FlashShape& t) {
+  std::vector<T> pos_k(p.alibi ? t.Tc * t.cols_pad : 0);
+  if (p.alibi)
+    for (std::size_t c = 0; c < p.m; ++c)
+      pos_k[c / t.Bc * t.cols_pad + c % t.Bc] = static_cast<T>(p.alibi->key_positions[c]);
+  return pos_k;
+}
+
+// What every query tile of the pass reads: the queries, K and V packed in tiles (made here, and K and
+// V let go), ALiBi's slopes and positions in T (the key positions per key tile, padded), and whether
+// the mask has gaps.
+template <class T>
+struct FlashInputs {
+  const Problem& p;
+  const FlashShape& t;
+  const std::vector<T>& Q;  // (B·n, h·d_k)
+  const PackedTiles<T> packed;
+  const std::vector<T> slopes;  // (h), or empty
+  const std::vector<T> pos_q;   // (n), or empty
+  const std::vector<T> pos_k;   // (Tc·cols_pad), or empty
+  const bool gaps;
+
+  FlashInputs(const Problem& problem, const FlashShape& shape, Projected<T>& x, const FastOptions& o)
+      : p(problem),
+        t(shape),
+        Q(x.Q),
+        packed(pack_tiles(problem, shape, x, o)),
+        slopes(problem.alibi ? in_type<T>(problem.alibi->slopes) : std::vector<T>()),
+        pos_q(positions<T>(problem.alibi, true)),
+        pos_k(tiled_key_positions<T>(problem, shape)),
+        gaps(mask_has_gaps(problem.mask)) {}
+};
+
+// One thread's buffers for a query tile, made at its first tile and reused for the rest.
+template <class T>
+struct FlashScratch {
+  std::vector<T> q, s, o, m, l, alpha, keep;
+  std::vector<std::int64_t> lo, hi;
+
+  void make(const FlashShape& t, std::size_t d_k, bool gaps) {
+    if (!q.empty()) return;
+    q.resize(t.rows_pad * d_k);
+    s.resize(t.rows_pad * t.cols_pad);
+    o.resize(t.rows_pad * t.dv_pad);
+    m.resize(t.rows_pad);
+    l.resize(t.rows_pad);
+    alpha.resize(t.rows_pad);
+    keep.resize(gaps ? t.Br * t.cols_pad : 0);
+    lo.resize(t.Br);
+    hi.resize(t.Br);
+  }
+};
+
+// Which query tile a work item is: query tile i of head hd of item b, rows [r0, r0 + rows).
+struct QueryTile {
+  std::size_t b = 0, hd = 0, kv = 0, i = 0, r0 = 0, rows = 0;
+};
+
+inline QueryTile query_tile_of(const Problem& p, const FlashShape& t, std::size_t item) {
+  // the last query tiles first: under a causal mask they hold the most keys, and the threads that take
+  // the light ones at the end come out even
+  QueryTile q;
+  q.b = item / (p.h * t.Tr);
+  q.hd = item / t.Tr % p.h;
+  q.i = t.Tr - 1 - item % t.Tr;
+  q.kv = kv_head_of(q.hd, p.h, p.g);
+  q.r0 = q.i * t.Br;
+  q.rows = std::min(t.Br, p.n - q.r0);
+  return q;
+}
+
+// The query tile's rows into the scratch (padding rows zero), and its running state m = -inf, l = 0, O = 0.
+template <class T>
+void start_query_tile(const FlashInputs<T>& in, const QueryTile& qt, FlashScratch<T>& w) {
+  const std::size_t h = in.p.h, n = in.p.n, d_k = in.p.d_k;
+  std::fill(w.q.begin(), w.q.end(), T{0});
+  for (std::size_t r = 0; r < qt.rows; ++r) {
+    const T* q = in.Q.data() + ((qt.b * n + qt.r0 + r) * h + qt.hd) * d_k;
+    std::copy(q, q + d_k, w.q.data() + r * d_k);
+  }
+  std::fill(w.m.begin(), w.m.end(), -std::numeric_limits<T>::infinity());
+  std::fill(w.l.begin(), w.l.end(), T{0});
+  std::fill(w.o.begin(), w.o.end(), T{0});
+}
+
+// Folds key tile j into the query tile's running state (kernel::flash_tile), unless the mask rules the
+// whole tile out: then there is nothing to fold in.
+template <class T>
+void fold_key_tile(const FlashInputs<T>& in, const QueryTile& qt, std::size_t j, FlashScratch<T>& w,
+                   const FastOptions& o) {
+  const Problem& p = in.p;
+  const FlashShape& t = in.t;
+  const std::size_t c0 = j * t.Bc, cols = std::min(t.Bc, p.m - c0);
+  bool any = false;
+  for (std::size_t r = 0; r < qt.rows; ++r) {
+    T* keep = in.gaps ? w.keep.data() + r * t.cols_pad : nullptr;
+    const RowMask<T> rm = row_mask<T>(p.mask, qt.b, qt.r0 + r, c0, cols, keep);
+    w.lo[r] = rm.lo;
+    w.hi[r] = rm.hi;
+    any = any || rm.any;
+  }
+  if (!any) return;
+  kernel::FlashTileArgs<T> a;
+  a.rows = qt.rows;
+  a.rows_pad = t.rows_pad;
+  a.cols = cols;
+  a.cols_pad = t.cols_pad;
+  a.d_k = p.d_k;
+  a.d_v = p.d_v;
+  a.dv_pad = t.dv_pad;
+  a.q = w.q.data();
+  const std::size_t tile = (qt.b * p.g + qt.kv) * t.Tc + j;
+  a.kt = in.packed.Kt.data() + tile * t.kt_size;
+  a.v = in.packed.Vp.data() + tile * t.v_size;
+  a.scale = static_cast<T>(p.scale);
+  if (p.alibi) {
+    a.slope = in.slopes[qt.hd];
+    a.pos_q = in.pos_q.data() + qt.r0;
+    a.pos_k = in.pos_k.data() + j * t.cols_pad;
+  }
+  a.lo = w.lo.data();
+  a.hi = w.hi.data();
+  a.keep = in.gaps ? w.keep.data() : nullptr;
+  a.s = w.s.data();
+  a.m = w.m.data();
+  a.l = w.l.data();
+  a.alpha = w.alpha.data();
+  a.o = w.o.data();
+  kernel::flash_tile(o.isa, a);
+}
+
+// O_i / l_i once at the end, into the merged layout (B·n, h·d_v), and lse = m + log l; l == 0: nothing to
+// attend, zero output, lse -inf.
+template <class T>
+void finish_query_tile(const FlashInputs<T>& in, const QueryTile& qt, const FlashScratch<T>& w, std::vector<T>& concat,
+                       Tensor<T>& lse) {
+  const std::size_t h = in.p.h, n = in.p.n, d_v = in.p.d_v;
+  for (std::size_t r = 0; r < qt.rows; ++r) {
+    T* out = concat.data() + ((qt.b * n + qt.r0 + r) * h + qt.hd) * d_v;
+    const T* acc = w.o.data() + r * in.t.dv_pad;
+    if (w.l[r] == 0) {
+      std::fill(out, out + d_v, T{0});
+      lse(qt.b, qt.hd, qt.r0 + r) = -std::numeric_limits<T>::infinity();
+      continue;
+    }
+    for (std::size_t c = 0; c < d_v; ++c) out[c] = acc[c] / w.l[r];
+    lse(qt.b, qt.hd, qt.r0 + r) = w.m[r] + std::log(w.l[r]);
+  }
+}
+
 // Flash's attention, unwatched: K and V repacked once into tiles (K transposed), then per query tile of
 // a head the sweep over key tiles with the online softmax (kernel::flash_tile), O / l once at the end.
 // ref: FlashAttention-2 (arXiv:2307.08691), Algorithm 1.
 template <class T>
 Attended<T> attend_flash(const Problem& p, Projected<T> x, const FastOptions& o) {
-  const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v;
-  // a tile no longer than the sequence: the same tiles, without buffers for rows and keys that are not there
-  const std::size_t Br = std::min(o.tiles.Br, std::max<std::size_t>(n, 1));
-  const std::size_t Bc = std::min(o.tiles.Bc, std::max<std::size_t>(m, 1));
-  const std::size_t Tr = (n + Br - 1) / Br, Tc = (m + Bc - 1) / Bc;
-  const kernel::Layout layout = kernel::layout_of(o.isa, T{});
-  const std::size_t rows_pad = round_up(Br, layout.row_block), cols_pad = round_up(Bc, layout.lanes);
-  const std::size_t dv_pad = round_up(std::max<std::size_t>(d_v, 1), layout.lanes);
-  const std::size_t kt_size = d_k * cols_pad, v_size = cols_pad * dv_pad;  // one packed tile each
+  const FlashShape t = flash_shape<T>(p, o);
 
-  // pack every key tile transposed and every value tile padded, per (b, kv head, j), and let K and V go
-  std::vector<T> Kt(B * g * Tc * kt_size), Vp(B * g * Tc * v_size);
-  kernel::parallel_for(B * g * Tc, kernel::threads_for(double(B * m * g) * double(d_k + d_v), o.threads),
-                       [&](std::size_t item, std::size_t) {
-                         const std::size_t b = item / (g * Tc), kv = item / Tc % g, j = item % Tc;
-                         const std::size_t c0 = j * Bc, cols = std::min(Bc, m - c0);
-                         T* kt = Kt.data() + item * kt_size;
-                         T* vp = Vp.data() + item * v_size;
-                         for (std::size_t c = 0; c < cols; ++c) {
-                           const T* k = x.K.data() + ((b * m + c0 + c) * g + kv) * d_k;
-                           for (std::size_t e = 0; e < d_k; ++e) kt[e * cols_pad + c] = k[e];
-                           const T* v = x.V.data() + ((b * m + c0 + c) * g + kv) * d_v;
-                           std::copy(v, v + d_v, vp + c * dv_pad);
-                         }
-                       });
-  x.K = std::vector<T>();
-  x.V = std::vector<T>();
-  const std::vector<T> slopes = p.alibi ? in_type<T>(p.alibi->slopes) : std::vector<T>();
-  const std::vector<T> pos_q = positions<T>(p.alibi, true);
-  std::vector<T> pos_k(p.alibi ? Tc * cols_pad : 0);  // per key tile, padded
-  if (p.alibi)
-    for (std::size_t c = 0; c < m; ++c) pos_k[c / Bc * cols_pad + c % Bc] = static_cast<T>(p.alibi->key_positions[c]);
+  // pass 1: pack every key tile transposed and every value tile padded, and let K and V go
+  const FlashInputs<T> in(p, t, x, o);
 
-  // per query tile of each head, sweep the key tiles with the online softmax
-  const double work = double(B) * double(h) * double(n) * double(m) * double(d_k + d_v);
-  const std::size_t threads = std::min(kernel::threads_for(work, o.threads), std::max<std::size_t>(1, B * h * Tr));
-  struct Scratch {
-    std::vector<T> q, s, o, m, l, alpha, keep;
-    std::vector<std::int64_t> lo, hi;
-    std::vector<std::size_t> first, last;
-  };
-  std::vector<Scratch> scratch(threads);
-  const bool gaps = mask_has_gaps(p.mask);
-  std::vector<T> concat(B * n * h * d_v);
-  Tensor<T> lse({B, h, n});
-  kernel::parallel_for(B * h * Tr, threads, [&](std::size_t item, std::size_t worker) {
-    Scratch& w = scratch[worker];
-    if (w.q.empty()) {
-      w.q.resize(rows_pad * d_k);
-      w.s.resize(rows_pad * cols_pad);
-      w.o.resize(rows_pad * dv_pad);
-      w.m.resize(rows_pad);
-      w.l.resize(rows_pad);
-      w.alpha.resize(rows_pad);
-      w.keep.resize(gaps ? Br * cols_pad : 0);
-      w.lo.resize(Br);
-      w.hi.resize(Br);
-    }
-    // the last query tiles first: under a causal mask they hold the most keys, and the threads that take
-    // the light ones at the end come out even
-    const std::size_t b = item / (h * Tr), hd = item / Tr % h, i = Tr - 1 - item % Tr;
-    const std::size_t kv = kv_head_of(hd, h, g);
-    const std::size_t r0 = i * Br, rows = std::min(Br, n - r0);
-    std::fill(w.q.begin(), w.q.end(), T{0});
-    for (std::size_t r = 0; r < rows; ++r) {
-      const T* q = x.Q.data() + ((b * n + r0 + r) * h + hd) * d_k;
-      std::copy(q, q + d_k, w.q.data() + r * d_k);
-    }
-    std::fill(w.m.begin(), w.m.end(), -std::numeric_limits<T>::infinity());
-    std::fill(w.l.begin(), w.l.end(), T{0});
-    std::fill(w.o.begin(), w.o.end(), T{0});
-    for (std::size_t j = 0; j < Tc; ++j) {
-      const std::size_t c0 = j * Bc, cols = std::min(Bc, m - c0);
-      bool any = false;
-      for (std::size_t r = 0; r < rows; ++r) {
-        T* keep = gaps ? w.keep.data() + r * cols_pad : nullptr;
-        const RowMask<T> rm = row_mask<T>(p.mask, b, r0 + r, c0, cols, keep);
-        w.lo[r] = rm.lo;
-        w.hi[r] = rm.hi;
-        any = any || rm.any;
-      }
-      if (!any) continue;  // the mask rules the whole tile out: nothing to fold in
-      kernel::FlashTileArgs<T> a;
-      a.rows = rows;
-      a.rows_pad = rows_pad;
-      a.cols = cols;
-      a.cols_pad = cols_pad;
-      a.d_k = d_k;
-      a.d_v = d_v;
-      a.dv_pad = dv_pad;
-      a.q = w.q.data();
-      const std::size_t tile = (b * g + kv) * Tc + j;
-      a.kt = Kt.data() + tile * kt_size;
-      a.v = Vp.data() + tile * v_size;
-      a.scale = static_cast<T>(p.scale);
-      if (p.alibi) {
-        a.slope = slopes[hd];
-        a.pos_q = pos_q.data() + r0;
-        a.pos_k = pos_k.data() + j * cols_pad;
-      }
-      a.lo = w.lo.data();
-      a.hi = w.hi.data();
-      a.keep = gaps ? w.keep.data() : nullptr;
-      a.s = w.s.data();
-      a.m = w.m.data();
-      a.l = w.l.data();
-      a.alpha = w.alpha.data();
-      a.o = w.o.data();
-      kernel::flash_tile(o.isa, a);
-    }
-    // O_i / l_i once at the end, and lse = m + log l; l == 0: nothing to attend, zero output, lse -inf
-    for (std::size_t r = 0; r < rows; ++r) {
-      T* out = concat.data() + ((b * n + r0 + r) * h + hd) * d_v;
-      const T* acc = w.o.data() + r * dv_pad;
-      if (w.l[r] == 0) {
-        std::fill(out, out + d_v, T{0});
-        lse(b, hd, r0 + r) = -std::numeric_limits<T>::infinity();
-        continue;
-      }
-      for (std::size_t c = 0; c < d_v; ++c) out[c] = acc[c] / w.l[r];
-      lse(b, hd, r0 + r) = w.m[r] + std::log(w.l[r]);
-    }
+  // pass 2: per query tile of each head, sweep the key tiles with the online softmax, then O / l
+  const double work = double(p.B) * double(p.h) * double(p.n) * double(p.m) * double(p.d_k + p.d_v);
+  const std::size_t threads =
+      std::min(kernel::threads_for(work, o.threads), std::max<std::size_t>(1, p.B * p.h * t.Tr));
+  std::vector<FlashScratch<T>> scratch(threads);
+  std::vector<T> concat(p.B * p.n * p.h * p.d_v);
+  Tensor<T> lse({p.B, p.h, p.n});
+  kernel::parallel_for(p.B * p.h * t.Tr, threads, [&](std::size_t item, std::size_t worker) {
+    FlashScratch<T>& w = scratch[worker];
+    w.make(t, p.d_k, in.gaps);
+    const QueryTile qt = query_tile_of(p, t, item);
+    start_query_tile(in, qt, w);
+    for (std::size_t j = 0; j < t.Tc; ++j) fold_key_tile(in, qt, j, w, o);
+    finish_query_tile(in, qt, w, concat, lse);
   });
-  const std::size_t score_bytes = threads * rows_pad * cols_pad * sizeof(T);  // S and P share a tile
+  const std::size_t score_bytes = threads * t.rows_pad * t.cols_pad * sizeof(T);  // S and P share a tile
   return {std::move(concat), score_bytes, std::move(lse)};
 }
 

@@ -12,54 +12,31 @@ AttentionResult<T> run_naive(const Problem& p, Observer& observer, DType storage
   require_storage<T>("run_naive", storage);
   const Inputs<T> in(p, storage);
   const auto allows = [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j); };
-  ByteMeter meter;
+  const std::span<const T> slopes(in.slopes), pos_q(in.pos_q), pos_k(in.pos_k);  // ALiBi's, or empty
+  Keeper<T> keep(observer, storage);
 
   // pass 1: project the tokens into queries, keys and values, and split them into heads
   const Heads<T> heads = project_heads(p, in, observer, storage);
 
   // pass 2: query dot key, scaled, with ALiBi's bias added, masked, then a softmax of each row. Each
   // (B, h, n, m) buffer is dropped once the next one is made, so at most two are held at a time.
-  Tensor<T> A;  // (B, h, n, m)
+  Held<T> A;  // (B, h, n, m)
   {
-    Tensor<T> S = scores(heads.Q, heads.K);  // (B, h, n, m)
-    round_stored(S, storage);
-    meter.hold(bytes_of(S));
-    report(observer, Step::scores, S);
-    Tensor<T> S_scaled = scale(S, static_cast<T>(p.scale));
-    round_stored(S_scaled, storage);
-    meter.hold(bytes_of(S_scaled));
-    report(observer, Step::scaled, S_scaled);
-    meter.release(bytes_of(S));
-    S = Tensor<T>();
-    if (p.alibi) {
-      Tensor<T> S_bias = add_alibi(S_scaled, std::span<const T>(in.slopes), std::span<const T>(in.pos_q),
-                                   std::span<const T>(in.pos_k));
-      round_stored(S_bias, storage);
-      meter.hold(bytes_of(S_bias));
-      report(observer, Step::bias, S_bias);
-      meter.release(bytes_of(S_scaled));
-      S_scaled = std::move(S_bias);  // what the mask applies to
-    }
-    Tensor<T> S_masked = apply_mask(S_scaled, allows);  // stored values and -inf: nothing new to round
-    meter.hold(bytes_of(S_masked));
-    report(observer, Step::masked, S_masked);
-    meter.release(bytes_of(S_scaled));
-    S_scaled = Tensor<T>();
-    A = softmax_rows(S_masked);
-    round_stored(A, storage);
-    meter.hold(bytes_of(A));
-    report(observer, Step::weights, A);
-    meter.release(bytes_of(S_masked));
+    Held<T> S = keep.held(Step::scores, scores(heads.Q, heads.K));  // (B, h, n, m)
+    Held<T> S_scaled = keep.held(Step::scaled, scale(*S, static_cast<T>(p.scale)));
+    S.drop();
+    if (p.alibi) S_scaled = keep.held(Step::bias, add_alibi(*S_scaled, slopes, pos_q, pos_k));  // the mask reads it
+    Held<T> S_masked = keep.held_as_is(Step::masked, apply_mask(*S_scaled, allows));  // stored values and -inf
+    S_scaled.drop();
+    A = keep.held(Step::weights, softmax_rows(*S_masked));
   }
 
   // pass 3: average the values with the weights, per head
-  Tensor<T> O_h = weighted_sum(A, heads.V);  // (B, h, n, d_v)
-  round_stored(O_h, storage);
-  report(observer, Step::head_outputs, O_h);
+  const Tensor<T> O_h = keep(Step::head_outputs, weighted_sum(*A, heads.V));  // (B, h, n, d_v)
 
   // pass 4: merge the heads and project out
   Tensor<T> Y = merge_and_project(p, in, O_h, observer, storage);
-  return {std::move(Y), find_empty_rows(p), meter.peak(), Tensor<T>()};
+  return {std::move(Y), find_empty_rows(p), keep.peak(), Tensor<T>()};
 }
 
 }  // namespace attn

@@ -13,6 +13,7 @@
 
 #include "observe/steps.hpp"
 #include "ops/attention.hpp"
+#include "ops/online_softmax.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
 
@@ -249,12 +250,9 @@ FlashExplanation flash_walk(const Trace& trace, const Explanation& e, std::size_
 
 // ------------------------------------------------------------------ one weight
 
-template <class T>
-Explanation explain_weight_in(const std::shared_ptr<const Problem>& problem, const ExplainRequest& r) {
-  const Problem& p = *problem;
-  const std::size_t b = r.batch, hd = r.head, i = r.query, j = r.key;
-
-  // pass 1: run the engine in T (flash with naive beside it), keeping the steps of this head
+// The run that explains a_ij: the engine in the request's dtype (flash with naive beside it), keeping
+// the steps of head hd only.
+RunRequest weight_run(const Problem& p, const ExplainRequest& r) {
   RunRequest run;
   run.engine = r.engine == Engine::flash ? Engine::both : Engine::naive;
   run.dtype = r.dtype;
@@ -263,31 +261,44 @@ Explanation explain_weight_in(const std::shared_ptr<const Problem>& problem, con
                      Step::scaled,  Step::masked,  Step::weights, Step::head_outputs};
   if (p.rope) run.filter.only.insert(run.filter.only.end(), {Step::q_rot, Step::k_rot});
   if (p.alibi) run.filter.only.push_back(Step::bias);
-  run.filter.head = hd;
+  run.filter.head = r.head;
   run.filter.tiles = r.engine == Engine::flash;
-  const Trace trace = record_run(problem, run);
-  // one head kept: the head axis has extent 1
-  const Tensor<double> Q = recorded(trace, Step::q_heads);        // (B, 1, n, d_k)
-  const Tensor<double> K = recorded(trace, Step::k_heads);        // (B, 1, m, d_k)
-  const Tensor<double> V = recorded(trace, Step::v_heads);        // (B, 1, m, d_v)
-  const Tensor<double> S = recorded(trace, Step::scores);         // (B, 1, n, m)
-  const Tensor<double> S_scaled = recorded(trace, Step::scaled);  // (B, 1, n, m)
-  // With RoPE the score reads the turned heads; with ALiBi the softmax reads the biased scores.
-  const Tensor<double> Q_dot = p.rope ? recorded(trace, Step::q_rot) : Q;                 // (B, 1, n, d_k)
-  const Tensor<double> K_dot = p.rope ? recorded(trace, Step::k_rot) : K;                 // (B, 1, m, d_k)
-  const Tensor<double> S_before_mask = p.alibi ? recorded(trace, Step::bias) : S_scaled;  // (B, 1, n, m)
-  const Tensor<double> S_masked = recorded(trace, Step::masked);                          // (B, 1, n, m)
-  const Tensor<double> A = recorded(trace, Step::weights);                                // (B, 1, n, m)
-  const Tensor<double> O = recorded(trace, Step::head_outputs);                           // (B, 1, n, d_v)
+  return run;
+}
 
+// The steps of the one head that weight_run keeps: the head axis has extent 1.
+struct HeadSteps {
+  Tensor<double> Q, K, V;        // (B, 1, n, d_k), (B, 1, m, d_k), (B, 1, m, d_v)
+  Tensor<double> S, S_scaled;    // (B, 1, n, m)
+  Tensor<double> Q_dot, K_dot;   // (B, 1, n, d_k), (B, 1, m, d_k) what the score reads: with RoPE the turned heads
+  Tensor<double> S_before_mask;  // (B, 1, n, m) what the mask applies to: the biased scores with ALiBi
+  Tensor<double> S_masked, A;    // (B, 1, n, m)
+  Tensor<double> O;              // (B, 1, n, d_v)
+
+  HeadSteps(const Trace& trace, const Problem& p)
+      : Q(recorded(trace, Step::q_heads)),
+        K(recorded(trace, Step::k_heads)),
+        V(recorded(trace, Step::v_heads)),
+        S(recorded(trace, Step::scores)),
+        S_scaled(recorded(trace, Step::scaled)),
+        Q_dot(p.rope ? recorded(trace, Step::q_rot) : Q),
+        K_dot(p.rope ? recorded(trace, Step::k_rot) : K),
+        S_before_mask(p.alibi ? recorded(trace, Step::bias) : S_scaled),
+        S_masked(recorded(trace, Step::masked)),
+        A(recorded(trace, Step::weights)),
+        O(recorded(trace, Step::head_outputs)) {}
+};
+
+// Which weight, of which problem: everything an Explanation says before the first number.
+Explanation weight_named(const Problem& p, const ExplainRequest& r) {
   Explanation e;
   e.dtype = r.dtype;
   e.engine = r.engine == Engine::flash ? Engine::flash : Engine::naive;
-  e.batch = b;
-  e.head = hd;
-  e.kv_head = kv_head_of(hd, p.h, p.g);
-  e.query = i;
-  e.key = j;
+  e.batch = r.batch;
+  e.head = r.head;
+  e.kv_head = kv_head_of(r.head, p.h, p.g);
+  e.query = r.query;
+  e.key = r.key;
   e.h = p.h;
   e.g = p.g;
   e.d_k = p.d_k;
@@ -295,98 +306,122 @@ Explanation explain_weight_in(const std::shared_ptr<const Problem>& problem, con
   e.batched = p.batched;
   e.cross = p.cross;
   e.output_projection = p.has_output_projection();
-  e.query_token = p.tokens[b][i];
-  e.key_tokens = p.context_tokens[b];
+  e.query_token = p.tokens[r.batch][r.query];
+  e.key_tokens = p.context_tokens[r.batch];
+  return e;
+}
 
-  // pass 2: the inputs and their projections, q = x·W_q + b_q and k = c·W_k + b_k, for this head
+// The inputs and their projections, q = x·W_q + b_q and k = c·W_k + b_k, for this head; with RoPE, q
+// and k turned by their positions before the score.
+template <class T>
+void explain_projections(const Problem& p, const HeadSteps& kept, Explanation& e) {
+  const std::size_t b = e.batch, i = e.query, j = e.key;
   e.x = row_of<T>(p.X, b, i);
   e.c = row_of<T>(p.C, b, j);
   for (std::size_t c = 0; c < p.d_k; ++c) {
-    e.q.push_back(row_times_column<T>(p.X, b, i, p.W_q, hd * p.d_k + c, p.b_q, Q(b, 0, i, c)));
-    e.k.push_back(row_times_column<T>(p.C, b, j, p.W_k, e.kv_head * p.d_k + c, p.b_k, K(b, 0, j, c)));
+    e.q.push_back(row_times_column<T>(p.X, b, i, p.W_q, e.head * p.d_k + c, p.b_q, kept.Q(b, 0, i, c)));
+    e.k.push_back(row_times_column<T>(p.C, b, j, p.W_k, e.kv_head * p.d_k + c, p.b_k, kept.K(b, 0, j, c)));
   }
-
-  // pass 2b: RoPE turns q and k by their positions before the score
-  if (p.rope) {
-    for (std::size_t c = 0; c < p.d_k; ++c) {
-      e.q_rot.push_back(Q_dot(b, 0, i, c));
-      e.k_rot.push_back(K_dot(b, 0, j, c));
-    }
-    e.pos_q = p.rope->positions[i];
-    e.pos_k = p.rope->context_positions[j];
-    e.theta = p.rope->frequencies;
-    e.rope_pairs = p.rope->style == RopeStyle::half ? fmt::format("(i, i + {})", p.rope->dims / 2) : "(2i, 2i + 1)";
+  if (!p.rope) return;
+  for (std::size_t c = 0; c < p.d_k; ++c) {
+    e.q_rot.push_back(kept.Q_dot(b, 0, i, c));
+    e.k_rot.push_back(kept.K_dot(b, 0, j, c));
   }
+  e.pos_q = p.rope->positions[i];
+  e.pos_k = p.rope->context_positions[j];
+  e.theta = p.rope->frequencies;
+  e.rope_pairs = p.rope->style == RopeStyle::half ? fmt::format("(i, i + {})", p.rope->dims / 2) : "(2i, 2i + 1)";
+}
 
-  // pass 3: the score q·k = Σ_c q_c·k_c, and its scale
+// The score q·k = Σ_c q_c·k_c, its scale, and with ALiBi its bias.
+template <class T>
+void explain_score(const Problem& p, const HeadSteps& kept, Explanation& e) {
+  const std::size_t b = e.batch, i = e.query, j = e.key;
   std::vector<double> q_row(p.d_k), k_row(p.d_k);
   for (std::size_t c = 0; c < p.d_k; ++c) {
-    q_row[c] = Q_dot(b, 0, i, c);
-    k_row[c] = K_dot(b, 0, j, c);
+    q_row[c] = kept.Q_dot(b, 0, i, c);
+    k_row[c] = kept.K_dot(b, 0, j, c);
   }
-  e.dot = products(std::move(q_row), std::move(k_row), std::nullopt, S(b, 0, i, j));
+  e.dot = products(std::move(q_row), std::move(k_row), std::nullopt, kept.S(b, 0, i, j));
   e.scale = in_dtype<T>(p.scale);
   e.scale_given = p.scale_given;
-  e.scaled = S_scaled(b, 0, i, j);
-  if (p.alibi) {
-    e.slope = in_dtype<T>(p.alibi->slopes[hd]);
-    e.alibi_pos_q = p.alibi->query_positions[i];
-    e.alibi_pos_k = p.alibi->key_positions[j];
-    e.alibi = alibi_bias(e.slope, e.alibi_pos_q, e.alibi_pos_k);
-    e.biased = S_before_mask(b, 0, i, j);
-  }
+  e.scaled = kept.S_scaled(b, 0, i, j);
+  if (!p.alibi) return;
+  e.slope = in_dtype<T>(p.alibi->slopes[e.head]);
+  e.alibi_pos_q = p.alibi->query_positions[i];
+  e.alibi_pos_k = p.alibi->key_positions[j];
+  e.alibi = alibi_bias(e.slope, e.alibi_pos_q, e.alibi_pos_k);
+  e.biased = kept.S_before_mask(b, 0, i, j);
+}
 
-  // pass 4: the mask
-  e.allowed = p.mask.allows(b, i, j);
+// Whether the mask lets query i see key j, and if not, why.
+void explain_mask(const Problem& p, Explanation& e) {
+  e.allowed = p.mask.allows(e.batch, e.query, e.key);
   e.mask = p.mask.summary();
-  if (!e.allowed) e.mask_reason = why_masked(p, b, i, j);
+  if (!e.allowed) e.mask_reason = why_masked(p, e.batch, e.query, e.key);
+}
 
-  // pass 5: the softmax of row i, recomputed in T as softmax_rows does it: the max, then
-  // exp(s − max) key by key into the sum; subtracting the max is so exp never overflows
-  constexpr T t_minus_inf = -std::numeric_limits<T>::infinity();
-  T max = t_minus_inf;
+// Naive's softmax of row i, recomputed in T: the max, then exp(s − max) key by key into the sum;
+// subtracting the max is so exp never overflows. One key tile of the online softmax that holds the
+// whole row is exactly that (m = the row max, P = exp(s − m), l = Σ P in key order, as softmax_rows
+// adds them), before anything is divided.
+template <class T>
+void explain_softmax(const Problem& p, const HeadSteps& kept, Explanation& e) {
+  const std::size_t b = e.batch, i = e.query;
+  Tensor<T> s({1, p.m});      // (1, m) row i of the masked scores, as the run held them
+  Tensor<T> v({p.m, p.d_v});  // (m, d_v) the head's values: the tile needs them, the sum does not
   for (std::size_t k = 0; k < p.m; ++k) {
-    const auto s = static_cast<T>(S_masked(b, 0, i, k));
-    if (s > max) {
-      max = s;
-      e.argmax = k;
-    }
+    s(0, k) = static_cast<T>(kept.S_masked(b, 0, i, k));
+    for (std::size_t c = 0; c < p.d_v; ++c) v(k, c) = static_cast<T>(kept.V(b, 0, k, c));
   }
-  e.empty_row = max == t_minus_inf;
+  const OnlineSoftmaxStep<T> row = online_softmax_update(s, Tensor<T>({1}, -std::numeric_limits<T>::infinity()),
+                                                         Tensor<T>({1}, T{0}), Tensor<T>({1, p.d_v}, T{0}), v);
+  const T max = row.m_new(0);
+  e.empty_row = max == -std::numeric_limits<T>::infinity();
   e.row_max = e.empty_row ? minus_inf : static_cast<double>(max);
-  T sum = 0;
+  e.argmax = 0;  // the first key that holds the max
+  while (e.argmax < p.m && !(s(0, e.argmax) == max)) ++e.argmax;
   e.row.resize(p.m);
   for (std::size_t k = 0; k < p.m; ++k) {
     SoftmaxEntry& entry = e.row[k];
     entry.allowed = p.mask.allows(b, i, k);
-    entry.scaled = S_before_mask(b, 0, i, k);
-    entry.weight = A(b, 0, i, k);
-    if (e.empty_row) {
-      entry.shifted = minus_inf;
-      continue;  // nothing to attend: zero weights
-    }
-    const T shifted = static_cast<T>(S_masked(b, 0, i, k)) - max;
-    const T ex = std::exp(shifted);
-    entry.shifted = static_cast<double>(shifted);
-    entry.exp = static_cast<double>(ex);
-    sum += ex;
+    entry.scaled = kept.S_before_mask(b, 0, i, k);
+    entry.weight = kept.A(b, 0, i, k);
+    // a row with nothing to attend: shifted -inf, exp 0 (the tile's P), zero weights
+    entry.shifted = e.empty_row ? minus_inf : static_cast<double>(s(0, k) - max);
+    entry.exp = static_cast<double>(row.P(0, k));
   }
-  e.row_sum = static_cast<double>(sum);
-  e.weight = A(b, 0, i, j);
+  e.row_sum = static_cast<double>(row.l_new(0));
+  e.weight = kept.A(b, 0, i, e.key);
+}
 
-  // pass 6: the flash pass's tiles for this row
-  if (r.engine == Engine::flash) e.flash = flash_walk(trace, e, p.m);
-
-  // pass 7: the head output o_i = Σ_j' a_ij'·v_j', with the weights of the explained engine
+// The head output o_i = Σ_j' a_ij'·v_j', with the weights of the explained engine.
+void explain_head_output(const Problem& p, const HeadSteps& kept, const Trace& trace, Explanation& e) {
+  const std::size_t b = e.batch, i = e.query;
   std::vector<double> a(p.m);
-  for (std::size_t k = 0; k < p.m; ++k) a[k] = e.flash ? e.flash->weights[k] : A(b, 0, i, k);
-  const std::vector<double> o_flash = e.flash ? flash_head_output(*trace.flash, b, hd, i) : std::vector<double>();
+  for (std::size_t k = 0; k < p.m; ++k) a[k] = e.flash ? e.flash->weights[k] : kept.A(b, 0, i, k);
+  const std::vector<double> o_flash = e.flash ? flash_head_output(*trace.flash, b, e.head, i) : std::vector<double>();
   for (std::size_t c = 0; c < p.d_v; ++c) {
-    e.v.push_back(V(b, 0, j, c));
+    e.v.push_back(kept.V(b, 0, e.key, c));
     std::vector<double> v_col(p.m);
-    for (std::size_t k = 0; k < p.m; ++k) v_col[k] = V(b, 0, k, c);
-    e.o.push_back(products(a, std::move(v_col), std::nullopt, e.flash ? o_flash[c] : O(b, 0, i, c)));
+    for (std::size_t k = 0; k < p.m; ++k) v_col[k] = kept.V(b, 0, k, c);
+    e.o.push_back(products(a, std::move(v_col), std::nullopt, e.flash ? o_flash[c] : kept.O(b, 0, i, c)));
   }
+}
+
+template <class T>
+Explanation explain_weight_in(const std::shared_ptr<const Problem>& problem, const ExplainRequest& r) {
+  const Problem& p = *problem;
+  // pass 1: run the engine in T (flash with naive beside it), keeping the steps of this head
+  const Trace trace = record_run(problem, weight_run(p, r));
+  const HeadSteps steps(trace, p);
+  Explanation e = weight_named(p, r);
+  explain_projections<T>(p, steps, e);  // pass 2: the inputs, q and k (and their turns with RoPE)
+  explain_score<T>(p, steps, e);        // pass 3: q·k, its scale (and ALiBi's bias)
+  explain_mask(p, e);                   // pass 4: the mask
+  explain_softmax<T>(p, steps, e);      // pass 5: naive's softmax of row i
+  if (r.engine == Engine::flash) e.flash = flash_walk(trace, e, p.m);  // pass 6: flash's tiles of row i
+  explain_head_output(p, steps, trace, e);                             // pass 7: the head output
   return e;
 }
 

@@ -76,13 +76,20 @@ std::vector<std::string> temp_files_in(const fs::path& folder) {
   return found;
 }
 
-// A character device made in `folder` with mknod, or "" when this process may not (not root, or a
-// container without CAP_MKNOD): the test then says so and skips.
+// A character device made in `folder` with mknod, which only root may make. As anyone else this returns
+// "" after a warning that names the test as skipped (the warning shows in the test's output, pass or
+// fail), and the test returns at once; as root a failing mknod fails the test (a container without
+// CAP_MKNOD, say), so that a run as root never passes these tests without checking anything.
 std::string make_device(const TempDir& dir, const std::string& name, unsigned major_number, unsigned minor_number) {
+  if (::geteuid() != 0) {
+    WARN("skipped \"" << Catch::getResultCapture().getCurrentTestName() << "\": mknod needs root, and this runs as uid "
+                      << ::geteuid());
+    return "";
+  }
   const std::string path = dir / name;
   if (::mknod(path.c_str(), S_IFCHR | 0666, makedev(major_number, minor_number)) != 0) {
-    WARN("skipped: mknod " << path << " failed (" << std::strerror(errno) << "): this needs root with CAP_MKNOD");
-    return "";
+    const int error = errno;
+    FAIL("mknod " << path << " failed as root (" << std::strerror(error) << "): this needs CAP_MKNOD");
   }
   return path;
 }
@@ -210,10 +217,11 @@ std::string hostile_input() {
 
 // --- writing: only regular files are replaced ---------------------------------------------------
 
-TEST_CASE("run --json to a character device writes into the device and leaves it a device", "[cli][output][device]") {
+TEST_CASE("run --json to a character device writes into the device and leaves it a device",
+          "[cli][output][device][root]") {
   const TempDir dir;
   const std::string null_device = make_device(dir, "null", 1, 3);  // what /dev/null is
-  if (null_device.empty()) return;
+  if (null_device.empty()) return;                                 // skipped: not root
   const struct stat before = status_of(null_device);
   check_success(run_binary({"run", cat_sat, "--json", null_device}));
   const struct stat after = status_of(null_device);
@@ -224,10 +232,10 @@ TEST_CASE("run --json to a character device writes into the device and leaves it
 }
 
 TEST_CASE("run --json to a full device fails with one write-failed line and leaves the device as it was",
-          "[cli][output][device]") {
+          "[cli][output][device][root]") {
   const TempDir dir;
   const std::string full_device = make_device(dir, "full", 1, 7);  // what /dev/full is: every write fails
-  if (full_device.empty()) return;
+  if (full_device.empty()) return;                                 // skipped: not root
   const struct stat before = status_of(full_device);
   check_write_error(run_binary({"run", cat_sat, "--json", full_device}), full_device, {"No space left on device"});
   const struct stat after = status_of(full_device);

@@ -527,8 +527,27 @@ TEST_CASE("The fast parser agrees with nlohmann on seeded random documents, vali
 TEST_CASE("discard_json takes documents of any depth and any mix of values", "[json_fast]") {
   // Deeper than strict parsing allows (a trace is read without that bound): emptying in place stops at
   // 64 levels, so this must not run out of stack.
-  discard_json(parse_json(nested(100000, "1"), "f.json", false));
-  discard_json(json::parse(R"({"X": [[1, 2.5], [-3, 4]], "t": ["a", "b"], "e": [], "o": {"k": [[[]], [1, {}]]}})"));
-  discard_json(json::parse("7"));
-  SUCCEED("no crash");
+  const std::string deep_text = nested(100000, "1");
+  CHECK_FALSE(parse_json_fast(deep_text).has_value());  // beyond 64 levels: left to nlohmann
+  json deep = parse_json(deep_text, "f.json", false);
+  std::size_t depth = 0;
+  const json* inner = &deep;
+  for (; inner->is_array() && inner->size() == 1; inner = &inner->front()) ++depth;
+  CHECK(depth == 100000);
+  CHECK(type_of(*inner) == "uint64");
+  CHECK(*inner == 1);
+  discard_json(std::move(deep));
+
+  const std::string mixed = R"({"X": [[1, 2.5], [-3, 4]], "t": ["a", "b"], "e": [], "o": {"k": [[[]], [1, {}]]}})";
+  json doc = parse_json(mixed, "f.json");
+  CHECK(difference(doc, json::parse(mixed)) == "");
+  CHECK(doc.at("X").dump() == "[[1,2.5],[-3,4]]");
+  CHECK(type_of(doc.at("X").at(1).at(0)) == "int64");
+  CHECK(doc.at("o").dump() == R"({"k":[[[]],[1,{}]]})");
+  discard_json(std::move(doc));
+
+  json seven = parse_json("7", "f.json");
+  CHECK(type_of(seven) == "uint64");
+  CHECK(seven == 7);
+  discard_json(std::move(seven));
 }
