@@ -79,7 +79,7 @@ int run(const ExplainOptions& o) {
   const RenderOptions render = render_options(t);
 
   if (o.output) {
-    filter.only = {Step::v_heads, Step::weights, Step::concat, Step::output};
+    filter.only = steps_explaining_output(p);
     const RunRequest request = run_request(t, p, filter);
     check_memory(t, request, p, {.naive = !flash, .flash = flash});
     const OutputExplanation e = explain_output(problem, {.batch = b,
@@ -95,10 +95,7 @@ int run(const ExplainOptions& o) {
 
   const std::size_t j = token_index("--key", *o.key, p.context_tokens[b], p.cross ? "context" : "key");
   filter.head = o.head.value_or(0);
-  filter.only = {Step::q_heads, Step::k_heads, Step::v_heads, Step::scores,
-                 Step::scaled,  Step::masked,  Step::weights, Step::head_outputs};
-  if (p.rope) filter.only.insert(filter.only.end(), {Step::q_rot, Step::k_rot});
-  if (p.alibi) filter.only.push_back(Step::bias);
+  filter.only = steps_explaining_weight(p);
   const RunRequest request = run_request(t, p, filter);
   check_memory(t, request, p, {.naive = true, .flash = flash});  // flash runs with naive beside it, to compare
   const Explanation e = explain_weight(problem, {.batch = b,

@@ -10,7 +10,7 @@
 #include "bench/flops.hpp"
 #include "bench/machine.hpp"
 #include "bench/memory.hpp"
-#include "bench/problem.hpp"
+#include "bench/random_input.hpp"
 #include "bench/reference.hpp"
 #include "bench/timing.hpp"
 #include "engine/estimate.hpp"

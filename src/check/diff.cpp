@@ -17,6 +17,7 @@
 #include "ops/bounds.hpp"
 #include "tensor/half.hpp"
 #include "text/number.hpp"
+#include "trace/trace.hpp"
 
 namespace attn {
 
@@ -230,8 +231,8 @@ std::pair<std::size_t, std::size_t> mask_counts(const Problem& p, const Tensor<d
 }
 
 // A measured sentence on what reproducing the dump with `c` shows at step `s`.
-std::string finding(const Problem& p, Mistake c, Step s, const Tensor<double>& dumped,
-                    const Tensor<double>& ours, const Judged& with_mistake, std::size_t at) {
+std::string finding(const Problem& p, Mistake c, Step s, const Tensor<double>& dumped, const Tensor<double>& ours,
+                    const Judged& with_mistake, std::size_t at) {
   std::string reproduces =
       fmt::format("made on the same inputs, this mistake reproduces the dump's {} (largest difference {})",
                   step_info(s).name, significant_value(with_mistake.max_abs, 6));
@@ -474,8 +475,8 @@ std::vector<Diagnosis> diagnose(const Problem& p, const ReadDump& read, Step s, 
     found.push_back({DiagnosisCode::precision, fmt::format("computed in {}", name_of(lower)),
                      fmt::format("the dump's largest difference, {}, is within what {} arithmetic gives here ({}): the "
                                  "values were probably computed in {} and stored as {}",
-                                 significant_value(local.max_abs, 6), name_of(lower), significant_value(with.worst_tolerance, 6), name_of(lower),
-                                 stored)});
+                                 significant_value(local.max_abs, 6), name_of(lower),
+                                 significant_value(with.worst_tolerance, 6), name_of(lower), stored)});
     break;
   }
   return found;
@@ -505,7 +506,8 @@ void add_reading_notes(const StepJudgement& j, const DumpLayout& layout, std::ve
     notes.push_back(fmt::format("{}: {} finite value{} of -1e4 or less where the mask forbids, read as -∞", j.source,
                                 j.large_negatives, j.large_negatives == 1 ? "" : "s"));
   if (layout.order == HeadOrder::tokens_first)
-    notes.push_back(fmt::format("{}: read as ({}), the tokens before the heads", j.source, fmt::join(layout.dims, ", ")));
+    notes.push_back(
+        fmt::format("{}: read as ({}), the tokens before the heads", j.source, fmt::join(layout.dims, ", ")));
 }
 
 }  // namespace

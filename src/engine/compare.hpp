@@ -189,19 +189,14 @@ inline std::vector<double> score_error(std::span<const double> q, std::span<cons
 // and sin (T, dims/2) the table.                                                    -> (B, H, T, d)
 inline Tensor<double> rotation_error(const Tensor<double>& X, const Tensor<double>& dX, const Tensor<double>& cos,
                                      const Tensor<double>& sin, RopeStyle style, Rounding r) {
-  const Tensor<double> M = rotation_magnitude(X, cos, sin, style);  // |X_a·c| + |X_b·s|
-  Tensor<double> dY = dX;
-  const std::size_t P = cos.dim(1);
-  for (std::size_t b = 0; b < X.dim(0); ++b)
-    for (std::size_t hd = 0; hd < X.dim(1); ++hd)
-      for (std::size_t t = 0; t < X.dim(2); ++t)
-        for (std::size_t i = 0; i < P; ++i) {
-          const auto [a, c] = rope_pair(style, i, P);
-          const double co = std::fabs(cos(t, i)), si = std::fabs(sin(t, i));
-          const double da = dX(b, hd, t, a), dc = dX(b, hd, t, c);
-          dY(b, hd, t, a) = co * da + si * dc + 2 * r.u * M(b, hd, t, a) + 2 * r.eta;
-          dY(b, hd, t, c) = co * dc + si * da + 2 * r.u * M(b, hd, t, c) + 2 * r.eta;
-        }
+  // |c|·ΔX_a + |s|·ΔX_b is the same sum over the errors; the rounding adds 2·u·(|X_a·c| + |X_b·s|) + 2·η.
+  const Tensor<double> M = rotation_magnitude(X, cos, sin, style);
+  Tensor<double> dY = rotation_magnitude(dX, cos, sin, style);
+  each_turned_pair(X, cos.dim(1), style,
+                   [&](std::size_t b, std::size_t hd, std::size_t t, std::size_t, std::size_t a, std::size_t c) {
+                     dY(b, hd, t, a) = dY(b, hd, t, a) + 2 * r.u * M(b, hd, t, a) + 2 * r.eta;
+                     dY(b, hd, t, c) = dY(b, hd, t, c) + 2 * r.u * M(b, hd, t, c) + 2 * r.eta;
+                   });
   return dY;
 }
 

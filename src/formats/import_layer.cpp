@@ -305,7 +305,6 @@ void check_inputs(const Layer& l, const ImportRequest& r) {
                                    w->cols, l.out_in ? "columns" : "rows", d, l.W_q.name));
 }
 
-
 std::vector<std::string> texts_of(const std::vector<double>& values) {
   std::vector<std::string> out;
   out.reserve(values.size());

@@ -55,8 +55,8 @@ const std::vector<MistakeInfo>& table() {
       {w_k_transposed, "w-k-transposed", "", "K = C·W_k", "K = C·W_kᵀ", "", false, Code::transpose, "W_k transposed"},
       {w_v_transposed, "w-v-transposed", "", "V = C·W_v", "V = C·W_vᵀ", "", false, Code::transpose, "W_v transposed"},
       {w_o_transposed, "w-o-transposed", "", "Y = O·W_o", "Y = O·W_oᵀ", "", false, Code::transpose, "W_o transposed"},
-      {mask_sees_next, "mask-sees-next", "", "S'' = S' where allowed", "S'' = S' where key j - 1 is allowed", "",
-       false, Code::mask, "the mask shifted by one: each query also sees the next key"},
+      {mask_sees_next, "mask-sees-next", "", "S'' = S' where allowed", "S'' = S' where key j - 1 is allowed", "", false,
+       Code::mask, "the mask shifted by one: each query also sees the next key"},
       {mask_misses_diagonal, "mask-misses-diagonal", "", "S'' = S' where allowed",
        "S'' = S' where key j + 1 is allowed", "", false, Code::mask,
        "the mask shifted by one: each query sees one key fewer"},
@@ -146,7 +146,8 @@ std::vector<Mistake> diagnosable(const Problem& p) {
   std::vector<const MistakeInfo*> rows;
   for (const MistakeInfo& info : table())
     if (info.code && changes_something(info.mistake, p)) rows.push_back(&info);
-  std::stable_sort(rows.begin(), rows.end(), [](const MistakeInfo* a, const MistakeInfo* b) { return *a->code < *b->code; });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const MistakeInfo* a, const MistakeInfo* b) { return *a->code < *b->code; });
   std::vector<Mistake> out;
   for (const MistakeInfo* info : rows) out.push_back(info->mistake);
   return out;

@@ -14,17 +14,17 @@
 namespace attn {
 
 enum class Mistake {
-  none,                  // the intended computation
-  no_scale,              // S' = S: the 1/√d_k left out
-  no_mask,               // the mask left out: queries see the keys they must not
-  mask_after_softmax,    // softmax first, then the forbidden weights set to 0
-  softmax_columns,       // the softmax taken over the queries (down each column) instead of the keys
-  shared_qkv,            // one projection for all three: Q = K = V = X·W_q
-  wrong_reshape,         // heads split (and merged) by a reshape without the transpose
-  minus_1e9,             // -1e9 (or the half type's lowest) for a forbidden score instead of -infinity
-  scale_twice,           // S' = S · scale²
-  k_untransposed,        // S = Q·K, with K (m, d_k) read as (d_k, m)
-  w_q_transposed,        // a square weight used transposed
+  none,                // the intended computation
+  no_scale,            // S' = S: the 1/√d_k left out
+  no_mask,             // the mask left out: queries see the keys they must not
+  mask_after_softmax,  // softmax first, then the forbidden weights set to 0
+  softmax_columns,     // the softmax taken over the queries (down each column) instead of the keys
+  shared_qkv,          // one projection for all three: Q = K = V = X·W_q
+  wrong_reshape,       // heads split (and merged) by a reshape without the transpose
+  minus_1e9,           // -1e9 (or the half type's lowest) for a forbidden score instead of -infinity
+  scale_twice,         // S' = S · scale²
+  k_untransposed,      // S = Q·K, with K (m, d_k) read as (d_k, m)
+  w_q_transposed,      // a square weight used transposed
   w_k_transposed,
   w_v_transposed,
   w_o_transposed,
@@ -40,12 +40,12 @@ std::string_view to_string(DiagnosisCode code);
 
 struct MistakeInfo {
   Mistake mistake;
-  std::string_view name;       // "no-scale", as --mistake takes it
-  std::string_view summary;    // one line for --mistake list
-  std::string_view intended;   // the right formula of the step the mistake changes
-  std::string_view mistaken;   // and the mistaken one
-  std::string_view why;        // what goes wrong, in a sentence or two
-  bool offered = true;         // run --mistake shows it; otherwise diff alone tries it
+  std::string_view name;                // "no-scale", as --mistake takes it
+  std::string_view summary;             // one line for --mistake list
+  std::string_view intended;            // the right formula of the step the mistake changes
+  std::string_view mistaken;            // and the mistaken one
+  std::string_view why;                 // what goes wrong, in a sentence or two
+  bool offered = true;                  // run --mistake shows it; otherwise diff alone tries it
   std::optional<DiagnosisCode> code{};  // diff tries it on a dump, under this code
   std::string_view diagnosis{};         // how diff names it: "the scale left out"
 };

@@ -257,10 +257,7 @@ RunRequest weight_run(const Problem& p, const ExplainRequest& r) {
   run.engine = r.engine == Engine::flash ? Engine::both : Engine::naive;
   run.dtype = r.dtype;
   run.tile_size = r.tile_size;
-  run.filter.only = {Step::q_heads, Step::k_heads, Step::v_heads, Step::scores,
-                     Step::scaled,  Step::masked,  Step::weights, Step::head_outputs};
-  if (p.rope) run.filter.only.insert(run.filter.only.end(), {Step::q_rot, Step::k_rot});
-  if (p.alibi) run.filter.only.push_back(Step::bias);
+  run.filter.only = steps_explaining_weight(p);
   run.filter.head = r.head;
   run.filter.tiles = r.engine == Engine::flash;
   return run;
@@ -451,10 +448,11 @@ OutputExplanation explain_output_in(const std::shared_ptr<const Problem>& proble
   run.filter.tiles = false;
   if (e.output_projection) {
     // Y[b][i][C] = Σ_k concat[b][i][k]·W_o[k][C] + b_o[C]
-    run.filter.only = {Step::concat, Step::output};
+    const Step merged = inputs_of(Step::output, p).front();  // the heads side by side, which W_o reads
+    run.filter.only = {merged, Step::output};
     const Trace trace = record_run(problem, run);
-    const Tensor<double> concat = recorded(trace, Step::concat);  // (B, n, h·d_v)
-    const Tensor<double> Y = recorded(trace, Step::output);       // (B, n, d_out)
+    const Tensor<double> concat = recorded(trace, merged);   // (B, n, h·d_v)
+    const Tensor<double> Y = recorded(trace, Step::output);  // (B, n, d_out)
     std::vector<double> features(p.h * p.d_v), w(p.h * p.d_v);
     for (std::size_t k = 0; k < features.size(); ++k) {
       features[k] = concat(b, i, k);
@@ -531,6 +529,21 @@ OutputExplanation explain_output(const std::shared_ptr<const Problem>& problem, 
   require(!is_half(request.dtype), "explain_output: explains float32 or float64 arithmetic, not a half storage type");
   return request.dtype == DType::float64 ? explain_output_in<double>(problem, request)
                                          : explain_output_in<float>(problem, request);
+}
+
+std::vector<Step> steps_explaining_weight(const Problem& p) {
+  std::vector<Step> steps;
+  for (const Step s : steps_of(p))
+    if ((s == Step::head_outputs || depends_on(Step::head_outputs, s)) && step_info(s).op != Op::projection)
+      steps.push_back(s);
+  return steps;
+}
+
+std::vector<Step> steps_explaining_output(const Problem& p) {
+  std::vector<Step> steps = inputs_of(Step::head_outputs, p);
+  for (const Step s : steps_of(p))
+    if (depends_on(s, Step::head_outputs)) steps.push_back(s);
+  return steps;
 }
 
 }  // namespace attn

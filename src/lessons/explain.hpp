@@ -20,6 +20,7 @@
 
 #include "model/problem.hpp"
 #include "model/run.hpp"
+#include "observe/steps.hpp"
 
 namespace attn {
 
@@ -157,6 +158,10 @@ double flash_weight_tolerance(double weight, double spread, double score_gap, st
 // and explains a_ij. The indices must be in range (std::out_of_range otherwise).
 Explanation explain_weight(const std::shared_ptr<const Problem>& problem, const ExplainRequest& request);
 
+// The steps explain_weight keeps, read from the step graph: every step the head outputs are computed
+// from, from the heads on (the projections are worked out term by term from the input).
+std::vector<Step> steps_explaining_weight(const Problem& p);
+
 // ------------------------------------------------------------------ one output number
 
 struct OutputRequest {
@@ -188,5 +193,9 @@ struct OutputExplanation {
 // Runs `request.engine` on `problem` in request.dtype and explains Y[b][i][C]. The indices must be in
 // range (std::out_of_range otherwise).
 OutputExplanation explain_output(const std::shared_ptr<const Problem>& problem, const OutputRequest& request);
+
+// The most explain_output keeps, read from the step graph: what the head outputs are computed from, and
+// every step after them.
+std::vector<Step> steps_explaining_output(const Problem& p);
 
 }  // namespace attn

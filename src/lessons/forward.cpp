@@ -180,8 +180,8 @@ ForwardRun<T> run_forward(const Problem& p, Mistake v, DType storage, const Give
   // pass 3: the weighted sum of the values, the heads merged (by a reshape alone, for wrong-reshape) and
   // projected out
   const Tensor<T>& O_h = keep(Step::head_outputs, weighted_sum(weights, V));
-  const Tensor<T>& O = keep(Step::concat, v == Mistake::wrong_reshape ? reinterpreted(O_h, {p.B, p.n, p.h * p.d_v})
-                                                                      : merge_heads(O_h));
+  const Tensor<T>& O =
+      keep(Step::concat, v == Mistake::wrong_reshape ? reinterpreted(O_h, {p.B, p.n, p.h * p.d_v}) : merge_heads(O_h));
   if (p.has_output_projection()) {
     const std::vector<T> b_o = pass.input(p.b_o);
     keep(Step::output, project(O, pass.weight(p.W_o, Mistake::w_o_transposed), std::span<const T>(b_o)));

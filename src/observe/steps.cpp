@@ -27,7 +27,13 @@ std::array<StepInfo, step_count> rows() {
   using enum Dim;
   using S = Step;
   std::array<StepInfo, step_count> steps = {{
-      {S::q, "q", "Q = X·W_q + b_q", "each token's query: what it is looking for", {query, q_width}, {}, Op::projection},
+      {S::q,
+       "q",
+       "Q = X·W_q + b_q",
+       "each token's query: what it is looking for",
+       {query, q_width},
+       {},
+       Op::projection},
       {S::k,
        "k",
        "K = C·W_k + b_k",
@@ -35,7 +41,12 @@ std::array<StepInfo, step_count> rows() {
        {key, k_width},
        {},
        Op::projection},
-      {S::v, "v", "V = C·W_v + b_v", "each key token's value: the content it passes on", {key, v_width}, {},
+      {S::v,
+       "v",
+       "V = C·W_v + b_v",
+       "each key token's value: the content it passes on",
+       {key, v_width},
+       {},
        Op::projection},
       {S::q_heads,
        "q_heads",
@@ -355,34 +366,6 @@ std::optional<Step> step_from_name(std::string_view name) {
 bool is_score_step(Step step) { return step_info(step).tiled; }
 
 bool is_position_step(Step step) { return step_info(step).needs != Needs::always; }
-
-bool step_applies(Step step, const Problem& p) {
-  switch (step_info(step).needs) {
-    case Needs::rope: return p.rope.has_value();
-    case Needs::alibi: return p.alibi.has_value();
-    case Needs::always: return true;
-  }
-  return true;
-}
-
-std::vector<Step> steps_of(const Problem& p) {
-  std::vector<Step> steps;
-  for (const Step s : all_steps())
-    if (step_applies(s, p)) steps.push_back(s);
-  return steps;
-}
-
-std::vector<Step> inputs_of(Step step, const Problem& p) {
-  std::vector<Step> listed;
-  for (const Step s : step_info(step).inputs)
-    if (step_applies(s, p)) listed.push_back(s);
-  std::vector<Step> direct;
-  for (const Step s : listed) {
-    const bool through_another = std::any_of(listed.begin(), listed.end(), [&](Step o) { return depends_on(o, s); });
-    if (!through_another) direct.push_back(s);
-  }
-  return direct;
-}
 
 bool depends_on(Step later, Step earlier) {
   for (const Step s : step_info(later).inputs)

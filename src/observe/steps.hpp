@@ -45,17 +45,17 @@ enum class Axis { query, key, head, kv_head, feature };
 
 // One axis of a step with its extent: the token and head axes, and the feature axis by its role.
 enum class Dim {
-  query,     // n
-  key,       // m
-  head,      // h (1 when one head was kept)
-  kv_head,   // g (1 when one head was kept)
-  d_k,       // one head's query/key width
-  d_v,       // one head's value width
-  d_out,     // the output's width
-  q_width,   // h·d_k: every query head side by side
-  k_width,   // g·d_k
-  v_width,   // g·d_v
-  o_width,   // h·d_v: the heads' outputs side by side
+  query,    // n
+  key,      // m
+  head,     // h (1 when one head was kept)
+  kv_head,  // g (1 when one head was kept)
+  d_k,      // one head's query/key width
+  d_v,      // one head's value width
+  d_out,    // the output's width
+  q_width,  // h·d_k: every query head side by side
+  k_width,  // g·d_k
+  v_width,  // g·d_v
+  o_width,  // h·d_v: the heads' outputs side by side
 };
 
 // What a step's values can be, for the colour that shows them (render/colormap.hpp).
@@ -91,7 +91,7 @@ struct StepInfo {
   Op op;
   ValueClass values = ValueClass::signed_value;
   Needs needs = Needs::always;
-  bool tiled = false;       // the flash pass never forms it whole: its tiles hold it piece by piece (n × m)
+  bool tiled = false;        // the flash pass never forms it whole: its tiles hold it piece by piece (n × m)
   std::vector<Axis> axes{};  // dims as a printer labels them (filled from dims)
   // The formula and the meaning as they apply to one input (bias terms only when present, the scale
   // as set, the mask by name); nullptr: `formula` and `description` as they are.
@@ -116,14 +116,6 @@ bool is_score_step(Step step);
 // The steps that only some inputs have: q_rot and k_rot (RoPE), bias (ALiBi).
 bool is_position_step(Step step);
 
-// Whether `p` has `step`: q_rot and k_rot with `rope`, bias with `alibi`, every other step always.
-bool step_applies(Step step, const Problem& p);
-// The steps of `p`, in pipeline order: every step that applies to this input.
-std::vector<Step> steps_of(const Problem& p);
-
-// The steps `step` of `p` is computed from directly: its inputs that apply, without one that reaches it
-// only through another (with RoPE, scores reads q_rot and k_rot, not q_heads and k_heads).
-std::vector<Step> inputs_of(Step step, const Problem& p);
 // Does `later` use the value of `earlier`, directly or through other steps?
 bool depends_on(Step later, Step earlier);
 

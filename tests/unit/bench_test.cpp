@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/flops.hpp"
-#include "bench/problem.hpp"
+#include "bench/random_input.hpp"
 #include "bench/reference.hpp"
 #include "bench/run.hpp"
 #include "bench/sweep.hpp"

@@ -15,6 +15,7 @@
 #include "io/load.hpp"
 #include "lessons/forward.hpp"
 #include "observe/steps.hpp"
+#include "trace/trace.hpp"
 #include "support.hpp"
 
 using namespace attn;
@@ -54,7 +55,8 @@ TEST_CASE("Every step's inputs come before it in the pipeline, and no step reads
   }
 }
 
-TEST_CASE("The graph: scores read the heads, or the turned heads with RoPE, and the mask reads ALiBi's bias", "[pipeline]") {
+TEST_CASE("The graph: scores read the heads, or the turned heads with RoPE, and the mask reads ALiBi's bias",
+          "[pipeline]") {
   const Problem plain = worked_example();
   CHECK(names(inputs_of(Step::scores, plain)) == std::vector<std::string>{"q_heads", "k_heads"});
   CHECK(names(inputs_of(Step::masked, plain)) == std::vector<std::string>{"scaled"});
@@ -104,7 +106,8 @@ TEST_CASE("The forward pass with no mistake is the naive engine's, bit for bit",
   }
 }
 
-TEST_CASE("The forward pass makes the catalogue's mistakes: no scale keeps the scores by hand", "[pipeline][mistakes]") {
+TEST_CASE("The forward pass makes the catalogue's mistakes: no scale keeps the scores by hand",
+          "[pipeline][mistakes]") {
   const Problem p = worked_example();
   const ForwardRun<double> none = forward<double>(p, Mistake::none, DType::float64);
   const ForwardRun<double> no_scale = forward<double>(p, Mistake::no_scale, DType::float64);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "observe/steps.hpp"
+#include "trace/trace.hpp"
 #include "render/pages/report/html.hpp"
 #include "render/pages/report/writer.hpp"
 

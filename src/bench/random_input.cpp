@@ -1,4 +1,4 @@
-#include "bench/problem.hpp"
+#include "bench/random_input.hpp"
 
 #include <cmath>
 #include <stdexcept>
