@@ -27,8 +27,7 @@ std::string from_text(const StepInfo& info) {
   }
   std::string text = fmt::format("{}", fmt::join(always, ", "));
   if (!optional.empty())
-    text += fmt::format(" ({}{} with {})", fmt::join(optional, ", "), optional.size() == 1 ? "" : " instead",
-                        to_string(needs));
+    text += fmt::format(" ({} instead, with {})", fmt::join(optional, ", "), to_string(needs));
   return text;
 }
 
@@ -43,8 +42,8 @@ std::string steps_text() {
     std::string notes;
     if (info.needs != Needs::always) notes += fmt::format("; only with {}", to_string(info.needs));
     if (info.tiled) notes += "; flash holds it in tiles only";
-    out += fmt::format("{:<13}({})  ← {}{}\n", info.name, fmt::join(dim_names(s, false), ", "), from_text(info), notes);
-    out += fmt::format("{:<13}{}\n", "", info.formula);
+    out += fmt::format("{:<13}({})  ← {}\n", info.name, fmt::join(dim_names(s, false), ", "), from_text(info));
+    out += fmt::format("{:<13}{}{}\n", "", info.formula, notes);
   }
   return out;
 }
