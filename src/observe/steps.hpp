@@ -58,7 +58,7 @@ enum class Dim {
   o_width,  // h·d_v: the heads' outputs side by side
 };
 
-// What a step's values can be, for the colour that shows them (render/colormap.hpp).
+// What a step's values can be, for the colour that shows them (render/draw/colormap.hpp).
 enum class ValueClass {
   signed_value,  // any real number: a diverging map about 0
   non_negative,  // 0 or more: a sequential map from 0

@@ -34,7 +34,8 @@ TEST_CASE("steps --names prints the sixteen step names of the trace format, in p
                                                     "concat", "output"});
 }
 
-TEST_CASE("steps shows each step's axes, the steps it reads and its formula; --json the same table", "[cli][steps]") {
+TEST_CASE("steps shows each step's axes, the steps it reads and its formula, and --json the same table",
+          "[cli][steps]") {
   const RunResult text = run_binary({"steps"});
   INFO(text.describe());
   REQUIRE(text.exit_code == 0);

@@ -1,4 +1,4 @@
-// The reader of tensors written as JSON nested arrays (src/io/json_dump.hpp): shapes from the nesting,
+// The reader of tensors written as JSON nested arrays (src/formats/json_dump.hpp): shapes from the nesting,
 // the strings a trace uses for inf and nan, and ragged or non-numeric arrays refused at their JSON Pointer.
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// The .npy reader (src/io/npy.hpp) on files made here byte by byte: every header version and dtype
+// The .npy reader (src/formats/npy.hpp) on files made here byte by byte: every header version and dtype
 // with values worked out by hand from their bits, then malformed files, each refused with a message
 // that names the problem.
 

@@ -1,4 +1,4 @@
-// Reading within a limit (src/io/read.hpp) and making file text safe to print (src/render/visible.hpp).
+// Reading within a limit (src/io/read.hpp) and making file text safe to print (src/render/draw/visible.hpp).
 // Expected counts and strings are worked out by hand from the texts beside them.
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The .safetensors reader (src/io/safetensors.hpp) on files made here byte by byte: every dtype with
+// The .safetensors reader (src/formats/safetensors.hpp) on files made here byte by byte: every dtype with
 // values worked out by hand from their bits, then malformed files, each refused with a message that
 // names the problem and the JSON Pointer of the header entry at fault.
 

@@ -1,4 +1,4 @@
-// The SVG figure of `attn-trace plot` (render/svg.hpp), read back: one <rect> per matrix entry whose
+// The SVG figure of `attn-trace plot` (render/pages/svg.hpp), read back: one <rect> per matrix entry whose
 // data-value is the trace's value, the mask's cells grey and hatched, one panel per head with
 // --all-heads, and tokens from the input written out and escaped so the document stays valid XML.
 

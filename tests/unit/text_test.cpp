@@ -1,5 +1,5 @@
-// Text laid out for the terminal (src/render/text.hpp) and the colours of every picture
-// (src/render/colormap.hpp). Expected widths follow Unicode's EastAsianWidth.txt (猫 U+732B is W, ｘ
+// Text laid out for the terminal (src/render/draw/text.hpp) and the colours of every picture
+// (src/render/draw/colormap.hpp). Expected widths follow Unicode's EastAsianWidth.txt (猫 U+732B is W, ｘ
 // U+FF58 is F) and its combining marks (U+0301 takes no column); the colours are the published
 // viridis and ColorBrewer RdBu end and middle points.
 

@@ -125,14 +125,16 @@ std::vector<Panel> rotation_panels(const Problem& p, Step step) {
 
 ColorRange panel_range(const std::vector<const Panel*>& list) {
   std::vector<double> kept;
-  bool weights = true;
+  // A sequential map when no panel's values can be negative (the step table's value class), else a
+  // diverging one about 0.
+  bool nonnegative = true;
   for (const Panel* panel : list) {
-    weights = weights && panel->step == Step::weights;
+    nonnegative = nonnegative && step_info(panel->step).values != ValueClass::signed_value;
     for (std::size_t r = 0; r < panel->rows; ++r)
       for (std::size_t c = 0; c < panel->cols; ++c)
         if (!panel->is_removed(r, c)) kept.push_back(panel->values[r * panel->cols + c]);
   }
-  return color_range(kept.data(), kept.size(), weights);
+  return color_range(kept.data(), kept.size(), nonnegative);
 }
 
 }  // namespace attn

@@ -1,7 +1,7 @@
 #pragma once
 // The steps of a trace as a document for slides and notes (`--format markdown|latex|csv`): each step's
 // name, formula, shape and meaning, then its matrices with token labels, every value shown. Built from
-// the Trace records and their Panels (render/panel.hpp) only; UTF-8 whatever the locale, no colour, no
+// the Trace records and their Panels (render/draw/panel.hpp) only; UTF-8 whatever the locale, no colour, no
 // terminal width. The flash pass's tiles are not tables of steps and are left out, with a note.
 
 #include <optional>

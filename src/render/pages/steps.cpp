@@ -26,8 +26,7 @@ std::string from_text(const StepInfo& info) {
     }
   }
   std::string text = fmt::format("{}", fmt::join(always, ", "));
-  if (!optional.empty())
-    text += fmt::format(" ({} instead, with {})", fmt::join(optional, ", "), to_string(needs));
+  if (!optional.empty()) text += fmt::format(" ({} instead, with {})", fmt::join(optional, ", "), to_string(needs));
   return text;
 }
 

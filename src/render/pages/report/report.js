@@ -178,7 +178,7 @@
   }
 
   // A small legend: the colour map from lo to hi (0 in the middle of a diverging one), as the steps'
-  // legends that render/report.cpp writes.
+  // legends that render/pages/report/legend.cpp writes.
   var legends = 0;
   function legend(scale, lo, hi) {
     var id = 'walk-legend-' + (legends++), hexes = lut[scale].hex, stops = '';

@@ -108,7 +108,7 @@ class Renderer {
   std::string text(std::string_view s) const;
   std::string_view ellipsis() const { return o_.unicode ? "…" : "..."; }
   std::string_view vdots() const { return o_.unicode ? "⋮" : ":"; }
-  // A token as a label: control characters made visible (render/visible.hpp), then cut to fit.
+  // A token as a label: control characters made visible (render/draw/visible.hpp), then cut to fit.
   std::string label(std::string_view token) const;
   std::vector<std::string> labels(const std::vector<std::string>& raw) const;
 
