@@ -149,6 +149,7 @@ std::vector<Mistake> diagnosable(const Problem& p) {
   std::stable_sort(rows.begin(), rows.end(),
                    [](const MistakeInfo* a, const MistakeInfo* b) { return *a->code < *b->code; });
   std::vector<Mistake> out;
+  out.reserve(rows.size());
   for (const MistakeInfo* info : rows) out.push_back(info->mistake);
   return out;
 }

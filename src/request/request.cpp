@@ -71,7 +71,7 @@ RunRequest run_request(const TraceOptions& options, const Problem& problem, Step
 RunRequest plan_run(const TraceOptions& o, const Problem& p) {
   // pass 1: what to run: --steps and --head as a filter, the engine, the dtype, the tiles
   StepFilter filter = trace_filter(o, p, o.engine != Engine::naive);
-  const RunRequest request{o.engine, o.dtype, asked_tiles(p.n, p.m, o.block_q, o.block_k), std::move(filter)};
+  RunRequest request{o.engine, o.dtype, asked_tiles(p.n, p.m, o.block_q, o.block_k), std::move(filter)};
   // pass 2: the verdicts, refused in the order a reader meets them: the input's range, then the memory
   const MemoryVerdict memory =
       memory_verdict(o, request, p, {.naive = o.engine != Engine::flash, .flash = o.engine != Engine::naive});
