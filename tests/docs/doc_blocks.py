@@ -1,0 +1,397 @@
+#!/usr/bin/python3
+"""Runs the command blocks of README.md and docs/*.md and compares what they print with what the
+blocks show (the convention is in docs/architecture.md, "Doc blocks are tested").
+
+A ```console block holds commands, each on a line starting with "$ " (and on the next lines while
+one ends in a backslash), each followed by the lines it prints, stdout and stderr together, and "[N]" last when
+it exits with N other than 0. In the expected lines, a line "..." stands for any number of lines and a
+line ending in " (re)" is a regular expression for one whole line. An HTML comment on the line before
+a block marks it:
+
+    <!-- doc-test: skip (why) -->   not run: illustrative, or it needs what the test has not
+    <!-- doc-test: continued -->    more of the output of the command above, matched anywhere in it
+
+The blocks of one file run in order in one temporary folder holding a copy of data/, docs/examples/
+and tests/data/models/,
+with the tool under test on PATH as attn-trace and a fixed environment (COLUMNS=80; a command may set
+its own, "$ COLUMNS=120 attn-trace ..."). A block that shows a command's output without being a
+console block or marked (a plain, text or json block right after a command line, or a command line
+with its output in one indented block) is an error too, so that no output goes untested.
+
+usage: doc_blocks.py ATTN_TRACE SOURCE_DIR [--update] [FILE.md ...]
+  --update rewrites each drifted block's expected lines from what the commands print, keeping its
+  "..." and "(re)" lines where they still match; read the result before committing it.
+"""
+
+import difflib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})\s*([^`\s]*)")
+MARKER = re.compile(r"^\s*<!--\s*doc-test:\s*(skip|continued)\b(.*?)-->\s*$")
+COMMAND_LINE = re.compile(r"^attn-trace [a-z]")  # a command, not "attn-trace: error: ..."
+SYNTAX = re.compile(r"\[[^\]]*\]|\b[A-Z][A-Z_]+\b")  # "FILE [options]": usage, not a command to run
+OUTPUT_SIGNS = ("━━ ", "── head ", "attn-trace 0.", "attn-trace: error:", "warning: ")  # what the tool prints
+ELLIPSIS = "..."
+REGEX_SUFFIX = " (re)"
+TIMEOUT = 60
+
+
+class Block:
+    def __init__(self, path, kind, info, line, lines, marker, before):
+        self.path = path
+        self.kind = kind  # "fence" or "indent"
+        self.info = info  # the fence's info string ("console", "json", "")
+        self.line = line  # 1-based number of the block's first content line
+        self.lines = lines  # the content, without the fence's indentation
+        self.marker = marker  # "skip", "continued" or None
+        self.before = before  # the nearest non-blank line above the block (or its opening fence)
+
+
+def parse(path):
+    """The fenced and indented code blocks of one markdown file, in order."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read().split("\n")
+    blocks = []
+    i = 0
+    previous = ""  # the last non-blank line outside a block
+    marker = None
+    while i < len(text):
+        line = text[i]
+        fence = FENCE.match(line)
+        if fence:
+            indent, mark, info = len(fence.group(1)), fence.group(2), fence.group(3)
+            j = i + 1
+            while j < len(text) and not re.match(r"^ {0,3}" + re.escape(mark[0]) + "{%d,}\\s*$" % len(mark), text[j]):
+                j += 1
+            content = [t[indent:] if t[:indent].strip() == "" else t.lstrip() for t in text[i + 1 : j]]
+            blocks.append(Block(path, "fence", info, i + 2, content, marker, previous))
+            marker, previous = None, line
+            i = j + 1
+            continue
+        if line.startswith("    ") and (i == 0 or text[i - 1].strip() == ""):
+            j = i
+            while j < len(text) and (text[j].startswith("    ") or text[j].strip() == ""):
+                j += 1
+            while j > i and text[j - 1].strip() == "":
+                j -= 1
+            blocks.append(Block(path, "indent", "", i + 1, [t[4:] for t in text[i:j]], marker, previous))
+            marker, previous = None, text[j - 1]
+            i = j
+            continue
+        m = MARKER.match(line)
+        if m:
+            marker = m.group(1)
+        elif line.strip():
+            marker = None
+            previous = line
+        i += 1
+    return blocks
+
+
+def is_command(line):
+    return bool(COMMAND_LINE.match(line)) and not SYNTAX.search(line.split("  ")[0])
+
+
+def lint(block):
+    """Why a block that is not run seems to show a command's output, or None."""
+    if block.kind == "fence" and block.info == "console":
+        if block.marker is None and not (block.lines and block.lines[0].startswith("$ ")):
+            return "a console block must start with a '$ ' command line, or be marked continued or skip"
+        return None
+    if block.marker is not None:
+        return None
+    if any(t.startswith("$ ") for t in block.lines):
+        return "a '$ ' command line outside a console block"
+    if block.kind == "fence" and block.info in ("", "text", "json", "markdown", "latex", "csv"):
+        above = block.before[4:] if block.before.startswith("    ") else ""
+        if is_command(above):
+            return "the output of the command line above it: make both one console block, or mark it"
+    if block.kind == "fence" and block.info not in ("", "text") or block.kind == "indent" and \
+            any(is_command(t) or t.startswith("$ ") for t in block.lines):
+        pass
+    elif any(t.lstrip().startswith(OUTPUT_SIGNS) for t in block.lines):
+        return "what looks like the tool's output: make it a console block (continued?), or mark it"
+    if block.kind == "indent":
+        for k in range(len(block.lines) - 2):
+            if is_command(block.lines[k]) and block.lines[k + 1] == "" and block.lines[k + 2].strip() \
+                    and not is_command(block.lines[k + 2]):
+                return "a command line and its output in one indented block: make it a console block"
+    return None
+
+
+class Command:
+    def __init__(self, text, expected, line):
+        self.text = text
+        self.expected = expected
+        self.line = line
+        self.trailing = 0  # blank lines after its output, before the next command
+
+
+def commands_of(block):
+    commands = []
+    for k, t in enumerate(block.lines):
+        if t.startswith("$ "):
+            commands.append(Command(t[2:], [], block.line + k))
+        elif commands and not commands[-1].expected and commands[-1].text.endswith("\\"):
+            commands[-1].text += "\n" + t  # a line ending in a backslash goes on, as in the shell
+        elif commands:
+            commands[-1].expected.append(t)
+    for c in commands:
+        while c.expected and c.expected[-1] == "":
+            c.expected.pop()
+            c.trailing += 1
+    if commands:
+        commands[-1].trailing = 0
+    return commands
+
+
+def line_pattern(expected):
+    if expected.endswith(REGEX_SUFFIX):
+        return "(?:" + expected[: -len(REGEX_SUFFIX)] + ")"
+    return re.escape(expected)
+
+
+def matches(expected, actual):
+    pattern = "".join("(?:[^\n]*\n)*?" if e == ELLIPSIS else line_pattern(e) + "\n" for e in expected)
+    return re.fullmatch(pattern, "".join(a + "\n" for a in actual)) is not None
+
+
+def line_matches(expected, actual):
+    return re.fullmatch(line_pattern(expected), actual) is not None
+
+
+def loose(line):
+    """A line as locate compares it: spaces collapsed and rules shortened, so that a heading still
+    matches after the width changed."""
+    return re.sub(r"([━─])\1+", r"\1", " ".join(line.split()))
+
+
+def locate(chunk, actual, lo, key=loose):
+    """Where chunk (expected lines without "...") best fits in actual[lo:]: (start, end), or None.
+    The best window holds the most of the chunk's lines in order (its heading breaks a tie between two
+    tables alike); it may be longer than the chunk, for lines that now wrap. When no line is left as it
+    was, lines are matched by their first two words."""
+    width = len(chunk) + len(chunk) // 2 + 2
+    keyed_chunk, keyed = [key(t) for t in chunk], [key(t) for t in actual]
+    best, best_score = None, 0.0
+    for s in range(lo, max(lo, len(actual) - len(chunk)) + 1):
+        window = keyed[s : s + width]
+        found = [b for b in difflib.SequenceMatcher(None, keyed_chunk, window, autojunk=False).get_matching_blocks()
+                 if b.size]
+        score = sum(b.size for b in found) + (0.5 if window[:1] == keyed_chunk[:1] else 0.0)
+        if score > best_score:
+            best, best_score = (s, found), score
+    if best is None:
+        return locate(chunk, actual, lo, lambda t: " ".join(t.split()[:2])) if key is loose else None
+    s, found = best
+    first, last = found[0], found[-1]
+    start = max(lo, s + first.b - first.a)
+    end = min(len(actual), s + last.b + last.size + (len(chunk) - last.a - last.size))
+    while start < end < len(actual) and actual[end].startswith(" ") and actual[end].strip() \
+            and not actual[end - 1].rstrip().endswith((".", ":", ";", ")", "]")):
+        end += 1  # a sentence that now wraps onto one more line ends with it
+    return start, max(start, end)
+
+
+def resolve(expected, actual):
+    """The expected lines rewritten to what actual holds, keeping "..." and "(re)" lines that still
+    fit; None when the blocks cannot be placed in actual."""
+    if matches(expected, actual):
+        return expected
+    chunks = [[]]
+    for e in expected:
+        if e == ELLIPSIS:
+            chunks.append([])
+        else:
+            chunks[-1].append(e)
+    if len(chunks) == 1:
+        return keep_regex_lines(expected, actual)
+    spans = []
+    pos = 0
+    for k, chunk in enumerate(chunks):
+        if k == 0:
+            where = (0, len(chunk)) if not chunk else locate(chunk, actual, 0)
+            where = (0, where[1]) if where else None
+        elif k == len(chunks) - 1:
+            where = locate(chunk, actual, pos) if chunk else (len(actual), len(actual))
+            where = (where[0], len(actual)) if where else None
+        else:
+            where = locate(chunk, actual, pos)
+        if where is None or where[0] < pos:
+            return None
+        spans.append(where)
+        pos = where[1]
+    out = []
+    for k, (chunk, (start, end)) in enumerate(zip(chunks, spans)):
+        if k > 0:
+            out.append(ELLIPSIS)
+        out += keep_regex_lines(chunk, actual[start:end])
+    return out if matches(out, actual) else None
+
+
+def keep_regex_lines(expected, actual):
+    """actual, with the expected "(re)" lines in the places where they still match."""
+    out = list(actual)
+    sm = difflib.SequenceMatcher(None, expected, actual, autojunk=False)
+    for tag, a0, a1, b0, b1 in sm.get_opcodes():
+        if tag == "replace":
+            for e, b in zip(range(a0, a1), range(b0, b1)):
+                if expected[e].endswith(REGEX_SUFFIX) and line_matches(expected[e], actual[b]):
+                    out[b] = expected[e]
+    return out
+
+
+def environment(work):
+    env = {
+        "PATH": os.path.join(work, "bin") + ":/usr/bin:/bin",
+        "HOME": work,
+        "COLUMNS": "80",
+        "LC_ALL": "C.UTF-8",
+        "LANG": "C.UTF-8",
+        "NO_COLOR": "1",
+        "TERM": "dumb",
+        "TZ": "UTC",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+    return env
+
+
+def run(command, work, env):
+    result = subprocess.run(["bash", "-c", command.text], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT)
+    actual = result.stdout.decode("utf-8", errors="replace").split("\n")
+    if actual and actual[-1] == "":
+        actual.pop()
+    while actual and actual[-1] == "":
+        actual.pop()
+    if result.returncode != 0:
+        actual.append("[%d]" % result.returncode)
+    return actual
+
+
+def prepare(source, binary):
+    work = tempfile.mkdtemp(prefix="doc-blocks-")
+    shutil.copytree(os.path.join(source, "data"), os.path.join(work, "data"))
+    shutil.copytree(os.path.join(source, "docs", "examples"), os.path.join(work, "docs", "examples"))
+    shutil.copytree(os.path.join(source, "tests", "data", "models"), os.path.join(work, "tests", "data", "models"))
+    os.mkdir(os.path.join(work, "bin"))
+    os.symlink(binary, os.path.join(work, "bin", "attn-trace"))
+    return work
+
+
+def report_drift(block, command, expected, resolved, actual):
+    where = "%s:%d" % (os.path.relpath(block.path), command.line if command else block.line)
+    print("DRIFTED: %s: $ %s" % (where, command.text if command else "(continued)"))
+    new = resolved if resolved is not None else actual
+    sys.stdout.writelines(difflib.unified_diff([e + "\n" for e in expected], [a + "\n" for a in new],
+                                               "the block at " + where, "what attn-trace prints"))
+    if resolved is None:
+        print("(the block's '...' lines do not fit what it prints: --update cannot place them)")
+
+
+def check_file(path, binary, source, update, counts):
+    blocks = parse(path)
+    work = prepare(source, binary)
+    env = environment(work)
+    last = None  # the lines the last command printed, for a continued block
+    edits = []  # (first content index, old length, new lines)
+    ok = True
+    try:
+        for block in blocks:
+            problem = lint(block)
+            if problem:
+                print("UNTESTED: %s:%d: %s" % (os.path.relpath(path), block.line, problem))
+                ok = False
+                continue
+            if block.marker == "skip":
+                counts["skipped"] += 1
+            if block.kind != "fence" or block.info != "console":
+                continue
+            if block.marker == "skip":
+                continue
+            if block.marker == "continued":
+                counts["continued"] += 1
+                if last is None:
+                    print("UNTESTED: %s:%d: a continued block with no command above it" % (os.path.relpath(path), block.line))
+                    ok = False
+                    continue
+                expected = list(block.lines)
+                while expected and expected[-1] == "":
+                    expected.pop()
+                resolved = resolve([ELLIPSIS] + expected + [ELLIPSIS], last)
+                if resolved is not None:
+                    resolved = resolved[1:-1] if resolved[:1] == [ELLIPSIS] else resolved
+                    resolved = resolved[:-1] if resolved[-1:] == [ELLIPSIS] else resolved
+                if resolved != expected:
+                    report_drift(block, None, expected, resolved, last)
+                    ok = ok and update and resolved is not None
+                    if update and resolved is not None:
+                        edits.append((block.line - 1, len(expected), resolved))
+                continue
+            counts["run"] += 1
+            new_lines = []
+            changed = False
+            placed = True
+            for command in commands_of(block):
+                counts["commands"] += 1
+                actual = run(command, work, env)
+                last = actual
+                resolved = resolve(command.expected, actual)
+                if resolved != command.expected:
+                    report_drift(block, command, command.expected, resolved, actual)
+                    changed = True
+                    placed = placed and resolved is not None
+                new_lines += ["$ " + command.text]
+                new_lines += resolved if resolved is not None else command.expected
+                new_lines += [""] * command.trailing
+            if changed:
+                ok = ok and update and placed
+                if update and placed:
+                    old = list(block.lines)
+                    while old and old[-1] == "":
+                        old.pop()
+                    edits.append((block.line - 1, len(old), "\n".join(new_lines).split("\n")))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if update and edits:
+        with open(path, encoding="utf-8") as f:
+            text = f.read().split("\n")
+        for first, length, lines in sorted(edits, reverse=True):
+            indent = re.match(r"^ *", text[first - 1]).group(0)  # the opening fence's
+            text[first : first + length] = [indent + t if t else t for t in lines]
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(text))
+        print("updated %s (%d blocks)" % (os.path.relpath(path), len(edits)))
+    return ok
+
+
+def main(argv):
+    update = "--update" in argv
+    args = [a for a in argv if a != "--update"]
+    if len(args) < 2:
+        print(__doc__)
+        return 2
+    binary = os.path.realpath(args[0])
+    source = os.path.realpath(args[1])
+    files = [os.path.realpath(f) for f in args[2:]] or \
+        [os.path.join(source, "README.md")] + sorted(
+            os.path.join(source, "docs", f) for f in os.listdir(os.path.join(source, "docs")) if f.endswith(".md"))
+    counts = {"run": 0, "commands": 0, "continued": 0, "skipped": 0}
+    ok = True
+    for path in files:
+        ok = check_file(path, binary, source, update, counts) and ok
+    print("%d blocks that show output, in %d files: %d run (%d commands), %d continued, %d marked skip; %s" % (
+        counts["run"] + counts["continued"] + counts["skipped"], len(files), counts["run"], counts["commands"],
+        counts["continued"], counts["skipped"], "all as shown" if ok else "some drifted or untested"))
+    # Over all the docs, no command at all would mean the blocks were not found, not that they passed.
+    return 0 if ok and (args[2:] or counts["commands"] > 0) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
