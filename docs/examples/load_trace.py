@@ -3,7 +3,8 @@
 
     python3 docs/examples/load_trace.py                    runs attn-trace on data/the_cat_sat.json
     python3 docs/examples/load_trace.py cat.json           reads a trace you saved with --json cat.json
-    python3 docs/examples/load_trace.py --attn-trace build/release/attn-trace --input data/gqa.json
+    python3 docs/examples/load_trace.py --input data/gqa.json  runs attn-trace on another input
+    (--attn-trace PATH runs another binary, as a build tree's build/release/attn-trace)
 
 It redoes the computation in PyTorch from the trace's own input and compares every number the trace
 holds: every step that is there, the flash pass (tiles, lse, output) and the outputs of `compare`.
