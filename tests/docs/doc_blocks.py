@@ -2,21 +2,21 @@
 """Runs the command blocks of README.md and docs/*.md and compares what they print with what the
 blocks show (the convention is in docs/architecture.md, "Doc blocks are tested").
 
-A ```console block holds commands, each on a line starting with "$ " (and on the next lines while
-one ends in a backslash), each followed by the lines it prints, stdout and stderr together, and "[N]" last when
-it exits with N other than 0. In the expected lines, a line "..." stands for any number of lines and a
-line ending in " (re)" is a regular expression for one whole line. An HTML comment on the line before
-a block marks it:
+A ```console block holds commands, each on a line starting with "$ " (and on the next lines while one
+ends in a backslash), each followed by the lines it prints, stdout and stderr together, and "[N]" last
+when it exits with N other than 0. In the expected lines, a line "..." stands for any number of lines
+and a line ending in " (re)" is a regular expression for one whole line. An HTML comment on the line
+before a block marks it:
 
     <!-- doc-test: skip (why) -->   not run: illustrative, or it needs what the test has not
     <!-- doc-test: continued -->    more of the output of the command above, matched anywhere in it
 
 The blocks of one file run in order in one temporary folder holding a copy of data/, docs/examples/
-and tests/data/models/,
-with the tool under test on PATH as attn-trace and a fixed environment (COLUMNS=80; a command may set
-its own, "$ COLUMNS=120 attn-trace ..."). A block that shows a command's output without being a
-console block or marked (a plain, text or json block right after a command line, or a command line
-with its output in one indented block) is an error too, so that no output goes untested.
+and tests/data/models/, with the tool under test on PATH as attn-trace and a fixed environment
+(COLUMNS=80; a command may set its own, "$ COLUMNS=120 attn-trace ..."). A block that shows a command's
+output without being a console block or marked (a plain, text or json block right after a command
+line, a command line with its output in one indented block, a block with the tool's headings, errors
+or warnings) is an error too, so that no output goes untested.
 
 usage: doc_blocks.py ATTN_TRACE SOURCE_DIR [--update] [FILE.md ...]
   --update rewrites each drifted block's expected lines from what the commands print, keeping its
@@ -105,22 +105,22 @@ def lint(block):
         return None
     if block.marker is not None:
         return None
-    if any(t.startswith("$ ") for t in block.lines):
+    if any(t.lstrip().startswith("$ ") for t in block.lines):
         return "a '$ ' command line outside a console block"
-    if block.kind == "fence" and block.info in ("", "text", "json", "markdown", "latex", "csv"):
+    plain = block.kind == "fence" and block.info in ("", "text")
+    if block.kind == "fence" and (plain or block.info in ("json", "markdown", "latex", "csv")):
         above = block.before[4:] if block.before.startswith("    ") else ""
         if is_command(above):
             return "the output of the command line above it: make both one console block, or mark it"
-    if block.kind == "fence" and block.info not in ("", "text") or block.kind == "indent" and \
-            any(is_command(t) or t.startswith("$ ") for t in block.lines):
-        pass
-    elif any(t.lstrip().startswith(OUTPUT_SIGNS) for t in block.lines):
-        return "what looks like the tool's output: make it a console block (continued?), or mark it"
     if block.kind == "indent":
         for k in range(len(block.lines) - 2):
             if is_command(block.lines[k]) and block.lines[k + 1] == "" and block.lines[k + 2].strip() \
                     and not is_command(block.lines[k + 2]):
                 return "a command line and its output in one indented block: make it a console block"
+    commands = block.kind == "indent" and any(is_command(t) for t in block.lines)  # a list of commands
+    if (plain or block.kind == "indent" and not commands) and \
+            any(t.lstrip().startswith(OUTPUT_SIGNS) for t in block.lines):
+        return "what looks like the tool's output: make it a console block (continued?), or mark it"
     return None
 
 
@@ -247,7 +247,7 @@ def keep_regex_lines(expected, actual):
 
 
 def environment(work):
-    env = {
+    return {
         "PATH": os.path.join(work, "bin") + ":/usr/bin:/bin",
         "HOME": work,
         "COLUMNS": "80",
@@ -259,7 +259,6 @@ def environment(work):
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
     }
-    return env
 
 
 def run(command, work, env):
@@ -285,9 +284,12 @@ def prepare(source, binary):
     return work
 
 
-def report_drift(block, command, expected, resolved, actual):
-    where = "%s:%d" % (os.path.relpath(block.path), command.line if command else block.line)
-    print("DRIFTED: %s: $ %s" % (where, command.text if command else "(continued)"))
+def report_drift(block, command, expected, resolved, actual, continued=False):
+    where = "%s:%d" % (os.path.relpath(block.path), block.line if continued else command.line)
+    if continued:
+        print("DRIFTED: %s: more of the output of line %d: $ %s" % (where, command.line, command.text))
+    else:
+        print("DRIFTED: %s: $ %s" % (where, command.text))
     new = resolved if resolved is not None else actual
     sys.stdout.writelines(difflib.unified_diff([e + "\n" for e in expected], [a + "\n" for a in new],
                                                "the block at " + where, "what attn-trace prints"))
@@ -295,80 +297,95 @@ def report_drift(block, command, expected, resolved, actual):
         print("(the block's '...' lines do not fit what it prints: --update cannot place them)")
 
 
-def check_file(path, binary, source, update, counts):
-    blocks = parse(path)
-    work = prepare(source, binary)
-    env = environment(work)
-    last = None  # the lines the last command printed, for a continued block
-    edits = []  # (first content index, old length, new lines)
-    ok = True
-    try:
-        for block in blocks:
-            problem = lint(block)
-            if problem:
-                print("UNTESTED: %s:%d: %s" % (os.path.relpath(path), block.line, problem))
-                ok = False
-                continue
-            if block.marker == "skip":
-                counts["skipped"] += 1
-            if block.kind != "fence" or block.info != "console":
-                continue
-            if block.marker == "skip":
-                continue
-            if block.marker == "continued":
-                counts["continued"] += 1
-                if last is None:
-                    print("UNTESTED: %s:%d: a continued block with no command above it" % (os.path.relpath(path), block.line))
-                    ok = False
-                    continue
-                expected = list(block.lines)
-                while expected and expected[-1] == "":
-                    expected.pop()
-                resolved = resolve([ELLIPSIS] + expected + [ELLIPSIS], last)
-                if resolved is not None:
-                    resolved = resolved[1:-1] if resolved[:1] == [ELLIPSIS] else resolved
-                    resolved = resolved[:-1] if resolved[-1:] == [ELLIPSIS] else resolved
-                if resolved != expected:
-                    report_drift(block, None, expected, resolved, last)
-                    ok = ok and update and resolved is not None
-                    if update and resolved is not None:
-                        edits.append((block.line - 1, len(expected), resolved))
-                continue
-            counts["run"] += 1
-            new_lines = []
-            changed = False
-            placed = True
-            for command in commands_of(block):
-                counts["commands"] += 1
-                actual = run(command, work, env)
-                last = actual
-                resolved = resolve(command.expected, actual)
-                if resolved != command.expected:
-                    report_drift(block, command, command.expected, resolved, actual)
-                    changed = True
-                    placed = placed and resolved is not None
-                new_lines += ["$ " + command.text]
-                new_lines += resolved if resolved is not None else command.expected
-                new_lines += [""] * command.trailing
-            if changed:
-                ok = ok and update and placed
-                if update and placed:
-                    old = list(block.lines)
-                    while old and old[-1] == "":
-                        old.pop()
-                    edits.append((block.line - 1, len(old), "\n".join(new_lines).split("\n")))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if update and edits:
-        with open(path, encoding="utf-8") as f:
+def without_trailing_blanks(lines):
+    lines = list(lines)
+    while lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+class Page:
+    """One markdown file being checked: its folder, the last command run there, the edits --update
+    will make."""
+
+    def __init__(self, path, binary, source, update, counts):
+        self.path, self.update, self.counts = path, update, counts
+        self.work = prepare(source, binary)
+        self.env = environment(work=self.work)
+        self.last, self.last_command = None, None  # for a continued block
+        self.edits = []  # (index of the first content line, old length, new lines)
+        self.ok = True
+
+    def untested(self, block, problem):
+        print("UNTESTED: %s:%d: %s" % (os.path.relpath(self.path), block.line, problem))
+        self.ok = False
+
+    def drifted(self, block, old, new):
+        """new is None when --update cannot place the block's "..." lines."""
+        self.ok = self.ok and self.update and new is not None
+        if self.update and new is not None:
+            self.edits.append((block.line - 1, len(old), new))
+
+    def check_continued(self, block):
+        self.counts["continued"] += 1
+        if self.last is None:
+            return self.untested(block, "a continued block with no command above it")
+        expected = without_trailing_blanks(block.lines)
+        resolved = resolve([ELLIPSIS] + expected + [ELLIPSIS], self.last)
+        if resolved is not None:
+            resolved = resolved[1:] if resolved[:1] == [ELLIPSIS] else resolved
+            resolved = resolved[:-1] if resolved[-1:] == [ELLIPSIS] else resolved
+        if resolved != expected:
+            report_drift(block, self.last_command, expected, resolved, self.last, continued=True)
+            self.drifted(block, expected, resolved)
+
+    def check_console(self, block):
+        self.counts["run"] += 1
+        new_lines, changed, placed = [], False, True
+        for command in commands_of(block):
+            self.counts["commands"] += 1
+            actual = run(command, self.work, self.env)
+            self.last, self.last_command = actual, command
+            resolved = resolve(command.expected, actual)
+            if resolved != command.expected:
+                report_drift(block, command, command.expected, resolved, actual)
+                changed, placed = True, placed and resolved is not None
+            new_lines += ["$ " + command.text] + (resolved if resolved is not None else command.expected)
+            new_lines += [""] * command.trailing
+        if changed:
+            self.drifted(block, without_trailing_blanks(block.lines),
+                         "\n".join(new_lines).split("\n") if placed else None)
+
+    def check(self, block):
+        problem = lint(block)
+        if problem:
+            return self.untested(block, problem)
+        if block.marker == "skip":
+            self.counts["skipped"] += 1
+        elif block.kind == "fence" and block.info == "console":
+            self.check_continued(block) if block.marker == "continued" else self.check_console(block)
+
+    def write_edits(self):
+        with open(self.path, encoding="utf-8") as f:
             text = f.read().split("\n")
-        for first, length, lines in sorted(edits, reverse=True):
+        for first, length, lines in sorted(self.edits, reverse=True):
             indent = re.match(r"^ *", text[first - 1]).group(0)  # the opening fence's
             text[first : first + length] = [indent + t if t else t for t in lines]
-        with open(path, "w", encoding="utf-8") as f:
+        with open(self.path, "w", encoding="utf-8") as f:
             f.write("\n".join(text))
-        print("updated %s (%d blocks)" % (os.path.relpath(path), len(edits)))
-    return ok
+        print("updated %s (%d blocks)" % (os.path.relpath(self.path), len(self.edits)))
+
+
+def check_file(path, binary, source, update, counts):
+    page = Page(path, binary, source, update, counts)
+    try:
+        for block in parse(path):
+            page.check(block)
+    finally:
+        shutil.rmtree(page.work, ignore_errors=True)
+    if update and page.edits:
+        page.write_edits()
+    return page.ok
 
 
 def main(argv):
