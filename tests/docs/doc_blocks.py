@@ -27,6 +27,7 @@ import difflib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,7 @@ OUTPUT_SIGNS = ("━━ ", "── head ", "attn-trace 0.", "attn-trace: error:"
 ELLIPSIS = "..."
 REGEX_SUFFIX = " (re)"
 TIMEOUT = 60
+STOPPED = "(still running after %d s: stopped)"  # never written into a page by --update
 
 
 class Block:
@@ -262,15 +264,22 @@ def environment(work):
 
 
 def run(command, work, env):
-    result = subprocess.run(["bash", "-c", command.text], cwd=work, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT)
-    actual = result.stdout.decode("utf-8", errors="replace").split("\n")
+    # Its own process group, so that a command that hangs is stopped with everything it started.
+    process = subprocess.Popen(["bash", "-c", command.text], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return [STOPPED % TIMEOUT]
+    actual = out.decode("utf-8", errors="replace").split("\n")
     if actual and actual[-1] == "":
         actual.pop()
     while actual and actual[-1] == "":
         actual.pop()
-    if result.returncode != 0:
-        actual.append("[%d]" % result.returncode)
+    if process.returncode != 0:
+        actual.append("[%d]" % process.returncode)
     return actual
 
 
@@ -346,7 +355,7 @@ class Page:
             self.counts["commands"] += 1
             actual = run(command, self.work, self.env)
             self.last, self.last_command = actual, command
-            resolved = resolve(command.expected, actual)
+            resolved = resolve(command.expected, actual) if actual != [STOPPED % TIMEOUT] else None
             if resolved != command.expected:
                 report_drift(block, command, command.expected, resolved, actual)
                 changed, placed = True, placed and resolved is not None
