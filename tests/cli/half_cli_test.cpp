@@ -130,8 +130,10 @@ TEST_CASE("docs/precision.md shows what compare prints for docs/examples/large_s
           "[cli][half][docs]") {
   const std::string doc = read_file(source_path("docs/precision.md"));
   for (const std::string dtype : {"float16", "bfloat16"}) {
+    // The docs show what the tool prints at 80 columns (docs/architecture.md, "Doc blocks are tested").
     const RunResult r =
-        run_binary({"compare", source_path("docs/examples/large_scores.json"), "--dtype", dtype, "--color", "never"});
+        run_binary({"compare", source_path("docs/examples/large_scores.json"), "--dtype", dtype, "--color", "never"},
+                   RunOptions().set_env("COLUMNS", "80"));
     check_success(r);
     const std::size_t at = r.out.find("━━ compare");
     REQUIRE(at != std::string::npos);
