@@ -125,10 +125,15 @@ int run(const DiffOptions& o) {
                                      step_info(*step).name));
     const DType dtype = dtype_of(d.tensor.dtype);
     if (!least || significand_bits(dtype) < significand_bits(*least)) least = dtype;
-    if (layouts_that_fit(*step, p, d.tensor.shape).empty())
-      throw InputError(display_name(o.dumps), "", shape_mismatch(*step, p, d.source, d.tensor.shape));
     dumped.push_back({*step, d.source, d.tensor.shape, std::move(d.tensor.values), dtype});
   }
+  // A shape fits the step the dump is named for, or a later one it may hold (fused_steps), once every
+  // name is known: a step dumped under its own name is not read into another dump.
+  std::vector<Step> named;
+  for (const DumpedStep& d : dumped) named.push_back(d.step);
+  for (const DumpedStep& d : dumped)
+    if (!fits_some_reading(d.step, p, d.shape, named))
+      throw InputError(display_name(o.dumps), "", shape_mismatch(d.step, p, d.source, d.shape));
   for (const auto& [name, mapped] : names)
     if (std::none_of(dumped.begin(), dumped.end(), [step = mapped](const DumpedStep& d) { return d.step == step; }))
       throw InputError(

@@ -121,6 +121,7 @@ Terms terms_of(const Problem& p, const Values<double>& x, const Tensor<double>& 
 // How the dump's values of one step stand against a reference's.
 struct Judged {
   double max_abs = 0;     // against the exact value
+  double max_rel = 0;     // max_abs relative to the exact value, where that is finite and not 0
   std::size_t out = 0;    // elements out of tolerance
   std::size_t worst = 0;  // the element furthest out of tolerance (or the largest difference)
   double worst_tolerance = 0;
@@ -162,7 +163,8 @@ Judged judge(std::span<const double> dumped, const Tensor<double>& exact, const 
     const double tol = 2 * e + (mag.count + 2) * u * (std::isfinite(m) ? m : 0.0);
     const bool out = !(diff <= tol);
     if (out) ++j.out;
-    if (!std::isnan(diff)) j.max_abs = std::max(j.max_abs, diff);
+    j.max_abs = std::max(j.max_abs, diff);
+    if (std::isfinite(r) && r != 0) j.max_rel = std::max(j.max_rel, diff / std::fabs(r));
     // The worst element: out of tolerance by the most, else the largest difference.
     const double excess = out ? (std::isfinite(diff) ? diff - tol : inf) : -inf;
     if (excess > worst_excess || (worst_excess == -inf && excess == -inf && diff > worst_diff)) {
@@ -328,6 +330,15 @@ std::string_view to_string(Verdict verdict) {
   return "?";
 }
 
+std::string_view to_string(Fusion fusion) {
+  switch (fusion) {
+    case Fusion::none: return "none";
+    case Fusion::later_step: return "later_step";
+    case Fusion::unnormalised: return "unnormalised";
+  }
+  return "?";
+}
+
 Shape canonical_shape(Step step, const Problem& p) { return step_shape(step, p, true); }
 
 namespace {
@@ -373,6 +384,38 @@ std::vector<DumpLayout> layouts_that_fit(Step step, const Problem& p, const Shap
   return fits;
 }
 
+namespace {
+
+// The ops a line of code folds into the step before without computing anything new of its own.
+bool folds_in(Op op) {
+  return op == Op::relayout || op == Op::rotation || op == Op::scale || op == Op::add_bias || op == Op::mask;
+}
+
+}  // namespace
+
+std::vector<Step> fused_steps(Step named, const Problem& p, std::span<const Step> dumped) {
+  // The step graph (observe/steps.cpp) read forward from `named`: the next step that uses the last one
+  // taken must use it alone and fold in; the walk stops at any other use.
+  std::vector<Step> chain;
+  Step last = named;
+  for (const Step s : all_steps()) {
+    if (slot(s) <= slot(last) || !step_applies(s, p)) continue;
+    const std::vector<Step> in = inputs_of(s, p);
+    if (std::find(in.begin(), in.end(), last) == in.end()) continue;
+    if (in.size() != 1 || !folds_in(step_info(s).op) || std::find(dumped.begin(), dumped.end(), s) != dumped.end())
+      break;
+    chain.push_back(s);
+    last = s;
+  }
+  return chain;
+}
+
+bool fits_some_reading(Step named, const Problem& p, const Shape& shape, std::span<const Step> dumped) {
+  if (!layouts_that_fit(named, p, shape).empty()) return true;
+  const std::vector<Step> fused = fused_steps(named, p, dumped);
+  return std::any_of(fused.begin(), fused.end(), [&](Step s) { return !layouts_that_fit(s, p, shape).empty(); });
+}
+
 std::string shape_mismatch(Step step, const Problem& p, const std::string& source, const Shape& shape) {
   const Shape c = canonical_shape(step, p);
   const std::vector<std::string> names = dim_names(step, true);
@@ -399,21 +442,23 @@ Tensor<double> to_canonical(Step step, const Problem& p, const DumpLayout& layou
 
 namespace {
 
-// The dump read into canonical shapes, one slot per step.
+// The dump read into canonical shapes, one slot per step: the step it holds.
 struct ReadDump {
   Given given;     // what our steps resume from: the masked step's large negatives read as -inf
   Given as_given;  // the same, with the masked step's large negatives left as they were dumped
   std::array<const DumpedStep*, step_count> source{};
   std::array<DumpLayout, step_count> layouts{};
+  std::array<Fusion, step_count> fusion{};
+  std::vector<std::string> notes;  // one per dump read as another step than its name's
 };
 
 // Of two readings that both fit (h == n), the one nearer our trace.
-std::size_t nearest_reading(const Problem& p, const DumpedStep& d, const std::vector<DumpLayout>& fits,
-                            const Tensor<double>& ours) {
+std::size_t nearest_reading(const Problem& p, Step s, std::span<const double> values,
+                            const std::vector<DumpLayout>& fits, const Tensor<double>& ours) {
   std::size_t best = 0;
   double best_error = inf;
   for (std::size_t f = 0; f < fits.size() && fits.size() > 1; ++f) {
-    const Tensor<double> t = to_canonical(d.step, p, fits[f], d.values);
+    const Tensor<double> t = to_canonical(s, p, fits[f], values);
     double e = 0;
     for (std::size_t k = 0; k < t.size(); ++k) {
       const double diff = std::fabs(t.values()[k] - ours.values()[k]);
@@ -438,18 +483,128 @@ void read_large_negatives_as_masked(const Problem& p, Tensor<double>& S) {
         }
 }
 
-ReadDump read_dump(const Problem& p, const std::vector<DumpedStep>& dumped, const Reference& full) {
-  ReadDump r;
+// One way to read a dump: as step `holds`, in `layout`, its values in the canonical shape as dumped.
+struct Reading {
+  Step holds;
+  Fusion fusion = Fusion::none;
+  DumpLayout layout;
+  Tensor<double> value;
+};
+
+// `d` read as step `s` in the layout nearest ours; nothing when its shape fits no layout of `s`.
+std::optional<Reading> read_as(const Problem& p, const DumpedStep& d, Step s, const Reference& full) {
+  const std::vector<DumpLayout> fits = layouts_that_fit(s, p, d.shape);
+  if (fits.empty()) return std::nullopt;
+  const std::size_t best = nearest_reading(p, s, d.values, fits, full.exact[slot(s)]);
+  return Reading{s, s == d.step ? Fusion::none : Fusion::later_step, fits[best],
+                 to_canonical(s, p, fits[best], d.values)};
+}
+
+// Weights before the division, A·l = exp(S'' − max) row by row, divided by each row's sum l. Such a row
+// is never negative and its largest value is exp(0) = 1 in any dtype; a row of zeros (one the mask
+// empties) stays zero. Nothing when some row is not so. W (…, m)
+std::optional<Tensor<double>> rows_divided_by_sums(Tensor<double> W, DType dtype) {
+  const std::size_t m = W.shape().back();
+  if (m == 0) return std::nullopt;
+  const double slack = 4 * unit_roundoff(dtype);  // a max reduced in another order, rounded
+  const std::span<double> w = W.values();
+  for (std::size_t first = 0; first < w.size(); first += m) {
+    const std::span<double> row = w.subspan(first, m);
+    double top = 0, l = 0;
+    for (const double x : row) {
+      if (!(x >= 0) || !std::isfinite(x)) return std::nullopt;
+      top = std::max(top, x);
+      l += x;
+    }
+    if (l == 0) continue;
+    if (std::fabs(top - 1) > slack) return std::nullopt;
+    for (double& x : row) x /= l;
+  }
+  return W;
+}
+
+// Every reading of `d`: its named step, the steps it may hold (fused_steps), and for weights, the
+// weights before the division.
+std::vector<Reading> readings_of(const Problem& p, const DumpedStep& d, std::span<const Step> dumped,
+                                 const Reference& full) {
+  std::vector<Reading> readings;
+  if (std::optional<Reading> r = read_as(p, d, d.step, full)) readings.push_back(std::move(*r));
+  if (d.step == Step::weights && !readings.empty())
+    if (std::optional<Tensor<double>> w = rows_divided_by_sums(readings.front().value, d.dtype))
+      readings.push_back({Step::weights, Fusion::unnormalised, readings.front().layout, std::move(*w)});
+  for (const Step s : fused_steps(d.step, p, dumped))
+    if (std::optional<Reading> r = read_as(p, d, s, full)) readings.push_back(std::move(*r));
+  return readings;
+}
+
+// How `d` is read: the first of its readings that agrees with ours from the dump's earlier steps
+// (`earlier`), its named step first; when none agrees, the first its shape fits (the walk then finds
+// where it differs). A shape that fits no reading is an std::invalid_argument.
+Reading choose_reading(const Problem& p, const DumpedStep& d, std::span<const Step> dumped, const Reference& full,
+                       const Given& earlier, DType dtype) {
+  std::vector<Reading> readings = readings_of(p, d, dumped, full);
+  if (readings.empty()) throw std::invalid_argument(shape_mismatch(d.step, p, d.source, d.shape));
+  if (readings.size() > 1) {
+    const Reference resumed = reference(p, earlier, Mistake::none, dtype);
+    for (Reading& r : readings)
+      if (judge_against(p, resumed, r.holds, r.value.values(), dtype).ok()) return std::move(r);
+  }
+  return std::move(readings.front());
+}
+
+// What a step folds into the one before it, as a fusion note names it: "1/√d_k", "the mask".
+std::string folded(Step s, const Problem& p) {
+  switch (step_info(s).op) {
+    case Op::relayout: return is_head_step(s) ? "the split into heads" : "the merge of the heads";
+    case Op::rotation: return "RoPE's rotation";
+    case Op::scale: return p.scale_given ? fmt::format("the scale {}", significant_value(p.scale, 6)) : "1/√d_k";
+    case Op::add_bias: return "ALiBi's bias";
+    case Op::mask: return "the mask";
+    default: return std::string(step_info(s).name);
+  }
+}
+
+// The one line that says how a dump holding more than its name says was read: "scores.npy: your
+// scores already include 1/√d_k: read as our `scaled`".
+std::string fusion_note(const Problem& p, const DumpedStep& d, const Reading& r, std::span<const Step> dumped) {
+  if (r.fusion == Fusion::unnormalised)
+    return fmt::format(
+        "{}: your weights are exp(S'' − max) before the division by each row's sum: read as our "
+        "`weights` once each row is divided by its sum",
+        d.source);
+  std::vector<std::string> parts;
+  for (const Step s : fused_steps(d.step, p, dumped)) {
+    parts.push_back(folded(s, p));
+    if (s == r.holds) break;
+  }
+  std::string what = parts.back();
+  if (parts.size() > 1) what = fmt::format("{} and {}", fmt::join(parts.begin(), parts.end() - 1, ", "), parts.back());
+  const std::string_view name = step_info(d.step).name;
+  return fmt::format("{}: your {} already include{} {}: read as our `{}`", d.source, name,
+                     name.ends_with('s') ? "" : "s", what, step_info(r.holds).name);
+}
+
+ReadDump read_dump(const Problem& p, const std::vector<DumpedStep>& dumped, const Reference& full, DType dtype) {
+  std::vector<Step> named;
+  std::vector<const DumpedStep*> in_order;
   for (const DumpedStep& d : dumped) {
-    const std::vector<DumpLayout> fits = layouts_that_fit(d.step, p, d.shape);
-    if (fits.empty()) throw std::invalid_argument(shape_mismatch(d.step, p, d.source, d.shape));
-    const std::size_t best = nearest_reading(p, d, fits, full.exact[slot(d.step)]);
-    Tensor<double> value = to_canonical(d.step, p, fits[best], d.values);
-    r.as_given[slot(d.step)] = value;
-    if (d.step == Step::masked) read_large_negatives_as_masked(p, value);
-    r.given[slot(d.step)] = std::move(value);
-    r.source[slot(d.step)] = &d;
-    r.layouts[slot(d.step)] = fits[best];
+    named.push_back(d.step);
+    in_order.push_back(&d);
+  }
+  // In pipeline order, so that each dump is read against ours from the dump's earlier steps.
+  std::stable_sort(in_order.begin(), in_order.end(),
+                   [](const DumpedStep* a, const DumpedStep* b) { return slot(a->step) < slot(b->step); });
+  ReadDump r;
+  for (const DumpedStep* d : in_order) {
+    Reading reading = choose_reading(p, *d, named, full, r.given, dtype);
+    const Step s = reading.holds;
+    if (reading.fusion != Fusion::none) r.notes.push_back(fusion_note(p, *d, reading, named));
+    r.as_given[slot(s)] = reading.value;
+    if (s == Step::masked) read_large_negatives_as_masked(p, reading.value);
+    r.given[slot(s)] = std::move(reading.value);
+    r.source[slot(s)] = d;
+    r.layouts[slot(s)] = reading.layout;
+    r.fusion[slot(s)] = reading.fusion;
   }
   return r;
 }
@@ -512,13 +667,50 @@ void add_reading_notes(const StepJudgement& j, const DumpLayout& layout, std::ve
 
 }  // namespace
 
+namespace {
+
+// The row of step `s`: its figures against our run from the input and from the dump's earlier steps, and
+// its verdict from the latter (follows is decided after).
+StepJudgement judgement_of(const ReadDump& read, Step s, const Reference& full, const Reference& resumed,
+                           const Judged& local) {
+  const DumpedStep& d = *read.source[slot(s)];
+  const std::span<const double> as_dumped = read.as_given[slot(s)]->values();
+  StepJudgement j{.step = s,
+                  .named = d.step,
+                  .fusion = read.fusion[slot(s)],
+                  .source = d.source,
+                  .dumped_shape = d.shape,
+                  .layout = read.layouts[slot(s)],
+                  .dtype = d.dtype};
+  std::tie(j.max_abs, j.max_rel) = largest_difference(as_dumped, full.in_dtype[slot(s)], s == Step::masked);
+  j.max_abs_resumed = largest_difference(as_dumped, resumed.in_dtype[slot(s)], s == Step::masked).first;
+  j.tolerance = local.worst_tolerance;
+  j.out_of_tolerance = local.out;
+  j.large_negatives = local.large_negatives;
+  j.verdict = local.ok() ? Verdict::agrees : Verdict::differs;
+  return j;
+}
+
+// The figures of the judgement that gave the verdict: a row shows a value over its tolerance exactly when
+// it does not agree.
+void show_judged(StepJudgement& j, const Judged& local, const Judged& against_trace) {
+  const Judged& by = j.verdict == Verdict::follows ? against_trace : local;
+  j.judged_against_input = j.verdict == Verdict::follows;
+  j.judged_max_abs = by.max_abs;
+  j.judged_max_rel = by.max_rel;
+  j.judged_tolerance = by.worst_tolerance;
+}
+
+}  // namespace
+
 DiffResult diff_dump(const Problem& p, const std::vector<DumpedStep>& dumped, DType dtype) {
   DiffResult result;
   result.dtype = dtype;
 
-  // pass 1: every dumped step read into its canonical shape
+  // pass 1: every dumped step read into its canonical shape, as the step it holds
   const Reference full = reference(p, Given{}, Mistake::none, dtype);
-  const ReadDump read = read_dump(p, dumped, full);
+  const ReadDump read = read_dump(p, dumped, full, dtype);
+  result.notes = read.notes;
 
   // pass 2: each dumped step judged against ours from the dump's earlier steps (resumed) and from the
   // input (full); at the first that is wrong itself, pass 3: the diagnosis (divergence_at)
@@ -526,19 +718,12 @@ DiffResult diff_dump(const Problem& p, const std::vector<DumpedStep>& dumped, DT
   std::vector<Step> differing;
   for (const Step s : all_steps()) {
     if (!read.given[slot(s)]) continue;
-    const DumpedStep& d = *read.source[slot(s)];
     // Judge the dump's values as dumped: the masked step before its large negatives were read as -inf.
-    const Tensor<double> as_dumped = to_canonical(s, p, read.layouts[slot(s)], d.values);
+    const Tensor<double>& as_dumped = *read.as_given[slot(s)];
     const Judged local = judge_against(p, resumed, s, as_dumped.values(), dtype);
     const Judged against_trace = judge_against(p, full, s, as_dumped.values(), dtype);
-    StepJudgement j{s, d.source, d.shape, read.layouts[slot(s)], d.dtype};
-    std::tie(j.max_abs, j.max_rel) = largest_difference(as_dumped.values(), full.in_dtype[slot(s)], s == Step::masked);
-    j.max_abs_resumed = largest_difference(as_dumped.values(), resumed.in_dtype[slot(s)], s == Step::masked).first;
-    j.tolerance = local.worst_tolerance;
-    j.out_of_tolerance = local.out;
-    j.large_negatives = local.large_negatives;
+    StepJudgement j = judgement_of(read, s, full, resumed, local);
     if (!local.ok()) {
-      j.verdict = Verdict::differs;
       if (!result.first) result.first = divergence_at(p, read, s, as_dumped, resumed, local, dtype);
       differing.push_back(s);
     } else if (!against_trace.ok()) {
@@ -546,6 +731,7 @@ DiffResult diff_dump(const Problem& p, const std::vector<DumpedStep>& dumped, DT
         if (depends_on(s, e)) j.follows = e;  // the latest one it uses
       if (j.follows) j.verdict = Verdict::follows;
     }
+    show_judged(j, local, against_trace);
     add_reading_notes(j, read.layouts[slot(s)], result.notes);
     result.steps.push_back(std::move(j));
   }

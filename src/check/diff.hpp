@@ -47,6 +47,16 @@ Shape canonical_shape(Step step, const Problem& p);
 // first. Every reading that fits, heads first before tokens first; none: the shape does not fit.
 std::vector<DumpLayout> layouts_that_fit(Step step, const Problem& p, const Shape& shape);
 
+// The steps a dump named for `named` may hold instead, because the code that made it did the next steps
+// in the same line (docs/diff.md, "Fused dumps"): the steps after `named` that are computed from it
+// alone and compute nothing new (a relayout, RoPE's rotation, the scale, ALiBi's bias, the mask), in
+// pipeline order, up to the first step in `dumped` (a step dumped under its own name is not fused in).
+// `q` may hold `q_heads` or `q_rot`, `scores` `scaled` or `masked`, `head_outputs` `concat`.
+std::vector<Step> fused_steps(Step named, const Problem& p, std::span<const Step> dumped = {});
+
+// Whether `shape` fits `named`, or one of the steps it may hold (fused_steps), in some layout.
+bool fits_some_reading(Step named, const Problem& p, const Shape& shape, std::span<const Step> dumped = {});
+
 // A dump of `shape` from `source` that fits no reading of `step`: one sentence naming the shapes that fit.
 std::string shape_mismatch(Step step, const Problem& p, const std::string& source, const Shape& shape);
 
@@ -66,8 +76,20 @@ struct Diagnosis {
   std::string finding;  // a measured sentence: "the dump's scaled scores are 1.414 (√d_k) times ours"
 };
 
+// How a dump's values were read when it holds more than its name says.
+enum class Fusion {
+  none,          // the step it is named for
+  later_step,    // a later step (fused_steps): `scores` holding our `scaled`
+  unnormalised,  // weights before the division: exp(S'' − max) row by row, each row's largest value 1
+};
+
+// "none", "later_step", "unnormalised", as diff's JSON writes them.
+std::string_view to_string(Fusion fusion);
+
 struct StepJudgement {
-  Step step;
+  Step step;          // the step the values are judged as
+  Step named = step;  // the step the dump was named for (another when it was fused)
+  Fusion fusion = Fusion::none;
   std::string source;
   Shape dumped_shape;
   DumpLayout layout;
@@ -79,6 +101,12 @@ struct StepJudgement {
   std::size_t large_negatives = 0;   // masked: finite values <= -1e4 where ours is -inf, read as masked
   Verdict verdict = Verdict::agrees;
   std::optional<Step> follows;  // follows: the latest earlier dumped step that differs and that it uses
+  // The figures the verdict was judged by, against the exact value element by element: ours from the
+  // dump's earlier steps (agrees, differs), or ours from the input (follows). Some value is out of
+  // tolerance exactly when judged_max_abs > judged_tolerance, the tolerance at the element furthest out
+  // (or, when none is, at the largest difference).
+  bool judged_against_input = false;
+  double judged_max_abs = 0, judged_max_rel = 0, judged_tolerance = 0;
 };
 
 // A few rows and columns of the last two axes around the first divergence, ours beside the dump's.
@@ -106,10 +134,12 @@ struct DiffResult {
   DType dtype = DType::float32;      // what ours was computed in
   std::vector<StepJudgement> steps;  // the dumped steps, in pipeline order
   std::optional<Divergence> first;   // the first step that differs
-  std::vector<std::string> notes;    // for people: layouts read, large negatives taken as masked
+  std::vector<std::string> notes;    // for people: fusions and layouts read, large negatives taken as masked
 };
 
-// Judges `dumped` (at most one tensor per step) against `problem`, computing ours in `dtype`.
+// Judges `dumped` (at most one tensor per step) against `problem`, computing ours in `dtype`. A dump that
+// agrees with its named step is read as it; else one that agrees with a step it may hold (fused_steps),
+// or weights whose rows are exp(S'' − max) before the division, is read as that, with a note.
 // A shape that fits no reading of its step is an std::invalid_argument naming the source and the
 // shapes that would fit (the command turns it into a one-line error, exit 2).
 DiffResult diff_dump(const Problem& problem, const std::vector<DumpedStep>& dumped, DType dtype);

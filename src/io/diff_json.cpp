@@ -35,7 +35,14 @@ ojson step_json(const StepJudgement& j) {
           {"out_of_tolerance", j.out_of_tolerance},
           {"large_negatives", j.large_negatives},
           {"verdict", std::string(to_string(j.verdict))},
-          {"follows", j.follows ? ojson(std::string(step_info(*j.follows).name)) : ojson(nullptr)}};
+          {"follows", j.follows ? ojson(std::string(step_info(*j.follows).name)) : ojson(nullptr)},
+          {"named", std::string(step_info(j.named).name)},
+          {"fusion", std::string(to_string(j.fusion))},
+          {"judged",
+           {{"against", j.judged_against_input ? "input" : "dump"},
+            {"max_abs", json_number(j.judged_max_abs)},
+            {"max_rel", json_number(j.judged_max_rel)},
+            {"tolerance", json_number(j.judged_tolerance)}}}};
 }
 
 ojson divergence_json(const Divergence& d) {

@@ -18,7 +18,21 @@ using namespace attn::test;
 namespace {
 
 const std::string cases_dir = source_path("tests/data/diff");
+const std::string fused_dir = source_path("tests/data/diff_fused");
 const std::string cat_sat = source_path("data/the_cat_sat.json");
+
+// A row's figures are those its verdict was judged by: over the tolerance exactly when it does not agree.
+void check_figures_match_verdicts(const nlohmann::json& findings) {
+  for (const auto& s : findings["steps"]) {
+    INFO("step " << s["step"] << ": " << s.dump());
+    const nlohmann::json& judged = s["judged"];
+    REQUIRE(judged.is_object());
+    CHECK(judged["against"] == (s["verdict"] == "follows" ? "input" : "dump"));
+    const bool over =
+        judged["max_abs"].is_string() || judged["max_abs"].get<double>() > judged["tolerance"].get<double>();
+    CHECK(over == (s["verdict"] != "agrees"));
+  }
+}
 
 void write(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
@@ -67,6 +81,7 @@ TEST_CASE("diff names the planted first step and diagnosis of every PyTorch-made
           CHECK(s["verdict"] == "agrees");
         }
       }
+      check_figures_match_verdicts(findings);
       // --json - writes the same findings to stdout and no text.
       args.insert(args.end(), {"--json", "-"});
       const RunResult json_only = run_binary(args);
@@ -74,6 +89,86 @@ TEST_CASE("diff names the planted first step and diagnosis of every PyTorch-made
       CHECK(nlohmann::json::parse(json_only.out) == findings);
     }
   }
+}
+
+TEST_CASE("diff reads each PyTorch-made fused dump as the step it holds, says so in one note, and walks on",
+          "[cli][diff]") {
+  // tests/diff/make_fused_dumps.py: PyTorch in float32, several steps in one line (scores = q·kᵀ/√d_k,
+  // scores scaled and masked, scaled masked, weights before the division, q split and turned by RoPE);
+  // the planted cases put one mistake after the fusion, and the manifest names where it first shows.
+  const nlohmann::json cases = nlohmann::json::parse(read_file(fused_dir + "/cases.json"));
+  REQUIRE(cases.size() >= 15);
+  RunOptions wide;
+  wide.env = {{"COLUMNS", "400"}};  // each note on one line
+  for (const nlohmann::json& c : cases) {
+    DYNAMIC_SECTION(c["name"].get<std::string>()) {
+      TempDir dir;
+      const RunResult r = run_binary({"diff", fused_dir + "/" + c["input"].get<std::string>(),
+                                      fused_dir + "/" + c["dumps"].get<std::string>(), "--json", dir / "f.json"},
+                                     wide);
+      INFO(r.describe());
+      INFO("why: " << c["why"].get<std::string>());
+      CHECK(r.exit_code == c["exit"].get<int>());
+      CHECK(r.err.empty());
+      const nlohmann::json findings = nlohmann::json::parse(read_file(dir / "f.json"));
+      // The note, once, in the text and in the JSON.
+      const std::string note = c["note"].get<std::string>();
+      CHECK(contains(r.out, "note: " + note));
+      std::size_t notes = 0;
+      for (const auto& n : findings["notes"]) notes += n.get<std::string>().find(note) != std::string::npos ? 1 : 0;
+      CHECK(notes == 1);
+      // Each fused file is judged as the step it holds.
+      for (const auto& [file, held] : c["holds"].items()) {
+        bool found = false;
+        for (const auto& s : findings["steps"])
+          if (s["named"] == file && s["step"] == held) found = s["fusion"] != "none";
+        CHECK(found);
+      }
+      check_figures_match_verdicts(findings);
+      if (c["first_step"].is_null()) {
+        CHECK(findings["first_divergence"].is_null());
+        CHECK_FALSE(contains(r.out, "DIFFERS"));
+        for (const auto& s : findings["steps"]) CHECK(s["verdict"] == "agrees");
+      } else {
+        const nlohmann::json& d = findings["first_divergence"];
+        REQUIRE(d.is_object());
+        CHECK(d["step"] == c["first_step"]);
+        CHECK(d["diagnosis"] == c["diagnosis"]);
+        for (const auto& s : findings["steps"]) {
+          if (s["step"] == d["step"]) break;
+          CHECK(s["verdict"] == "agrees");
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("diff's row of a step out of tolerance shows the value that is out, by hand on the worked example",
+          "[cli][diff]") {
+  // scores dumped as zeros, scaled dumped right: given the dump's scores, scaled must be 0, so scaled
+  // differs, by 4/√2 = 2.828427 at (The, cat), with a tolerance of 0 (0 sums no terms). Its row once
+  // showed max |Δ| 0 against ours from the input beside DIFFERS; now its figures are those it was
+  // judged by.
+  TempDir dir;
+  std::filesystem::create_directory(dir / "dumps");
+  write(dir / "dumps/scores.json", "[[0, 0, 0], [0, 0, 0], [0, 0, 0]]");
+  write(dir / "dumps/scaled.json",
+        "[[0, 2.8284271247461903, 1.4142135623730951], [2.8284271247461903, 0, 1.4142135623730951], "
+        "[1.4142135623730951, 1.4142135623730951, 1.4142135623730951]]");
+  RunOptions wide;
+  wide.env = {{"COLUMNS", "200"}};
+  const RunResult r = run_binary({"diff", cat_sat, dir / "dumps", "--json", dir / "f.json"}, wide);
+  INFO(r.describe());
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.out, "scaled       scaled.json 2.83e+00  0         0         DIFFERS (7 values)"));
+  const nlohmann::json findings = nlohmann::json::parse(read_file(dir / "f.json"));
+  const nlohmann::json& scaled = findings["steps"][1];
+  CHECK(scaled["step"] == "scaled");
+  CHECK(scaled["verdict"] == "differs");
+  CHECK(scaled["judged"]["max_abs"].get<double>() == Approx(2.8284271247461903).epsilon(1e-15));
+  CHECK(scaled["judged"]["tolerance"] == 0);
+  // Against ours from the input, as before: the dump's scaled is right there (to the last bit or two).
+  CHECK(scaled["max_abs"].get<double>() < 1e-15);
 }
 
 TEST_CASE("diff of hand-worked scores of the worked example: right, then left unscaled", "[cli][diff]") {

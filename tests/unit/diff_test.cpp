@@ -1,6 +1,7 @@
 // attn-trace diff's judge (src/check/diff.hpp) on dumps worked out by hand for the worked example:
 // Q = [[2,0],[0,2],[1,1]], K = [[0,2],[2,0],[1,1]], scores [[0,4,2],[4,0,2],[2,2,2]], scale 1/√2.
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -176,4 +177,70 @@ TEST_CASE("diff computes every step as the naive engine does, bit for bit, in ev
         }
       }
     }
+}
+
+TEST_CASE("Scores already scaled are read as scaled, with one note, and judged there", "[diff]") {
+  // scores/√2 by hand under the name scores: our scaled.
+  const Problem p = worked_example();
+  const DiffResult r = diff_dump(p, {scores_times(Step::scores, 1 / std::sqrt(2.0))}, DType::float64);
+  REQUIRE(r.steps.size() == 1);
+  CHECK(r.steps[0].step == Step::scaled);
+  CHECK(r.steps[0].named == Step::scores);
+  CHECK(r.steps[0].fusion == Fusion::later_step);
+  CHECK(r.steps[0].verdict == Verdict::agrees);
+  CHECK(r.notes == std::vector<std::string>{"scores.json: your scores already include 1/√d_k: read as our `scaled`"});
+  // Not when scaled is dumped under its own name: then scores is judged as scores, and differs.
+  const DiffResult both =
+      diff_dump(p, {scores_times(Step::scores, 1 / std::sqrt(2.0)), scores_times(Step::scaled, 1 / std::sqrt(2.0))},
+                DType::float64);
+  CHECK(both.steps[0].step == Step::scores);
+  REQUIRE(both.first.has_value());
+  CHECK(both.first->step == Step::scores);
+}
+
+TEST_CASE("The fused steps come from the step graph", "[diff]") {
+  const Problem p = worked_example();
+  CHECK(fused_steps(Step::q, p) == std::vector<Step>{Step::q_heads});
+  CHECK(fused_steps(Step::scores, p) == std::vector<Step>{Step::scaled, Step::masked});
+  CHECK(fused_steps(Step::head_outputs, p) == std::vector<Step>{Step::concat});
+  CHECK(fused_steps(Step::weights, p).empty());
+  const std::vector<Step> dumped = {Step::scores, Step::masked};
+  CHECK(fused_steps(Step::scores, p, dumped) == std::vector<Step>{Step::scaled});
+}
+
+TEST_CASE("Weights before the division, exp(S'' - max), are read as weights once divided by the row sums", "[diff]") {
+  // By hand: the scaled scores are [[0, 4, 2], [4, 0, 2], [2, 2, 2]] / √2; each row minus its max, exp'd.
+  const Problem p = worked_example();
+  const std::vector<double> s = {0, 4, 2, 4, 0, 2, 2, 2, 2};
+  DumpedStep w{Step::weights, "weights.json", {3, 3}, {}, DType::float64};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const double top = std::max({s[3 * i], s[3 * i + 1], s[3 * i + 2]});
+    for (std::size_t j = 0; j < 3; ++j) w.values.push_back(std::exp((s[3 * i + j] - top) / std::sqrt(2.0)));
+  }
+  const DiffResult r = diff_dump(p, {w}, DType::float64);
+  REQUIRE(r.steps.size() == 1);
+  CHECK(r.steps[0].fusion == Fusion::unnormalised);
+  CHECK(r.steps[0].verdict == Verdict::agrees);
+  REQUIRE(r.notes.size() == 1);
+  CHECK(r.notes[0].find("your weights are exp(S'' − max) before the division") != std::string::npos);
+  // Halved, every row's largest value is 1/2: no longer that form, and judged as weights, which it is not.
+  for (double& x : w.values) x /= 2;
+  const DiffResult half = diff_dump(p, {w}, DType::float64);
+  CHECK(half.steps[0].fusion == Fusion::none);
+  CHECK(half.steps[0].verdict == Verdict::differs);
+}
+
+TEST_CASE("A row's figures are over its tolerance exactly when its verdict is not agrees", "[diff]") {
+  // scores dumped as zeros, scaled right: scaled differs given the dump's scores, by 4/√2 at most,
+  // while against ours from the input it has no difference at all.
+  const Problem p = worked_example();
+  const DiffResult r =
+      diff_dump(p, {scores_times(Step::scores, 0), scores_times(Step::scaled, 1 / std::sqrt(2.0))}, DType::float64);
+  REQUIRE(r.steps.size() == 2);
+  const StepJudgement& scaled = r.steps[1];
+  CHECK(scaled.verdict == Verdict::differs);
+  CHECK(scaled.max_abs == 0);
+  CHECK(scaled.judged_max_abs == Approx(4 / std::sqrt(2.0)).epsilon(1e-15));
+  CHECK(scaled.judged_max_abs > scaled.judged_tolerance);
+  CHECK_FALSE(scaled.judged_against_input);
 }

@@ -50,9 +50,10 @@ void steps_table(Page& page, const DiffResult& r) {
     // Too narrow for the table: each step on a line of its own, its figures under it.
     for (const StepJudgement& j : r.steps) {
       page.line(fmt::format("{}: {}", step_info(j.step).name, verdict_text(j)));
-      page.paragraph(fmt::format("  {}, max |Δ| {}, max rel {}, tolerance {}", visible(j.source), error_text(j.max_abs),
-                                 error_text(j.max_rel), error_text(j.tolerance)),
-                     "  ");
+      page.paragraph(
+          fmt::format("  {}, max |Δ| {}, max rel {}, tolerance {}", visible(j.source), error_text(j.judged_max_abs),
+                      error_text(j.judged_max_rel), error_text(j.judged_tolerance)),
+          "  ");
     }
     return;
   }
@@ -60,8 +61,8 @@ void steps_table(Page& page, const DiffResult& r) {
                         pad("max rel", 9), pad("tolerance", 9), "verdict"));
   for (const StepJudgement& j : r.steps)
     page.line(fmt::format("{} {} {} {} {} {}", pad(step_info(j.step).name, 12), pad(visible(j.source), source_width),
-                          pad(error_text(j.max_abs), 9), pad(error_text(j.max_rel), 9), pad(error_text(j.tolerance), 9),
-                          verdict_text(j)));
+                          pad(error_text(j.judged_max_abs), 9), pad(error_text(j.judged_max_rel), 9),
+                          pad(error_text(j.judged_tolerance), 9), verdict_text(j)));
 }
 
 void window(Page& page, const Divergence& d, int precision) {
@@ -104,7 +105,9 @@ std::string render_diff(const DiffResult& r, std::string_view title, const Rende
   page.heading(fmt::format("attn-trace diff: {}", visible(title)));
   page.paragraph(fmt::format(
       "Ours is computed in {}{}. Each dumped step is judged against ours computed from the dump's own earlier "
-      "steps (the tolerance and the verdict); max |Δ| and max rel are against ours computed from the input.",
+      "steps; a step right given them but not given the input follows the earlier step that is wrong. A row's "
+      "max |Δ|, max rel and tolerance are what its verdict was judged by, against the exact value: a value over "
+      "the tolerance is a step that does not agree.",
       name_of(r.dtype),
       is_half(r.dtype)
           ? fmt::format(": the inputs and every stored step rounded to {}, sums in float32", name_of(r.dtype))
