@@ -24,7 +24,7 @@ fi
 
 # Configuring alone writes the compile commands, the generated version header and the unity sources
 # that compile the tool's command files together; nothing is built.
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DATTN_UNITY_APPS=ON -DATTN_BUILD_TESTS=OFF >/dev/null
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DATTN_UNITY_APPS=ON -DATTN_BUILD_TESTS=OFF -DATTN_PCH=OFF >/dev/null
 unity="$PWD/$build/CMakeFiles/attn-trace.dir/Unity"
 # clang-tidy takes about 15 s a file on the command files, most of it in CLI11's headers, so it reads
 # them through the unity sources (two units instead of seventeen): a finding inside an included file of

@@ -377,7 +377,7 @@ MaskKind default_mask(ImportStyle style) {
 
 std::string mask_text(MaskKind kind, std::size_t window) {
   if (kind == MaskKind::sliding_window) return fmt::format(R"({{"type": "sliding_window", "window": {}}})", window);
-  return quoted(std::string(to_string(kind)));
+  return attn::quoted(std::string(to_string(kind)));
 }
 
 // Where the input came from, in one sentence.
@@ -481,10 +481,10 @@ ImportedLayer import_layer(const std::vector<NamedDump>& weights, const ModelCon
                                               .dtype));
   std::vector<std::string> quoted_labels;
   quoted_labels.reserve(labels.size());
-  for (const std::string& label : labels) quoted_labels.push_back(quoted(label));
+  for (const std::string& label : labels) quoted_labels.push_back(attn::quoted(label));
   std::string text = "{\n";
   text += fmt::format("  \"description\": {},\n",
-                      quoted(description(r, l, heads, x_rows, mask, r.window, dtype, rope_words)));
+                      attn::quoted(description(r, l, heads, x_rows, mask, r.window, dtype, rope_words)));
   text += fmt::format("  \"tokens\": [{}],\n", fmt::join(quoted_labels, ", "));
   text += fmt::format("  \"n_heads\": {},\n  \"n_kv_heads\": {},\n", heads.h, heads.g);
   text += fmt::format("  \"mask\": {},\n", mask_text(mask, r.window));

@@ -40,7 +40,7 @@ namespace {
 std::string token_list(const std::vector<std::string>& tokens) {
   std::vector<std::string> items;
   items.reserve(tokens.size());
-  for (const std::string& t : tokens) items.push_back(quoted(t));
+  for (const std::string& t : tokens) items.push_back(attn::quoted(t));
   return fmt::format("[{}]", fmt::join(items, ", "));
 }
 
@@ -82,7 +82,7 @@ std::string matrix(const std::string& lead, std::size_t rows, std::size_t cols, 
 
 std::string mask_json(const NewInputRequest& r) {
   if (r.mask == MaskKind::sliding_window) return fmt::format(R"({{"type": "sliding_window", "window": {}}})", r.window);
-  return quoted(std::string(to_string(r.mask)));
+  return attn::quoted(std::string(to_string(r.mask)));
 }
 
 }  // namespace
@@ -117,7 +117,7 @@ std::string make_new_input(const NewInputRequest& r) {
   const std::string W_v = matrix("  \"W_v\": ", r.d_model, r.kv_heads * r.d_k, w, rng);
 
   std::string out = "{\n";
-  out += fmt::format("  \"description\": {},\n", quoted(new_input_description(r)));
+  out += fmt::format("  \"description\": {},\n", attn::quoted(new_input_description(r)));
   out += fmt::format("  \"tokens\": {},\n", token_list(r.tokens));
   out += fmt::format("  \"n_heads\": {},\n  \"n_kv_heads\": {},\n", r.heads, r.kv_heads);
   out += fmt::format("  \"mask\": {},\n", mask_json(r));

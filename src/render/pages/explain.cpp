@@ -68,7 +68,7 @@ class Numbers {
 };
 
 // A token for prose: control characters written out, in quotes.
-std::string quoted(std::string_view token) { return fmt::format("\"{}\"", visible(token)); }
+std::string token_in_quotes(std::string_view token) { return fmt::format("\"{}\"", visible(token)); }
 // A token for a table cell: made visible and cut.
 std::string cell_label(std::string_view token, const RenderOptions& o) {
   const std::string text = o.unicode ? visible(token) : to_ascii(visible(token));
@@ -160,9 +160,9 @@ std::string where(const Explanation& e) {
 void inputs(Page& page, const Explanation& e, const Numbers& num) {
   const std::string source = e.cross ? "C" : "X";
   page.heading("1. the inputs");
-  page.pieces({fmt::format("x = X[{}], the query {}:", e.query, quoted(e.query_token)), num.vector(e.x)});
+  page.pieces({fmt::format("x = X[{}], the query {}:", e.query, token_in_quotes(e.query_token)), num.vector(e.x)});
   page.pieces({fmt::format("c = {}[{}], the {} {}:", source, e.key, e.cross ? "context token" : "key",
-                           quoted(e.key_tokens[e.key])),
+                           token_in_quotes(e.key_tokens[e.key])),
                num.vector(e.c)});
   const std::size_t q0 = e.head * e.d_k, k0 = e.kv_head * e.d_k, v0 = e.kv_head * e.d_v;
   paragraph(page,
@@ -258,7 +258,7 @@ void mask(Page& page, const Explanation& e, const Numbers& num) {
 // The row's max, the sum of its exponentials and the key's weight, each as the terms that make it.
 void softmax_sum(Page& page, const Explanation& e, const Numbers& num) {
   const std::size_t m = e.row.size();
-  page.pieces({fmt::format("max = {}, key {} {}", num(e.row_max), e.argmax, quoted(e.key_tokens[e.argmax]))});
+  page.pieces({fmt::format("max = {}, key {} {}", num(e.row_max), e.argmax, token_in_quotes(e.key_tokens[e.argmax]))});
   std::vector<std::string> parts = {"sum ="};
   std::vector<double> exps;
   for (const SoftmaxEntry& x : e.row)
@@ -281,7 +281,7 @@ void softmax_sum(Page& page, const Explanation& e, const Numbers& num) {
 }
 
 void softmax(Page& page, const Explanation& e, const Numbers& num, const RenderOptions& o) {
-  page.heading(fmt::format("7. the softmax of row {} ({})", e.query, quoted(e.query_token)));
+  page.heading(fmt::format("7. the softmax of row {} ({})", e.query, token_in_quotes(e.query_token)));
   paragraph(page,
             "a_j = exp(s_j − max) / Σ exp(s − max): the row max is subtracted so exp never overflows, and the "
             "weights of the row sum to 1.");
@@ -377,7 +377,7 @@ void flash(Page& page, const Explanation& e, const Numbers& num) {
                       "running max m and sum l.",
                       f.tile_size.Br, f.tile_size.Bc, e.query, f.query_tile,
                       f.row_end - f.row_begin == 1 ? "query" : "queries", range_text(f.row_begin, f.row_end - 1), e.key,
-                      quoted(e.key_tokens[e.key]), f.key_tile, k0 == k1 ? "key" : "keys", range_text(k0, k1), e.query));
+                      token_in_quotes(e.key_tokens[e.key]), f.key_tile, k0 == k1 ? "key" : "keys", range_text(k0, k1), e.query));
   paragraph(page,
             "m_new = max(m_prev, the tile's scores); alpha = exp(m_prev − m_new), since the earlier tiles were summed "
             "against a smaller max; p = exp(s − m_new); l_new = alpha·l_prev + Σ p.");
@@ -392,7 +392,7 @@ void flash(Page& page, const Explanation& e, const Numbers& num) {
     }
     const FlashTileStep& s = f.steps[t];
     const std::string keys = s.col_end - s.col_begin == 1
-                                 ? fmt::format("key {} {}", s.col_begin, quoted(e.key_tokens[s.col_begin]))
+                                 ? fmt::format("key {} {}", s.col_begin, token_in_quotes(e.key_tokens[s.col_begin]))
                                  : fmt::format("keys {} to {}", s.col_begin, s.col_end - 1);
     if (s.skipped) {
       paragraph(page, fmt::format("key tile {}, {}: skipped, the mask leaves queries {} nothing there", s.tile, keys,
@@ -439,7 +439,7 @@ void flash(Page& page, const Explanation& e, const Numbers& num) {
 
 void output(Page& page, const Explanation& e, const Numbers& num) {
   page.heading(fmt::format("8. the output of head {}: o = Σ_j a_j·v_j", e.head));
-  page.pieces({fmt::format("v_{} = v of {} =", e.key, quoted(e.key_tokens[e.key])), num.vector(e.v)});
+  page.pieces({fmt::format("v_{} = v of {} =", e.key, token_in_quotes(e.key_tokens[e.key])), num.vector(e.v)});
   // the keys the mask forbids have weight 0 exactly: left out of the sums, said once
   std::vector<bool> allowed;
   allowed.reserve(e.row.size());
@@ -481,16 +481,16 @@ void output(Page& page, const Explanation& e, const Numbers& num) {
 std::string render_explanation(const Explanation& e, std::string_view title, const RenderOptions& o) {
   Page page(o);
   const Numbers num(o.precision);
-  page.heading(fmt::format("explain: how {} attends to {}", quoted(e.query_token), quoted(e.key_tokens[e.key])));
+  page.heading(fmt::format("explain: how {} attends to {}", token_in_quotes(e.query_token), token_in_quotes(e.key_tokens[e.key])));
   paragraph(page, visible(title));
-  paragraph(page, fmt::format("query {} {}, key {} {}, {}", e.query, quoted(e.query_token), e.key,
-                              quoted(e.key_tokens[e.key]), where(e)));
+  paragraph(page, fmt::format("query {} {}, key {} {}, {}", e.query, token_in_quotes(e.query_token), e.key,
+                              token_in_quotes(e.key_tokens[e.key]), where(e)));
   const double a = e.flash ? e.flash->weight : e.weight;
   if (e.empty_row) paragraph(page, "a = 0: the mask leaves this query no key at all.");
   else if (!e.allowed) paragraph(page, fmt::format("a = 0: the mask forbids it ({}).", e.mask_reason));
   else
     paragraph(page, fmt::format("a = {}: {} gives {} of its attention in this head to {}.", num(a),
-                                quoted(e.query_token), num.percent(a, 1), quoted(e.key_tokens[e.key])));
+                                token_in_quotes(e.query_token), num.percent(a, 1), token_in_quotes(e.key_tokens[e.key])));
   page.line();
   inputs(page, e, num);
   projections(page, e, num);
@@ -505,9 +505,9 @@ std::string render_explanation(const Explanation& e, std::string_view title, con
 std::string render_output_explanation(const OutputExplanation& e, std::string_view title, const RenderOptions& o) {
   Page page(o);
   const Numbers num(o.precision);
-  page.heading(fmt::format("explain: Y[{}][{}], the output of {}", e.query, e.column, quoted(e.query_token)));
+  page.heading(fmt::format("explain: Y[{}][{}], the output of {}", e.query, e.column, token_in_quotes(e.query_token)));
   paragraph(page, visible(title));
-  paragraph(page, fmt::format("query {} {}, output column {}{}", e.query, quoted(e.query_token), e.column,
+  paragraph(page, fmt::format("query {} {}, output column {}{}", e.query, token_in_quotes(e.query_token), e.column,
                               e.batched ? fmt::format(", batch item {}", e.batch) : ""));
   page.line();
   if (!e.output_projection) {
@@ -535,7 +535,7 @@ std::string render_output_explanation(const OutputExplanation& e, std::string_vi
       }
       std::string pct = num.percent(e.y.terms[j], e.y.value);
       paragraph(page,
-                fmt::format("  key {} {}: {}·{} = {}{}", j, quoted(e.key_tokens[j]), num.factor(e.y.a[j]),
+                fmt::format("  key {} {}: {}·{} = {}{}", j, token_in_quotes(e.key_tokens[j]), num.factor(e.y.a[j]),
                             num.factor(e.y.b[j]), num(e.y.terms[j]), pct.empty() ? "" : fmt::format(" ({})", pct)),
                 "      ");
     }
