@@ -94,7 +94,8 @@ Runner add_new(CLI::App& app) {
   cmd->add_flag("--output-projection", o->output_projection, "add W_o, which mixes the heads back to d_model");
   cmd->add_flag("--integers", o->integers,
                 "whole numbers a class can multiply by hand: X in 0..1, weights in -1..1 (else decimals: X in "
-                "[-1, 1], weights in [-1, 1]/sqrt(d_model), to two places)");
+                "[-1, 1], W_q and W_k in [-3, 3]/sqrt(d_model), so that scaled scores spread about 1, W_v and W_o in "
+                "[-1, 1]/sqrt(d_model), to two places)");
   cmd->add_option("--seed", o->seed, "the same seed writes the same file on every machine")
       ->check(whole_number)
       ->default_str("0");

@@ -1,5 +1,6 @@
 // attn-trace plot FILE: one traced step as a standalone SVG figure.
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -21,6 +22,7 @@ struct PlotCommand {
   bool all_heads = false;
   std::size_t batch = 0;
   std::string out;  // "" or "-": stdout
+  std::size_t max_cells = 128;
 };
 
 // What can be told from the command line alone, before anything is read or run.
@@ -78,9 +80,18 @@ int run(PlotCommand& c) {
   check_request(c, step);
   c.trace.steps = {c.step};  // an input runs, and a saved trace keeps, the step drawn and no other
   const Trace trace = input_or_trace(c.trace);
-  drawable_record(trace, step, c.batch);
-  const std::string svg = render_svg(trace, PlotOptions{step, c.trace.head, c.all_heads, c.batch});
+  const StepRecord& rec = drawable_record(trace, step, c.batch);
+  const PlotOptions options{step, c.trace.head, c.all_heads, c.batch, c.trace.weight_scale, c.max_cells};
+  const std::string svg = render_svg(trace, options);
   write_result(c.out, svg);
+  // A pooled figure says so where the user looks, not only inside the file.
+  const Shape& shape = rec.value.shape();
+  const std::size_t rows = shape[shape.size() - 2], cols = shape.back();
+  if (const std::size_t pool = pool_factor(rows, cols, c.max_cells); pool > 1)
+    fmt::print(stderr,
+               "plot: {} × {} cells drawn pooled, each the mean of a {} × {} block (at most {} × {}); "
+               "--max-cells 0 draws every cell\n",
+               rows, cols, pool, pool, c.max_cells, c.max_cells);
   return 0;
 }
 
@@ -110,6 +121,12 @@ Runner add_plot(CLI::App& app) {
       ->check(CLI::IsMember({"naive", "flash", "both"}))
       ->default_str("naive");
   add_dtype_option(*cmd, o.dtype, /*half=*/false, "an input's arithmetic");
+  add_color_scale_option(*cmd, o.weight_scale);
+  cmd->add_option("--max-cells", c->max_cells,
+                  "draw at most this many cells a side, each the mean of a square block of what the mask kept; 0: "
+                  "every cell")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20))
+      ->default_str("128");
   add_memory_option(*cmd, o);
   cmd->footer(
       "Draws one step of FILE for one batch item: one head (head 0, or the head a trace saved with --head\n"

@@ -9,6 +9,8 @@
 #include "command.hpp"
 #include "lessons/mistakes.hpp"
 #include "options.hpp"
+#include "request/memory.hpp"
+#include "trace/record.hpp"
 #include "render/pages/report/report.hpp"
 
 namespace attn::cli {
@@ -43,16 +45,31 @@ void check_saved_run(const CLI::App& cmd, const TraceOptions& o, const Trace& tr
   tiles("--block-k", o.block_k, false);
 }
 
+// compare's verdict, for the page's naive vs flash and the unit of its map of flash − naive: a trace of
+// both engines that has none (a run of an input, or a saved run --engine both) gets it by running
+// compare's wider reference on the same input, dtype and tiles, so that its report is the same either way.
+void add_verdict(Trace& trace, const TraceOptions& o) {
+  if (trace.engine != Engine::both || trace.compare || !trace.flash) return;
+  StepFilter output_only;
+  output_only.only = {Step::output};
+  output_only.tiles = false;
+  const RunRequest request{Engine::both, trace.dtype, trace.flash->tile_size, output_only};
+  check_memory(o, request, *trace.problem, {.naive = true, .flash = true, .reference = true});
+  trace.compare = record_compare(trace.problem, request).compare;
+}
+
 int run(const CLI::App& cmd, const ReportCommand& c) {
   const TraceOptions& o = c.trace;
   check_tiles_need_flash(o);
   // An unknown mistake is refused before anything is read or run.
   std::optional<Mistake> which;
   if (!c.mistake.empty()) which = mistake_by_name(c.mistake);
-  const Trace trace = input_or_trace(o);
+  Trace trace = input_or_trace(o);
   check_saved_run(cmd, o, trace);
+  add_verdict(trace, o);
   ReportOptions options;
   options.version = attn::version;
+  options.weight_scale = o.weight_scale;
   std::optional<MistakeResult> mistake;
   if (which) {
     check_mistake_dtype(trace.dtype);  // a saved trace may hold a half run
@@ -80,6 +97,7 @@ Runner add_report(CLI::App& app) {
   cmd->get_option("--engine")->default_str("both");
   add_filter_options(*cmd, c->trace);
   add_memory_option(*cmd, c->trace);
+  add_color_scale_option(*cmd, c->trace.weight_scale);
   cmd->add_option("-o,--output", c->out, "write the page to this file; - (the default) writes it to stdout");
   cmd->add_option("--mistake", c->mistake,
                   "open the page with one of the common mistakes beside the intended computation (attn-trace run "

@@ -87,6 +87,23 @@ void add_color_option(CLI::App& command, TraceOptions& o) {
       ->default_str("auto");
 }
 
+void add_color_scale_option(CLI::App& command, WeightScale& scale) {
+  command
+      .add_option_function<std::string>(
+          "--color-scale",
+          [&scale](const std::string& name) {
+            scale = name == "absolute" ? WeightScale::absolute
+                    : name == "row"    ? WeightScale::row
+                    : name == "log"    ? WeightScale::log
+                                       : WeightScale::automatic;
+          },
+          "how the colours of the weights span them: absolute (0 to the largest weight), row (each row to its own "
+          "largest), log (log10 of the weight), or auto (row when the rows' largest weights differ more than 4 "
+          "times, else absolute)")
+      ->check(CLI::IsMember({"auto", "absolute", "row", "log"}))
+      ->default_str("auto");
+}
+
 void add_display_options(CLI::App& command, TraceOptions& o) {
   command.add_option("--precision", o.precision, "digits after the point")->check(CLI::Range(0, 17))->default_str("4");
   add_color_option(command, o);
@@ -104,6 +121,7 @@ void add_display_options(CLI::App& command, TraceOptions& o) {
           "(numbers when they fit, a heatmap when they do not)")
       ->check(CLI::IsMember({"numbers", "heatmap", "auto"}))
       ->default_str("auto");
+  add_color_scale_option(command, o.weight_scale);
 }
 
 void add_format_option(CLI::App& command, TraceOptions& o) {

@@ -41,8 +41,10 @@ void add_filter_options(CLI::App& command, TraceOptions& options);
 void add_memory_option(CLI::App& command, TraceOptions& options);
 // --color auto|always|never.
 void add_color_option(CLI::App& command, TraceOptions& options);
-// --precision, --color, --max-rows, --max-cols, --view.
+// --precision, --color, --max-rows, --max-cols, --view, --color-scale.
 void add_display_options(CLI::App& command, TraceOptions& options);
+// --color-scale auto|absolute|row|log: how the weights' colours span them (render/draw/colormap.hpp).
+void add_color_scale_option(CLI::App& command, WeightScale& scale);
 // --format text|markdown|latex|csv (run and show).
 void add_format_option(CLI::App& command, TraceOptions& options);
 

@@ -4,14 +4,14 @@
 # first use; or source it from ~/.bashrc. It needs nothing but bash 4 and its builtins (complete,
 # compgen, compopt, mapfile): not bash-completion's helpers.
 #
-# Completes the commands, each command's options, the values of --engine, --dtype, --mask, --color, --view,
+# Completes the commands, each command's options, the values of --engine, --dtype, --mask, --color, --view, --color-scale,
 # --format, --mistake, --steps (a comma list) and --step (the names of `attn-trace steps --names`), the names of
 # `attn-trace example`, and *.json files (or -) for FILE.
 
 # The options of each command, as apps/attn-trace/*.cpp declares them.
-_attn_trace_display_options='--max-memory --precision --color --max-rows --max-cols --view'
+_attn_trace_display_options='--max-memory --precision --color --max-rows --max-cols --view --color-scale'
 _attn_trace_trace_options="--dtype --block-q --block-k --steps --head --json $_attn_trace_display_options"
-_attn_trace_plot_options='--step --head --all-heads --batch -o --output --engine --dtype --max-memory --help'
+_attn_trace_plot_options='--step --head --all-heads --batch -o --output --engine --dtype --max-memory --color-scale --max-cells --help'
 
 # The step names: `attn-trace steps --names` of the attn-trace being completed (the pipeline's one
 # table), found as for the example names below.
@@ -106,6 +106,7 @@ _attn_trace() {
           values='float32 float64 float16 bfloat16' ;;
       --color) values='auto always never' ;;
       --view) values='numbers heatmap auto' ;;
+      --color-scale) values='auto absolute row log' ;;
       --format) [[ $command == run || $command == show ]] && values='text markdown latex csv' ;;
       --mistake)
         [[ $command == run || $command == report ]] &&
@@ -118,7 +119,7 @@ _attn_trace() {
         value_kind=output ;;
       --mask) [[ $command == new || $command == import || $command == bench ]] && values='none causal' ;;  # or sliding_window:W
       --style) [[ $command == import ]] && values='gpt2 llama bert torch-mha' ;;
-      --block-q | --block-k | --head | --batch | --max-memory | --precision | --max-rows | --max-cols | --seed | \
+      --block-q | --block-k | --head | --batch | --max-memory | --precision | --max-rows | --max-cols | --max-cells | --seed | \
         --samples | --d-k | --d-model | --heads | --kv-heads | --tokens | --context-tokens | --query | --key | --name | \
         --prefix | --seed | --n | --rope-theta | --m | --repeat | --threads | --sweep)
         return 0 ;;  # a number: nothing to offer
@@ -161,7 +162,7 @@ _attn_trace() {
     compare) options="$_attn_trace_trace_options --help" ;;
     show) options="--steps --head $_attn_trace_display_options --format --help" ;;
     plot) options=$_attn_trace_plot_options ;;
-    report) options='--engine --dtype --block-q --block-k --steps --head --max-memory -o --output --mistake --help' ;;
+    report) options='--engine --dtype --block-q --block-k --steps --head --max-memory -o --output --mistake --color-scale --help' ;;
     example) options='--list --help' ;;
     properties) options='--dtype --seed --json --max-memory --help' ;;
     scaling) options='--d-k --samples --seed --json --max-memory --precision --help' ;;

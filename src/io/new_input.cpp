@@ -61,16 +61,18 @@ Draw token_values(bool integers) {
   return {[](SplitMix64& rng) { return hundredths(rng.between(-100, 100)); }, 5};
 }
 
-// A weight: whole numbers -1..1, or uniform in [-1, 1]/√d_model to two places, so that a projection's
-// outputs stay about as large as the token values whatever d_model is.
-Draw weight_values(bool integers, std::size_t d_model) {
+// A weight: whole numbers -1..1, or uniform in [-spread, spread]/√d_model to two places, so that a
+// projection's outputs stay about as large as the token values times `spread` whatever d_model is.
+Draw weight_values(bool integers, std::size_t d_model, double spread = 1) {
   if (integers) return {[](SplitMix64& rng) { return fmt::format("{}", rng.between(-1, 1)); }, 2};
-  const double shrink = 1.0 / std::sqrt(static_cast<double>(d_model));
+  const double shrink = spread / std::sqrt(static_cast<double>(d_model));
   return {[shrink](SplitMix64& rng) {
             return hundredths(std::llround(static_cast<double>(rng.between(-100, 100)) * shrink));
           },
           5};
 }
+
+constexpr double query_key_spread = 3;
 
 // `lead` (the indented key), then a (rows, cols) matrix drawn row by row, one row per line.
 std::string matrix(const std::string& lead, std::size_t rows, std::size_t cols, const Draw& draw, SplitMix64& rng) {
@@ -107,13 +109,18 @@ std::string new_input_description(const NewInputRequest& r) {
 
 std::string make_new_input(const NewInputRequest& r) {
   SplitMix64 rng(r.seed);
-  const Draw x = token_values(r.integers), w = weight_values(r.integers, r.d_model);
+  // W_q and W_k three times wider: X's entries have variance 1/3, so each entry of Q and K has variance
+  // d_model · 1/3 · 3/d_model = 1 and a scaled score q·k/√d_k spreads about 1, which gives the weights
+  // structure; with the narrower [-1, 1]/√d_model of W_v the scores spread about 1/9 and every row of
+  // weights was nearly uniform.
+  const Draw x = token_values(r.integers), w = weight_values(r.integers, r.d_model),
+             w_qk = weight_values(r.integers, r.d_model, query_key_spread);
   const bool cross = !r.context_tokens.empty();
   // The stream's order: X, the context, W_q, W_k, W_v, W_o; the file puts the context before X.
   const std::string X = matrix("  \"X\":   ", r.tokens.size(), r.d_model, x, rng);
   const std::string C = cross ? matrix("    \"X\": ", r.context_tokens.size(), r.d_model, x, rng) : "";
-  const std::string W_q = matrix("  \"W_q\": ", r.d_model, r.heads * r.d_k, w, rng);
-  const std::string W_k = matrix("  \"W_k\": ", r.d_model, r.kv_heads * r.d_k, w, rng);
+  const std::string W_q = matrix("  \"W_q\": ", r.d_model, r.heads * r.d_k, w_qk, rng);
+  const std::string W_k = matrix("  \"W_k\": ", r.d_model, r.kv_heads * r.d_k, w_qk, rng);
   const std::string W_v = matrix("  \"W_v\": ", r.d_model, r.kv_heads * r.d_k, w, rng);
 
   std::string out = "{\n";

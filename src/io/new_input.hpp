@@ -28,7 +28,8 @@ struct NewInputRequest {
 };
 
 // The input's numbers: X (and the context's X), then W_q, W_k, W_v and W_o, row by row from one
-// SplitMix64 stream. Decimals: X uniform in [-1, 1] and weights in [-1, 1]/√d_model, both in
+// SplitMix64 stream. Decimals: X uniform in [-1, 1], W_q and W_k in [-3, 3]/√d_model (so that the
+// scaled scores spread about 1 and the weights have structure), W_v and W_o in [-1, 1]/√d_model, all in
 // hundredths; whole numbers: X in 0..1 and weights in -1..1, so that a class can multiply them by hand.
 // The JSON has one matrix row per line, its columns aligned.
 std::string make_new_input(const NewInputRequest& request);

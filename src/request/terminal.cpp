@@ -53,6 +53,7 @@ RenderOptions render_options(const TraceOptions& options) {
   r.max_rows = options.max_rows;
   r.max_cols = options.max_cols;
   r.view = options.view;
+  r.weight_scale = options.weight_scale;
   r.width = terminal_width();
   r.unicode = utf8_terminal();
   r.truecolor = truecolor_terminal();

@@ -35,9 +35,10 @@ struct TraceOptions {
   std::size_t max_rows = 16;
   std::size_t max_cols = 10;
   View view = View::automatic;
-  std::optional<DocFormat> format;  // --format: a document of the steps; empty for the terminal text
-  std::string json_out;             // --json: "" none, "-" stdout instead of the text
-  std::string max_memory = "4G";    // refuse input or runs estimated to need more
+  WeightScale weight_scale = WeightScale::automatic;  // --color-scale
+  std::optional<DocFormat> format;                    // --format: a document of the steps; empty for the terminal text
+  std::string json_out;                               // --json: "" none, "-" stdout instead of the text
+  std::string max_memory = "4G";                      // refuse input or runs estimated to need more
 };
 
 }  // namespace attn

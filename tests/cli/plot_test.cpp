@@ -1,6 +1,7 @@
 // attn-trace plot (docs/cli.md, "plot"): an SVG on stdout or in the file -o names, from an input or a
 // saved trace alike; every option that cannot apply is one line and exit 2, with nothing written.
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -130,4 +131,72 @@ TEST_CASE("plot writes nothing when it refuses, and names the file it could not 
   check_write_error(run_binary({"plot", cat_sat}, RunOptions().output_to("/dev/full")), "stdout",
                     {"No space left on device"});
   check_write_error(run_binary({"plot", cat_sat, "-o", dir / "missing/fig.svg"}), dir / "missing/fig.svg");
+}
+
+namespace {
+
+std::string numbered_tokens(std::size_t n) {
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) out += (i > 0 ? " t" : "t") + std::to_string(i);
+  return out;
+}
+
+std::size_t count_of(const std::string& text, const std::string& part) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++count;
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("plot of a 512-token input draws at most 128 × 128 pooled cells and says so, on the figure and on stderr",
+          "[cli][plot]") {
+  // Every cell would be 262,144 <rect>s, about 36 MB; pooled 4 × 4 it is 16,384.
+  const TempDir dir;
+  REQUIRE(
+      run_binary({"new", "--tokens", numbered_tokens(512), "--mask", "causal", "-o", dir / "long.json"}).exit_code ==
+      0);
+  RunOptions slow;
+  slow.timeout = std::chrono::seconds(60);
+  const RunResult r = run_binary({"plot", dir / "long.json", "-o", dir / "long.svg"}, slow);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  const std::string svg = read_file(dir / "long.svg");
+  CHECK(is_svg(svg));
+  CHECK(svg.size() < 4'000'000);
+  CHECK(count_of(svg, "<rect class=\"cell\"") == 128 * 128);
+  CHECK(contains(svg, "data-pool=\"4\""));
+  CHECK(contains(svg, "512 × 512 cells drawn as 128 × 128: each the mean of a 4 × 4 block"));
+  CHECK(contains(svg, ">row scale</text>"));  // a long causal input: auto's row scale, named on the colour bar
+  CHECK(contains(r.err, "plot: 512 × 512 cells drawn pooled, each the mean of a 4 × 4 block"));
+  CHECK(contains(r.err, "--max-cells 0 draws every cell"));
+  CHECK(count_of(r.err, "\n") == 1);
+
+  // A smaller limit pools more; --max-cells 0 draws every cell (of 160 tokens here), and says nothing.
+  const RunResult coarse = run_binary({"plot", dir / "long.json", "--max-cells", "100"}, slow);
+  CHECK(coarse.exit_code == 0);
+  CHECK(count_of(coarse.out, "<rect class=\"cell\"") == 86 * 86);  // ⌈512 / 100⌉ = 6 a side: ⌈512 / 6⌉ = 86
+  REQUIRE(run_binary({"new", "--tokens", numbered_tokens(160), "-o", dir / "160.json"}).exit_code == 0);
+  const RunResult pooled = run_binary({"plot", dir / "160.json", "--step", "scores"}, slow);
+  CHECK(pooled.exit_code == 0);
+  CHECK(count_of(pooled.out, "<rect class=\"cell\"") == 80 * 80);  // 2 a side
+  CHECK(contains(pooled.err, "each the mean of a 2 × 2 block"));
+  const RunResult every = run_binary({"plot", dir / "160.json", "--step", "scores", "--max-cells", "0"}, slow);
+  INFO(every.describe());
+  CHECK(every.exit_code == 0);
+  CHECK(every.err.empty());
+  CHECK(count_of(every.out, "<rect class=\"cell\"") == 160 * 160);
+}
+
+TEST_CASE("plot of the worked example draws every cell on the absolute scale, and asks nothing of stderr",
+          "[cli][plot]") {
+  const RunResult r = run_binary({"plot", cat_sat});
+  check_success(r);
+  CHECK(r.err.empty());
+  CHECK(count_of(r.out, "<rect class=\"cell\"") == 9);
+  CHECK(contains(r.out, ">absolute scale</text>"));
+  CHECK(contains(r.out, "absolute scale: one scale for every row"));
+  const RunResult log = run_binary({"plot", cat_sat, "--color-scale", "log"});
+  check_success(log);
+  CHECK(contains(log.out, ">log scale</text>"));
 }

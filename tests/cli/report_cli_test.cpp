@@ -74,3 +74,52 @@ TEST_CASE("report --engine naive has no tile walk and says how to get one", "[cl
   CHECK_FALSE(contains(r.out, "id=\"tile-state\""));
   CHECK(contains(r.out, "This trace has no flash pass"));
 }
+
+namespace {
+
+std::string numbered_tokens(std::size_t n) {
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) out += (i > 0 ? " t" : "t") + std::to_string(i);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("report draws flash − naive in units of compare's tolerance, white within it, and says the unit",
+          "[cli][report]") {
+  // The worked example: flash and naive differ in the last bits (max 5.96e-08 in float32), far inside
+  // compare's tolerance, so every entry of the map is within −1 and 1: the white of "within the rule".
+  const RunResult r = run_binary({"report", source_path("data/the_cat_sat.json")});
+  check_success(r);
+  CHECK(contains(r.out,
+                 "id=\"diff-unit\">flash − naive in units of compare's tolerance 2 · max |naive − ref| + "
+                 "noise = "));
+  CHECK(contains(r.out, "white: within it (from −1 to 1)"));
+  CHECK(contains(r.out, "\"neutral\":1,"));
+  CHECK(contains(r.out, "\"range\":[-1,1]"));  // the map's reach: the band itself, as nothing leaves it
+  CHECK(contains(r.out, "compare's verdict: <b class=\"pass\">pass</b>"));
+  // Its weights keep one scale, and the legend says which.
+  CHECK(contains(r.out, "data-scale=\"absolute\">absolute scale: one scale for every row</p>"));
+
+  // A report of a saved run of both engines gets the same verdict by running compare's reference.
+  const TempDir dir;
+  REQUIRE(run_binary({"run", source_path("data/the_cat_sat.json"), "--engine", "both", "--json", dir / "cat.json"})
+              .exit_code == 0);
+  CHECK(run_binary({"report", dir / "cat.json"}).out == r.out);
+}
+
+TEST_CASE("report of a long causal input scales each row of the weights to its largest, as --color-scale says",
+          "[cli][report]") {
+  const TempDir dir;
+  REQUIRE(run_binary({"new", "--tokens", numbered_tokens(64), "--mask", "causal", "-o", dir / "long.json"}).exit_code ==
+          0);
+  const RunResult automatic = run_binary({"report", dir / "long.json"});
+  check_success(automatic);
+  CHECK(contains(automatic.out, "\"name\":\"weights\""));
+  CHECK(contains(automatic.out, "\"scale\":\"sequential\",\"weights\":\"row\",\"range\":[0,1]"));
+  CHECK(contains(automatic.out, "data-scale=\"row\">row scale: each row from 0 to its own largest weight</p>"));
+  const RunResult log = run_binary({"report", dir / "long.json", "--color-scale", "log"});
+  check_success(log);
+  CHECK(contains(log.out, "\"weights\":\"log\""));
+  CHECK(contains(log.out, "data-scale=\"log\">log scale: log10 of the weight</p>"));
+}

@@ -102,3 +102,71 @@ TEST_CASE("An unknown view is a usage error", "[cli][view]") {
   check_error(run_binary({"run", source_path("data/the_cat_sat.json"), "--view", "pie"}),
               "attn-trace: error: ", {"--view"});
 }
+
+namespace {
+
+// Tokens t0 … t{n-1}, as one --tokens argument.
+std::string numbered_tokens(std::size_t n) {
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) out += (i > 0 ? " t" : "t") + std::to_string(i);
+  return out;
+}
+
+// The cells of a heatmap line without colour: what follows the label, up to the row sum.
+std::string cells_of(const std::string& line) {
+  const std::size_t start = line.find_first_not_of(' ', line.find(' ', 2));
+  const std::size_t sum = line.find("Σ");
+  return line.substr(start, sum == std::string::npos ? std::string::npos : sum - start);
+}
+
+}  // namespace
+
+TEST_CASE("A long causal input's heatmap scales each row to its own largest weight, and the legend says so",
+          "[cli][view]") {
+  // 64 tokens under a causal mask: row i spreads over i + 1 keys, so its largest weight is far below
+  // row 0's 1. On one 0-to-1 scale (absolute) the late rows are all the bottom of the ramp; on the row
+  // scale, auto's choice here, each row's largest is '@' like row 0's.
+  const TempDir dir;
+  REQUIRE(run_binary({"new", "--tokens", numbered_tokens(64), "--mask", "causal", "-o", dir / "long.json"}).exit_code ==
+          0);
+  const RunOptions wide = RunOptions().set_env("COLUMNS", "200");
+  const auto heatmap = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"run",    dir / "long.json", "--steps", "weights",
+                                     "--view", "heatmap",         "--color", "never"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const RunResult r = run_binary(args, wide);
+    INFO(r.describe());
+    REQUIRE(r.exit_code == 0);
+    return r.out;
+  };
+  const std::string automatic = heatmap({}), row = heatmap({"--color-scale", "row"}),
+                    absolute = heatmap({"--color-scale", "absolute"}), log = heatmap({"--color-scale", "log"});
+  CHECK(automatic == row);
+  CHECK(contains(row, "0 [ .:-=+*#%@] row's largest"));
+  CHECK(contains(row, "row scale: each row from 0 to its own largest weight"));
+  CHECK(contains(absolute, "absolute scale: one scale for every row"));
+  CHECK(contains(log, "log scale: log10 of the weight"));
+  for (const std::string token : {"t20", "t40", "t63"}) {
+    const auto in_row = rows_of(row, token), in_absolute = rows_of(absolute, token);
+    REQUIRE(in_row.size() == 1);
+    REQUIRE(in_absolute.size() == 1);
+    const std::string r = cells_of(in_row[0]), a = cells_of(in_absolute[0]);
+    INFO(token << " row: [" << r << "] absolute: [" << a << "]");
+    CHECK(contains(r, "@@"));                               // the row's largest weight
+    CHECK(a.find_first_of("=+*#%@") == std::string::npos);  // nothing above the ramp's middle
+    if (token != "t63") CHECK(contains(r, "//"));           // the keys after it: masked, on every scale
+    if (token != "t63") CHECK(contains(a, "//"));
+  }
+}
+
+TEST_CASE("The worked example keeps one scale from 0 to its largest weight, and says so", "[cli][view]") {
+  // "The cat sat": rows' largest weights 0.768, 0.768 and 1/3 differ by 2.3 times, under auto's 4.
+  const RunResult r = run_binary(
+      {"run", source_path("data/the_cat_sat.json"), "--steps", "weights", "--view", "heatmap", "--color", "never"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "0.0000 [ .:-=+*#%@] 0.7679"));
+  CHECK(contains(r.out, "absolute scale: one scale for every row"));
+  check_usage_error(run_binary({"run", source_path("data/the_cat_sat.json"), "--color-scale", "rows"}),
+                    {"--color-scale"});
+}

@@ -89,14 +89,15 @@ expect_exactly "--version" attn-trace --v
 
 # Each command's options.
 trace_options="--dtype --block-q --block-k --steps --head --json --max-memory --precision --color
-               --max-rows --max-cols --view"
+               --max-rows --max-cols --view --color-scale"
 expect_exactly "--engine $trace_options --format --mistake --help" attn-trace run x.json --
 expect_exactly "$trace_options --help" attn-trace compare x.json --
-expect_exactly "--steps --head --max-memory --precision --color --max-rows --max-cols --view --format --help" \
+expect_exactly "--steps --head --max-memory --precision --color --max-rows --max-cols --view --color-scale --format --help" \
   attn-trace show t.json --
 expect_exactly "--list --help" attn-trace example --
-expect_exactly "--step --head --all-heads --batch -o --output --engine --dtype --max-memory --help" attn-trace plot x.json -
-expect_exactly "--engine --dtype --block-q --block-k --steps --head --max-memory --output --mistake --help" \
+expect_exactly "--step --head --all-heads --batch -o --output --engine --dtype --max-memory --color-scale --max-cells --help" \
+  attn-trace plot x.json -
+expect_exactly "--engine --dtype --block-q --block-k --steps --head --max-memory --output --mistake --color-scale --help" \
   attn-trace report x.json --
 expect_exactly "naive flash both" attn-trace report x.json --engine ''
 expect_exactly "text markdown latex csv" attn-trace show t.json --format ''
@@ -133,6 +134,8 @@ expect_exactly "" attn-trace compare x.json --engine ''
 expect_exactly "float64" attn-trace run x.json --dtype float6
 expect_exactly "auto always never" attn-trace show t.json --color ''
 expect_exactly "numbers heatmap auto" attn-trace run x.json --view ''
+expect_exactly "auto absolute row log" attn-trace plot x.json --color-scale ''
+expect_exactly "" attn-trace plot x.json --max-cells ''
 expect_exactly "heatmap" attn-trace compare x.json --view h
 expect_exactly "auto always" attn-trace run x.json --color a
 expect_exactly "" attn-trace run x.json --head ''

@@ -54,9 +54,32 @@ Rgb color_at(ColorScale scale, double t) {
 
 std::string hex(Rgb c) { return fmt::format("#{:02x}{:02x}{:02x}", c.r, c.g, c.b); }
 
+std::string_view weight_scale_name(WeightScale s) {
+  switch (s) {
+    case WeightScale::absolute: return "absolute";
+    case WeightScale::row: return "row";
+    case WeightScale::log: return "log";
+    default: return "auto";
+  }
+}
+
+std::string scale_words(const ColorRange& range) {
+  switch (range.weights) {
+    case WeightScale::row: return "row scale: each row from 0 to its own largest weight";
+    case WeightScale::log: return "log scale: log10 of the weight";
+    default: return range.scale == ColorScale::sequential ? "absolute scale: one scale for every row" : "";
+  }
+}
+
 double ColorRange::position(double x) const {
   if (std::isnan(x)) return 0.5;
   if (std::isinf(x)) return x < 0 ? 0.0 : 1.0;
+  if (weights == WeightScale::log) {
+    // Zero and anything below lo take the colour of lo, the smallest the scale shows.
+    if (!(hi > lo) || !(lo > 0)) return x > 0 ? 1.0 : 0.0;
+    if (!(x > lo)) return 0.0;
+    return std::clamp(std::log10(x / lo) / std::log10(hi / lo), 0.0, 1.0);
+  }
   if (!(hi > lo)) return scale == ColorScale::diverging ? 0.5 : 0.0;
   return std::clamp((x - lo) / (hi - lo), 0.0, 1.0);
 }

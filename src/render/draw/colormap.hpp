@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace attn {
 
@@ -15,6 +16,19 @@ struct Rgb {
 };
 
 enum class ColorScale { sequential, diverging };
+
+// How the colours of a probability step (the weights: steps.hpp's ValueClass::probability) span its
+// values. absolute: one scale from 0 to the largest weight of the picture; row: each row from 0 to its
+// own largest weight, so that a row of many small weights shows its structure as well as a row with one
+// weight near 1; log: log10 of the weights, from the smallest (at most 6 decades below the largest) to
+// the largest. automatic: row when the rows' largest weights differ by more than `row_scale_ratio`
+// times (a long causal input: 1 in the first row, about 1/i in row i), else absolute.
+enum class WeightScale { automatic, absolute, row, log };
+inline constexpr double row_scale_ratio = 4;
+inline constexpr double log_scale_decades = 6;
+
+// "auto", "absolute", "row", "log": the spelling of --color-scale.
+std::string_view weight_scale_name(WeightScale s);
 
 // The colour of `t` in [0, 1] (clamped): for the diverging map, 0 is the most negative value, 1/2 is
 // zero and 1 the most positive.
@@ -29,9 +43,15 @@ std::string hex(Rgb c);
 // The value range a picture's colours span, and where a value falls in it.
 struct ColorRange {
   ColorScale scale = ColorScale::sequential;
-  double lo = 0, hi = 1;            // diverging: lo = -hi, so that 0 is white
-  double position(double x) const;  // in [0, 1]
+  double lo = 0, hi = 1;  // diverging: lo = -hi, so that 0 is white; row: 0 and 1, a fraction of the row's largest
+  // A probability step's scale (never automatic here); absolute for every other step.
+  WeightScale weights = WeightScale::absolute;
+  double position(double x) const;  // in [0, 1]; under the row scale x is already the fraction of its row's largest
 };
+
+// The words a legend adds for a probability step's scale, as "row scale: each row from 0 to its own
+// largest weight"; empty for any other step.
+std::string scale_words(const ColorRange& range);
 
 // The range for finite `values` (those a mask removed are left out by the caller). `nonnegative`: the
 // values are weights, drawn sequential from 0 to the largest; any other step (Q, K, V, scores, outputs,

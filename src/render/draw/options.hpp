@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "render/draw/colormap.hpp"
+
 namespace attn {
 
 // How a matrix is drawn: its numbers, a heatmap of coloured cells (a character ramp without colour),
@@ -18,10 +20,11 @@ struct RenderOptions {
   bool unicode = true;      // false: plain ASCII only (a locale that is not UTF-8)
   std::size_t width = 100;  // no line is wider than this many columns
   View view = View::automatic;
-  std::size_t max_rows = 16;       // longer tables show their first and last rows; 0: all
-  std::size_t max_cols = 10;       // wider tables show their first and last columns; 0: all
-  std::string version;             // for the title line
-  bool compare_only = false;       // `compare`: the header and the comparison, not every step
+  WeightScale weight_scale = WeightScale::automatic;  // --color-scale: how the weights' colours span them
+  std::size_t max_rows = 16;                          // longer tables show their first and last rows; 0: all
+  std::size_t max_cols = 10;                          // wider tables show their first and last columns; 0: all
+  std::string version;                                // for the title line
+  bool compare_only = false;                          // `compare`: the header and the comparison, not every step
   std::vector<std::string> notes;  // one line each, after the header: what the output leaves out and why
 };
 

@@ -123,16 +123,89 @@ std::vector<Panel> rotation_panels(const Problem& p, Step step) {
   return out;
 }
 
-ColorRange panel_range(const std::vector<const Panel*>& list) {
+namespace {
+
+// The largest value each row kept (0 for a row the mask emptied).
+std::vector<double> kept_row_max(const Panel& panel) {
+  std::vector<double> out(panel.rows, 0.0);
+  for (std::size_t r = 0; r < panel.rows; ++r)
+    for (std::size_t c = 0; c < panel.cols; ++c)
+      if (!panel.is_removed(r, c) && std::isfinite(panel.values[r * panel.cols + c]))
+        out[r] = std::max(out[r], panel.values[r * panel.cols + c]);
+  return out;
+}
+
+// automatic: the row scale when the rows' largest weights (of rows with any) differ by more than
+// row_scale_ratio times, else one scale for all.
+WeightScale resolve(WeightScale asked, const std::vector<const Panel*>& list) {
+  if (asked != WeightScale::automatic) return asked;
+  double least = INFINITY, most = 0;
+  for (const Panel* panel : list)
+    for (const double m : kept_row_max(*panel)) {
+      if (!(m > 0)) continue;
+      least = std::min(least, m);
+      most = std::max(most, m);
+    }
+  return most > row_scale_ratio * least ? WeightScale::row : WeightScale::absolute;
+}
+
+// The log scale's ends: the largest kept value, and the smallest positive one, at most
+// log_scale_decades below it.
+ColorRange log_range(const std::vector<double>& kept) {
+  double least = INFINITY, most = 0;
+  for (const double x : kept) {
+    if (!(x > 0) || !std::isfinite(x)) continue;
+    least = std::min(least, x);
+    most = std::max(most, x);
+  }
+  if (!(most > 0)) return {ColorScale::sequential, 0, 1, WeightScale::absolute};
+  least = std::max(least, most * std::pow(10.0, -log_scale_decades));
+  if (!(most > least)) least = most / 10;
+  return {ColorScale::sequential, least, most, WeightScale::log};
+}
+
+}  // namespace
+
+Shading::Shading(const Panel& panel, const ColorRange& range) : panel_(panel), range_(range) {
+  if (range.weights == WeightScale::row) row_max_ = kept_row_max(panel);
+}
+
+double Shading::of(double x, std::size_t r) const {
+  if (range_.weights != WeightScale::row) return range_.position(x);
+  const double m = row_max_[r];
+  return m > 0 ? range_.position(x / m) : 0.0;
+}
+
+Shading::Block Shading::block(std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) const {
+  double shade = 0, value = 0;
+  std::size_t kept = 0;
+  for (std::size_t r = r0; r < r1; ++r)
+    for (std::size_t c = c0; c < c1; ++c) {
+      if (panel_.is_removed(r, c)) continue;
+      shade += at(r, c);
+      value += panel_.values[r * panel_.cols + c];
+      ++kept;
+    }
+  if (kept == 0) return {0, 0, true};
+  return {shade / static_cast<double>(kept), value / static_cast<double>(kept), false};
+}
+
+ColorRange panel_range(const std::vector<const Panel*>& list, WeightScale weights) {
   std::vector<double> kept;
   // A sequential map when no panel's values can be negative (the step table's value class), else a
   // diverging one about 0.
-  bool nonnegative = true;
+  bool nonnegative = true, probability = !list.empty();
   for (const Panel* panel : list) {
     nonnegative = nonnegative && step_info(panel->step).values != ValueClass::signed_value;
+    probability = probability && step_info(panel->step).values == ValueClass::probability;
     for (std::size_t r = 0; r < panel->rows; ++r)
       for (std::size_t c = 0; c < panel->cols; ++c)
         if (!panel->is_removed(r, c)) kept.push_back(panel->values[r * panel->cols + c]);
+  }
+  if (probability) {
+    const WeightScale scale = resolve(weights, list);
+    if (scale == WeightScale::row) return {ColorScale::sequential, 0, 1, WeightScale::row};
+    if (scale == WeightScale::log) return log_range(kept);
   }
   return color_range(kept.data(), kept.size(), nonnegative);
 }

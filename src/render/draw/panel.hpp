@@ -45,7 +45,30 @@ std::vector<Panel> rotation_panels(const Problem& p, Step step);
 // The caption of key/value head `kv` for a problem with grouped heads: "kv head 1 (read by query heads 2–3)".
 std::string kv_head_caption(const Problem& p, std::size_t kv);
 
-// The colour range of a panel (or of several drawn with one legend): the cells the mask kept.
-ColorRange panel_range(const std::vector<const Panel*>& panels);
+// The colour range of a panel (or of several drawn with one legend): the cells the mask kept. `weights`
+// applies to probability steps only (colormap.hpp's WeightScale); automatic is resolved here, from the
+// rows' largest kept weights.
+ColorRange panel_range(const std::vector<const Panel*>& panels, WeightScale weights = WeightScale::absolute);
+
+// Where each cell of a panel falls on its colour map, in [0, 1]: ColorRange::position of its value,
+// under the row scale of its value over the largest value its row kept.
+class Shading {
+ public:
+  Shading(const Panel& panel, const ColorRange& range);
+  double at(std::size_t r, std::size_t c) const { return of(panel_.values[r * panel_.cols + c], r); }
+  double of(double x, std::size_t r) const;
+  // The mean shade of the cells the mask kept in rows [r0, r1) and columns [c0, c1), and the mean of their
+  // values; `removed` when the mask removed every one.
+  struct Block {
+    double shade = 0, value = 0;
+    bool removed = false;
+  };
+  Block block(std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) const;
+
+ private:
+  const Panel& panel_;
+  const ColorRange& range_;
+  std::vector<double> row_max_;  // (rows) under the row scale: the largest kept value of each row
+};
 
 }  // namespace attn

@@ -54,6 +54,64 @@ std::string_view ink_on(Rgb c) {
   return luminance > 0.179 ? "#000000" : "#ffffff";
 }
 
+// ---- pooling ---------------------------------------------------------------------------------
+
+// A panel as the figure draws it: beyond max_cells, pooled `pool` rows and columns to a cell, with each
+// cell's shade on the colour map and, beside the weights, each drawn row's sum.
+struct Drawn {
+  Panel panel;                // pooled: each value the mean of what the mask kept in its block, removed
+                              // where the mask removed all of it, labels "0–3"
+  std::vector<double> shade;  // (rows, cols) in [0, 1]: where each drawn cell falls on the colour map
+  std::vector<double> sums;   // (rows) the weights' row sums; pooled: the mean over the block's rows
+  std::size_t pool = 1;
+};
+
+// The first rows (or columns) of each block, as "0–3".
+std::vector<std::string> block_labels(std::size_t count, std::size_t pool) {
+  std::vector<std::string> out;
+  for (std::size_t k = 0; k < count; k += pool) out.push_back(fmt::format("{}–{}", k, std::min(count, k + pool) - 1));
+  return out;
+}
+
+// Every cell of `panel` as it is (pool 1), or the mean of each pool × pool block of what the mask kept.
+Drawn drawn_panel(const Panel& panel, const ColorRange& range, std::size_t pool) {
+  const Shading shading(panel, range);
+  Drawn d;
+  d.pool = pool;
+  Panel& p = d.panel;
+  p.step = panel.step;
+  p.batch = panel.batch;
+  p.head = panel.head;
+  p.kv = panel.kv;
+  p.caption = panel.caption;
+  p.rows = (panel.rows + pool - 1) / pool;
+  p.cols = (panel.cols + pool - 1) / pool;
+  p.row_labels = pool == 1 ? panel.row_labels : block_labels(panel.rows, pool);
+  p.col_labels = pool == 1 ? panel.col_labels : block_labels(panel.cols, pool);
+  if (!panel.removed.empty()) p.removed.assign(p.rows * p.cols, 0);
+  if (!panel.empty_row.empty()) p.empty_row.assign(p.rows, true);
+  for (std::size_t r = 0; r < p.rows; ++r) {
+    const std::size_t r0 = r * pool, r1 = std::min(panel.rows, r0 + pool);
+    for (std::size_t c = 0; c < p.cols; ++c) {
+      const std::size_t c0 = c * pool, c1 = std::min(panel.cols, c0 + pool);
+      const Shading::Block block =
+          pool == 1 ? Shading::Block{shading.at(r, c), panel.values[r * panel.cols + c], panel.is_removed(r, c)}
+                    : shading.block(r0, r1, c0, c1);
+      p.values.push_back(block.value);
+      d.shade.push_back(block.shade);
+      if (block.removed && !p.removed.empty()) p.removed[r * p.cols + c] = 1;
+    }
+    if (panel.step != Step::weights) continue;
+    double sum = 0;
+    for (std::size_t k = r0; k < r1; ++k) {
+      sum += panel.row_sum(k);
+      if (!p.empty_row.empty()) p.empty_row[r] = p.empty_row[r] && panel.is_empty_row(k);
+    }
+    d.sums.push_back(sum / static_cast<double>(r1 - r0));
+  }
+  return d;
+}
+
 // ---- sizes -----------------------------------------------------------------------------------
 
 constexpr double margin = 16;
@@ -94,9 +152,10 @@ struct LabelLengths {
   std::size_t rows = 0, cols = 0, caption = 0;  // the longest, in characters as shown
 };
 
-LabelLengths label_lengths(const std::vector<Panel>& shown) {
+LabelLengths label_lengths(const std::vector<Drawn>& shown) {
   LabelLengths out;
-  for (const Panel& panel : shown) {
+  for (const Drawn& d : shown) {
+    const Panel& panel = d.panel;
     for (const std::string& l : panel.row_labels)
       out.rows = std::max(out.rows, display_width(shown_text(l, label_chars)));
     for (const std::string& l : panel.col_labels)
@@ -108,9 +167,9 @@ LabelLengths label_lengths(const std::vector<Panel>& shown) {
 
 // The largest cells (up to max_cell) with which `grid_cols` × `grid_rows` panels and the colour bar
 // fit in max_figure, then the label sizes that go with them.
-PanelLayout layout_panels(const std::vector<Panel>& shown, std::size_t grid_cols, std::size_t grid_rows,
+PanelLayout layout_panels(const std::vector<Drawn>& shown, std::size_t grid_cols, std::size_t grid_rows,
                           double header_h, double legend_w) {
-  const Panel& first = shown.front();
+  const Panel& first = shown.front().panel;
   const LabelLengths longest = label_lengths(shown);
   PanelLayout l;
   l.rows = first.rows;
@@ -148,6 +207,12 @@ PanelLayout layout_panels(const std::vector<Panel>& shown, std::size_t grid_cols
 // ---- drawing ---------------------------------------------------------------------------------
 
 constexpr std::string_view removed_fill = "url(#attn-removed)";
+
+// A colour bar's tick: the value, or under the row scale the fraction of the row's largest.
+std::string tick_text(const ColorRange& range, double t) {
+  if (range.weights == WeightScale::row) return t > 0 ? "row max" : "0";
+  return fmt::format("{:.3g}", t);
+}
 
 // The hatch of cells the mask removed (grey, so never the colour of a small value), and the colour
 // bar's gradient: everything the figure refers to is defined in it.
@@ -189,20 +254,23 @@ void draw_labels(std::string& out, const Panel& panel, const PanelLayout& l) {
 }
 
 // One <rect> per entry, with its exact value, and its rounded value inside when there is room.
-void draw_cells(std::string& out, const Panel& panel, const PanelLayout& l, const ColorRange& range, bool float32) {
+// Pooled, each <rect> carries its block's mean (data-value) and the group the pool (data-pool).
+void draw_cells(std::string& out, const Drawn& d, const PanelLayout& l, const ColorRange& range, bool float32) {
+  const Panel& panel = d.panel;
   std::string values;
-  out += "<g class=\"cells\" shape-rendering=\"crispEdges\">\n";
+  out += d.pool == 1 ? "<g class=\"cells\" shape-rendering=\"crispEdges\">\n"
+                     : fmt::format("<g class=\"cells\" data-pool=\"{}\" shape-rendering=\"crispEdges\">\n", d.pool);
   for (std::size_t r = 0; r < panel.rows; ++r) {
     for (std::size_t c = 0; c < panel.cols; ++c) {
       const double v = panel.values[r * panel.cols + c];
       const bool removed = panel.is_removed(r, c);
-      const Rgb color = removed ? removed_color : color_at(range.scale, range.position(v));
+      const Rgb color = removed ? removed_color : color_at(range.scale, d.shade[r * panel.cols + c]);
       const double x = l.grid_x() + static_cast<double>(c) * l.cell, y = l.grid_y() + static_cast<double>(r) * l.cell;
       out += fmt::format(
           "<rect class=\"cell\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" data-row=\"{}\" "
           "data-col=\"{}\" data-value=\"{}\"{}/>\n",
           num(x), num(y), num(l.cell), num(l.cell), removed ? std::string(removed_fill) : hex(color), r, c,
-          exact_value(v, float32), removed ? " data-removed=\"1\"" : "");
+          exact_value(v, float32 && d.pool == 1), removed ? " data-removed=\"1\"" : "");
       // A removed cell's weight is 0 by construction, but the -inf of `masked` is the point of that step.
       if (l.value_size > 0 && (!removed || std::isinf(v)))
         values += fmt::format("<text x=\"{}\" y=\"{}\" dy=\"0.35em\" fill=\"{}\">{}</text>\n", num(x + l.cell / 2),
@@ -217,7 +285,8 @@ void draw_cells(std::string& out, const Panel& panel, const PanelLayout& l, cons
 }
 
 // Right of the weights: each row's sum, 1 up to rounding, or "empty" where the mask left nothing.
-void draw_row_sums(std::string& out, const Panel& panel, const PanelLayout& l) {
+void draw_row_sums(std::string& out, const Drawn& d, const PanelLayout& l) {
+  const Panel& panel = d.panel;
   const double x = l.grid_x() + static_cast<double>(panel.cols) * l.cell + 6;
   out += fmt::format("<g class=\"row-sums\" font-family=\"monospace\" font-size=\"{}\" fill=\"#555555\">\n",
                      num(l.label_size));
@@ -225,21 +294,22 @@ void draw_row_sums(std::string& out, const Panel& panel, const PanelLayout& l) {
   for (std::size_t r = 0; r < panel.rows; r += l.label_every) {
     out += fmt::format("<text x=\"{}\" y=\"{}\" dy=\"0.35em\">{}</text>\n", num(x),
                        num(l.grid_y() + (static_cast<double>(r) + 0.5) * l.cell),
-                       panel.is_empty_row(r) ? "empty" : fmt::format("{:.3f}", panel.row_sum(r)));
+                       panel.is_empty_row(r) ? "empty" : fmt::format("{:.3f}", d.sums[r]));
   }
   out += "</g>\n";
 }
 
-void draw_panel(std::string& out, const Panel& panel, const PanelLayout& l, const ColorRange& range, double x, double y,
+void draw_panel(std::string& out, const Drawn& d, const PanelLayout& l, const ColorRange& range, double x, double y,
                 bool float32) {
+  const Panel& panel = d.panel;
   out += fmt::format("<g class=\"panel\" data-batch=\"{}\"{} transform=\"translate({},{})\">\n", panel.batch,
                      panel.head ? fmt::format(" data-head=\"{}\"", *panel.head) : "", num(x), num(y));
   if (!panel.caption.empty())
     out += fmt::format("<text x=\"0\" y=\"{}\" font-size=\"{}\" font-weight=\"bold\">{}</text>\n", num(text_size),
                        num(text_size), xml_escape(panel.caption));
   draw_labels(out, panel, l);
-  draw_cells(out, panel, l, range, float32);
-  if (panel.step == Step::weights) draw_row_sums(out, panel, l);
+  draw_cells(out, d, l, range, float32);
+  if (panel.step == Step::weights) draw_row_sums(out, d, l);
   out += "</g>\n";
 }
 
@@ -251,6 +321,10 @@ void draw_colorbar(std::string& out, const ColorRange& range, bool any_removed, 
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"url(#attn-scale)\" stroke=\"#888888\" "
       "stroke-width=\"0.5\"/>\n",
       num(x), num(y), num(bar_width), num(height));
+  // Above the bar, which scale the weights use.
+  if (range.scale == ColorScale::sequential)
+    out += fmt::format("<text class=\"scale\" x=\"{}\" y=\"{}\" font-family=\"sans-serif\">{} scale</text>\n", num(x),
+                       num(y - 14), weight_scale_name(range.weights));
   std::vector<double> ticks = {range.lo, range.hi};
   if (range.scale == ColorScale::diverging && range.hi > range.lo) ticks.push_back(0);
   if (!(range.hi > range.lo)) ticks = {range.lo};
@@ -259,7 +333,7 @@ void draw_colorbar(std::string& out, const ColorRange& range, bool any_removed, 
     out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333333\"/>\n", num(x + bar_width),
                        num(at), num(x + bar_width + 4), num(at));
     out += fmt::format("<text x=\"{}\" y=\"{}\" dy=\"0.35em\">{}</text>\n", num(x + bar_width + 6), num(at),
-                       fmt::format("{:.3g}", t));
+                       tick_text(range, t));
   }
   if (any_removed) {
     const double top = y + height + 12;
@@ -310,34 +384,83 @@ bool has_head_axis(Step step) {
          std::find(axes.begin(), axes.end(), Axis::kv_head) != axes.end();
 }
 
+namespace {
+
+// The lines above the panels: the step's name and formula, its meaning, its axes and the weights'
+// scale, and whether the cells were pooled.
+struct Header {
+  std::string name, formula, description, axes, pooled;
+  double width() const {
+    return std::max({text_width(name + "  " + formula, title_size) + 12, text_width(description, text_size),
+                     text_width(axes, text_size), text_width(pooled, text_size)});
+  }
+  double height() const { return margin + title_size + (pooled.empty() ? 2 : 3) * (text_size + 6) + 16; }
+  void write(std::string& out) const {
+    out += fmt::format(
+        "<text x=\"{}\" y=\"{}\" font-size=\"{}\"><tspan font-weight=\"bold\">{}</tspan><tspan "
+        "dx=\"12\">{}</tspan></text>\n",
+        num(margin), num(margin + title_size), num(title_size), xml_escape(name), xml_escape(formula));
+    out += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#555555\">{}</text>\n", num(margin),
+                       num(margin + title_size + text_size + 6), xml_escape(description));
+    out += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#555555\">{}</text>\n", num(margin),
+                       num(margin + title_size + 2 * (text_size + 6)), xml_escape(axes));
+    if (!pooled.empty())
+      out += fmt::format("<text class=\"pooled\" x=\"{}\" y=\"{}\" fill=\"#555555\">{}</text>\n", num(margin),
+                         num(margin + title_size + 3 * (text_size + 6)), xml_escape(pooled));
+  }
+};
+
+Header header_of(const Trace& trace, const StepRecord& rec, const ColorRange& range, const Panel& whole,
+                 const Drawn& drawn) {
+  Header h;
+  h.name = step_info(rec.step).name;
+  h.formula = shown_text(rec.formula, header_chars);
+  h.description = shown_text(rec.description, header_chars);
+  h.axes = axes_line(trace, rec.step);
+  if (const std::string words = scale_words(range); !words.empty()) h.axes += " · " + words;
+  if (drawn.pool > 1)
+    h.pooled = fmt::format(
+        "{} × {} cells drawn as {} × {}: each the mean of a {} × {} block (of what the mask kept); --max-cells 0 "
+        "draws every cell",
+        whole.rows, whole.cols, drawn.panel.rows, drawn.panel.cols, drawn.pool, drawn.pool);
+  return h;
+}
+
+}  // namespace
+
+std::size_t pool_factor(std::size_t rows, std::size_t cols, std::size_t max_cells) {
+  const std::size_t side = std::max(rows, cols);
+  return max_cells == 0 || side <= max_cells ? 1 : (side + max_cells - 1) / max_cells;
+}
+
 std::string render_svg(const Trace& trace, const PlotOptions& options) {
   const StepRecord& rec = record_of(trace, options.step);
-  const std::vector<Panel> shown = chosen_panels(trace, rec, options);
+  const std::vector<Panel> chosen = chosen_panels(trace, rec, options);
   const bool float32 = computes_in_float32(trace.dtype);
 
-  // pass 1: the header's text, which sets the least width
-  const std::string name(step_info(rec.step).name);
-  const std::string formula = shown_text(rec.formula, header_chars);
-  const std::string description = shown_text(rec.description, header_chars);
-  const std::string axes = axes_line(trace, rec.step);
-  const double header_w = std::max({text_width(name + "  " + formula, title_size) + 12,
-                                    text_width(description, text_size), text_width(axes, text_size)});
-  const double header_h = margin + title_size + 2 * (text_size + 6) + 16;
-
-  // pass 2: one colour range for every panel, and the colour bar's width from its labels
+  // pass 1: one colour range for every panel, and each panel as drawn (pooled beyond max_cells)
   std::vector<const Panel*> all;
-  all.reserve(shown.size());
-  for (const Panel& panel : shown) all.push_back(&panel);
-  const ColorRange range = panel_range(all);
-  const bool any_removed = std::any_of(shown.begin(), shown.end(), [](const Panel& p) {
-    return std::find(p.removed.begin(), p.removed.end(), 1) != p.removed.end();
+  all.reserve(chosen.size());
+  for (const Panel& panel : chosen) all.push_back(&panel);
+  const ColorRange range = panel_range(all, options.weight_scale);
+  const std::size_t pool = pool_factor(chosen.front().rows, chosen.front().cols, options.max_cells);
+  std::vector<Drawn> shown;
+  shown.reserve(chosen.size());
+  for (const Panel& panel : chosen) shown.push_back(drawn_panel(panel, range, pool));
+
+  // pass 2: the header's text, which sets the least width
+  const Header header = header_of(trace, rec, range, chosen.front(), shown.front());
+  const double header_w = header.width(), header_h = header.height();
+
+  // pass 3: the colour bar's width from its labels
+  const bool any_removed = std::any_of(shown.begin(), shown.end(), [](const Drawn& d) {
+    return std::find(d.panel.removed.begin(), d.panel.removed.end(), 1) != d.panel.removed.end();
   });
-  const std::size_t tick_chars =
-      std::max({fmt::format("{:.3g}", range.lo).size(), fmt::format("{:.3g}", range.hi).size(),
-                any_removed ? std::size_t{6} : std::size_t{0}});
+  const std::size_t tick_chars = std::max({tick_text(range, range.lo).size(), tick_text(range, range.hi).size(),
+                                           any_removed ? std::size_t{6} : std::size_t{0}, std::size_t{9}});
   const double legend_w = gap + bar_width + 6 + text_width(std::string(tick_chars, 'x'), text_size - 1);
 
-  // pass 3: the panels in a grid as square as may be, and their layout
+  // pass 4: the panels in a grid as square as may be, and their layout
   const std::size_t count = shown.size();
   const std::size_t grid_cols = static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(count))));
   const std::size_t grid_rows = (count + grid_cols - 1) / grid_cols;
@@ -349,9 +472,9 @@ std::string render_svg(const Trace& trace, const PlotOptions& options) {
   const double width = std::ceil(2 * margin + std::max(panels_w + legend_w, header_w));
   const double height = std::ceil(header_h + std::max(panels_h, l.grid_y() + legend_h) + margin);
 
-  // pass 4: write it
-  std::string caption = name;
-  if (count == 1 && !shown.front().caption.empty()) caption += ", " + shown.front().caption;
+  // pass 5: write it
+  std::string caption = header.name;
+  if (count == 1 && !shown.front().panel.caption.empty()) caption += ", " + shown.front().panel.caption;
   if (count > 1)
     caption += trace.problem->batched ? fmt::format(", batch {}, every head", options.batch) : ", every head";
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
@@ -364,14 +487,7 @@ std::string render_svg(const Trace& trace, const PlotOptions& options) {
     out += fmt::format("<desc>{}</desc>\n", xml_escape(shown_text(trace.problem->description, 0)));
   out += defs(range);
   out += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", num(width), num(height));
-  out += fmt::format(
-      "<text x=\"{}\" y=\"{}\" font-size=\"{}\"><tspan font-weight=\"bold\">{}</tspan><tspan "
-      "dx=\"12\">{}</tspan></text>\n",
-      num(margin), num(margin + title_size), num(title_size), xml_escape(name), xml_escape(formula));
-  out += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#555555\">{}</text>\n", num(margin),
-                     num(margin + title_size + text_size + 6), xml_escape(description));
-  out += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#555555\">{}</text>\n", num(margin),
-                     num(margin + title_size + 2 * (text_size + 6)), xml_escape(axes));
+  header.write(out);
   for (std::size_t k = 0; k < count; ++k) {
     const std::size_t grid_row = k / grid_cols, grid_col = k % grid_cols;
     const double x = margin + static_cast<double>(grid_col) * (l.width + gap);

@@ -160,10 +160,12 @@ class PageData {
     put_range(out, plan_.diff_range);
     out += ",\"max_abs\":";
     put_number(out, plan_.max_diff);
+    out += ",\"unit\":" + json_string(plan_.diff_unit) + ",\"neutral\":";
+    put_number(out, plan_.diff_neutral);
     out += ",\"panels\":[";
-    for (std::size_t k = 0; k < plan_.diff_panels.size(); ++k) {
+    for (std::size_t k = 0; k < plan_.diff_map_panels.size(); ++k) {
       if (k > 0) out += ',';
-      put_panel(out, plan_.diff_panels[k], plan_.diff_embedded, o_.max_step_numbers / 4);
+      put_panel(out, plan_.diff_map_panels[k], plan_.diff_embedded, o_.max_step_numbers / 4);
     }
     out += "]}";
   }

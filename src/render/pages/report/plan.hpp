@@ -20,7 +20,10 @@ struct ReportPlan {
   std::vector<std::string> notes;  // what the page leaves out, as HTML sentences
   // naive vs flash
   std::optional<StepRecord> difference;
-  std::vector<Panel> diff_panels;
+  std::vector<Panel> diff_panels;      // D itself, for the tables
+  std::vector<Panel> diff_map_panels;  // D in diff_unit, for the map
+  std::string diff_unit;               // the map's unit and its neutral band, in words for the legend
+  double diff_neutral = 0;             // |D| in units up to this is "within the rule": the neutral colour
   std::size_t diff_numbers = 0;
   bool diff_embedded = false;
   double max_diff = 0;

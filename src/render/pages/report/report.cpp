@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -78,9 +79,48 @@ class Report {
     plan_.diff_panels = panels(t_, *plan_.difference);
     for (const Panel& panel : plan_.diff_panels) plan_.diff_numbers += cells(panel);
     plan_.diff_embedded = plan_.diff_numbers <= o_.max_step_numbers / 4;
-    // A difference is signed: blue-white-red about 0, white everywhere when the two agree exactly.
     for (const double x : d) plan_.max_diff = std::max(plan_.max_diff, std::fabs(x));
-    plan_.diff_range = {ColorScale::diverging, -plan_.max_diff, plan_.max_diff};
+    plan_difference_map(a, d);
+  }
+
+  // The map of D in units that say whether it matters: compare's tolerance when the trace holds its
+  // verdict (white within it, so that only a real disagreement has a colour), else the ULPs of the
+  // working dtype at naive's value.
+  void plan_difference_map(std::span<const double> naive, const std::vector<double>& d) {
+    std::vector<double> units(d.size());
+    if (t_.compare && t_.compare->bound > 0) {
+      // Units of the verdict's tolerance: flash passes while max |flash − ref| <= bound.
+      const double bound = t_.compare->bound;
+      for (std::size_t k = 0; k < d.size(); ++k) units[k] = d[k] / bound;
+      plan_.diff_neutral = 1;
+      plan_.diff_unit = fmt::format(
+          "flash − naive in units of compare's tolerance 2 · max |naive − ref| + noise = {}; white: within it "
+          "(from −1 to 1)",
+          short_number(bound));
+    } else {
+      // One ULP: the gap from naive's value to the next number of the working dtype.
+      const bool single = t_.dtype != DType::float64;
+      for (std::size_t k = 0; k < d.size(); ++k) {
+        const double x = std::fabs(naive[k]);
+        const double ulp =
+            single ? static_cast<double>(std::nextafter(static_cast<float>(x), INFINITY) - static_cast<float>(x))
+                   : std::nextafter(x, INFINITY) - x;
+        units[k] = ulp > 0 && std::isfinite(ulp) ? d[k] / ulp : d[k];
+      }
+      plan_.diff_unit = fmt::format(
+          "flash − naive in ULPs of {} at naive's value (compare's tolerance is not in "
+          "this trace)",
+          name_of(t_.dtype));
+    }
+    plan_.diff_map_panels = plan_.diff_panels;
+    std::size_t at = 0;
+    for (Panel& panel : plan_.diff_map_panels)
+      for (double& v : panel.values) v = units[at++];
+    // A difference is signed: blue-white-red about 0; at least the neutral band, so that a difference
+    // within it is never a full colour.
+    double reach = plan_.diff_neutral;
+    for (const double u : units) reach = std::max(reach, std::fabs(u));
+    plan_.diff_range = {ColorScale::diverging, -reach, reach};
   }
 
   // The panel (batch item and head) of the first differing step that holds the largest difference, as
@@ -114,7 +154,7 @@ class Report {
                        std::any_of(panel.removed.begin(), panel.removed.end(), [](unsigned char r) { return r != 0; });
       }
       view.embedded.assign(all.size(), false);
-      view.range = panel_range(list);
+      view.range = panel_range(list, o_.weight_scale);
       constexpr std::size_t tables_shown = 4;
       for (std::size_t k = 0; k < all.size() && k < tables_shown; ++k)
         view.tables += static_table(all[k], o_.table_size);

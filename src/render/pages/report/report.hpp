@@ -8,6 +8,7 @@
 #include <string>
 
 #include "lessons/mistakes.hpp"
+#include "render/draw/colormap.hpp"
 #include "trace/trace.hpp"
 
 namespace attn {
@@ -22,6 +23,7 @@ struct ReportOptions {
   std::size_t max_step_numbers = 1'000'000;
   std::size_t max_tile_numbers = 250'000;
   std::size_t max_tiles = 1024;
+  WeightScale weight_scale = WeightScale::automatic;  // the weights' colours (render/draw/colormap.hpp)
   std::size_t table_size = 6;  // the tables for readers without scripts: at most this many rows and columns
   // report --mistake: the page opens with the mistake beside the intended computation (section #mistake).
   const MistakeResult* mistake = nullptr;

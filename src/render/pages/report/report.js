@@ -57,15 +57,43 @@
   };
   var removedHex = data.colors.removed, removedRgb = rgbOf(removedHex);
 
-  // Where x falls in the colour range, as ColorRange::position does.
-  function position(scale, lo, hi, x) {
+  // Where x falls in the colour range, as ColorRange::position does (weights: 'log' for the log scale).
+  function position(scale, lo, hi, x, weights) {
     if (x !== x) return 0.5;
     if (x === Infinity) return 1;
     if (x === -Infinity) return 0;
+    if (weights === 'log') {
+      if (!(hi > lo) || !(lo > 0)) return x > 0 ? 1 : 0;
+      if (!(x > lo)) return 0;
+      return Math.min(1, Math.max(0, Math.log(x / lo) / Math.log(hi / lo)));
+    }
     if (!(hi > lo)) return scale === 'diverging' ? 0.5 : 0;
     return Math.min(1, Math.max(0, (x - lo) / (hi - lo)));
   }
-  function slot(scale, lo, hi, x) { return Math.round(position(scale, lo, hi, x) * (lut[scale].hex.length - 1)); }
+  // The slot of entry k of a heatmap's matrix m, under its weights' scale: the row scale divides by the
+  // row's largest kept value (m.rowMax), as render/draw/panel.hpp's Shading does.
+  function cellSlot(m, k) {
+    var x = m.values[k];
+    if (m.neutral > 0 && Math.abs(x) <= m.neutral) x = 0;  // within the rule: the colour of 0
+    if (m.rowMax) {
+      var top = m.rowMax[Math.floor(k / m.cols)];
+      x = top > 0 ? x / top : 0;
+    }
+    return Math.round(position(m.scale, m.lo, m.hi, x, m.weights) * (lut[m.scale].hex.length - 1));
+  }
+  // The largest value each row kept, for the row scale.
+  function rowMaxOf(m) {
+    var out = [];
+    for (var r = 0; r < m.rows; r++) {
+      var top = 0;
+      for (var c = 0; c < m.cols; c++) {
+        var k = r * m.cols + c;
+        if (!(m.removed && m.removed.charCodeAt(k) === 49) && m.values[k] > top) top = m.values[k];
+      }
+      out.push(top);
+    }
+    return out;
+  }
 
   // ---- the tooltip ----
 
@@ -121,7 +149,7 @@
       for (var i = 0, k = 0; i < m.rows; i++) {
         for (var j = 0; j < m.cols; j++, k++) {
           var v = m.values[k];
-          var fill = removed(k) ? 'url(#removed-hatch)' : hexes[slot(m.scale, m.lo, m.hi, v)];
+          var fill = removed(k) ? 'url(#removed-hatch)' : hexes[cellSlot(m, k)];
           parts.push('<rect class="cell" x="' + (left + j * px) + '" y="' + (top + i * px) + '" width="' + px +
                      '" height="' + px + '" fill="' + fill + '" data-value="' + raw(v) + '"/>');
         }
@@ -143,7 +171,7 @@
       var image = context.createImageData(m.cols, m.rows);
       var pixels = image.data, rgbs = lut[m.scale].rgb;
       for (var n = 0; n < m.rows * m.cols; n++) {
-        var rgb = removed(n) ? removedRgb : rgbs[slot(m.scale, m.lo, m.hi, m.values[n])];
+        var rgb = removed(n) ? removedRgb : rgbs[cellSlot(m, n)];
         pixels[4 * n] = rgb[0];
         pixels[4 * n + 1] = rgb[1];
         pixels[4 * n + 2] = rgb[2];
@@ -296,14 +324,16 @@
     figures.push(entry);
   }
   function matrixOf(step, panel) {
-    return {
+    var m = {
       rows: panel.rows, cols: panel.cols, values: valuesOf(panel), removed: panel.removed || null,
       rowLabels: panel.row_labels.map(function (label, r) {
         return panel.empty_rows && panel.empty_rows.indexOf(r) >= 0 ? label + ' ∅' : label;
       }),
       colLabels: panel.col_labels, scale: step.scale, lo: num(step.range[0]), hi: num(step.range[1]),
-      name: step.name, tip: tipFor(step, panel)
+      weights: step.weights, name: step.name, tip: tipFor(step, panel)
     };
+    if (step.weights === 'row') m.rowMax = rowMaxOf(m);
+    return m;
   }
 
   // A step of a large batch has many heatmaps: the page draws the first ones and says how many it left.
@@ -329,7 +359,9 @@
     if (diffBox) {
       data.diff.panels.forEach(function (panel) {
         addFigure(diffBox, panel, panel.caption || 'flash − naive', function () {
-          var m = matrixOf({ name: 'flash − naive', scale: data.diff.scale, range: data.diff.range }, panel);
+          var m = matrixOf({ name: 'flash − naive (' + (data.diff.neutral > 0 ? 'tolerances' : 'ULPs') + ')',
+                             scale: data.diff.scale, range: data.diff.range }, panel);
+          m.neutral = num(data.diff.neutral);
           m.tip = null;
           return heatmap(m);
         });

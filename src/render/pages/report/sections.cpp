@@ -185,7 +185,9 @@ std::string ReportSections::diff_section() const {
       "output is from the naive one, entry by entry (shape {}).</p><p class=\"verdict\" "
       "id=\"verdict\">{}</p>{}{}<div class=\"heatmaps needs-js\" id=\"diff-maps\"></div><details "
       "class=\"numbers\" open><summary>numbers</summary>{}</details></section>\n",
-      shape_text(plan_.difference->value.shape()), verdict, legend_svg(plan_.diff_range, false, "diff"),
+      shape_text(plan_.difference->value.shape()), verdict,
+      legend_svg(plan_.diff_range, false, "diff", plan_.diff_neutral) +
+          fmt::format("<p class=\"legend-scale\" id=\"diff-unit\">{}</p>", plan_.diff_unit),
       plan_.diff_embedded ? ""
                           : note("The difference map is too large for this page; the verdict above covers it all."),
       tables);

@@ -28,7 +28,8 @@ void put_texts(std::string& out, const std::vector<std::string>& items) {
 std::string_view scale_name(ColorScale s) { return s == ColorScale::sequential ? "sequential" : "diverging"; }
 
 void put_range(std::string& out, const ColorRange& r) {
-  fmt::format_to(std::back_inserter(out), "\"scale\":\"{}\",\"range\":[", scale_name(r.scale));
+  fmt::format_to(std::back_inserter(out), "\"scale\":\"{}\",\"weights\":\"{}\",\"range\":[", scale_name(r.scale),
+                 weight_scale_name(r.weights));
   put_number(out, r.lo);
   out += ',';
   put_number(out, r.hi);

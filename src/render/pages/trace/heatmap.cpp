@@ -25,9 +25,9 @@ constexpr std::string_view sequential_ramp = " .:-=+*#%@";
 constexpr std::string_view diverging_ramp = "=~-, .+*#";
 constexpr char removed_char = '/';
 
-char ramp_char(const ColorRange& range, double x) {
-  const std::string_view ramp = range.scale == ColorScale::sequential ? sequential_ramp : diverging_ramp;
-  const double t = range.position(x);
+// The ramp's character at shade t in [0, 1].
+char ramp_char(ColorScale scale, double t) {
+  const std::string_view ramp = scale == ColorScale::sequential ? sequential_ramp : diverging_ramp;
   return ramp[std::min(ramp.size() - 1, static_cast<std::size_t>(t * static_cast<double>(ramp.size())))];
 }
 
@@ -58,25 +58,6 @@ std::vector<std::string> code_points(std::string_view s) {
   return out;
 }
 
-// The mean of the kept (not removed) values of a block, and whether the mask removed all of it.
-struct Pooled {
-  double value = 0;
-  bool removed = false;
-};
-
-Pooled pool(const Panel& p, std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1) {
-  double sum = 0;
-  std::size_t kept = 0;
-  for (std::size_t r = r0; r < r1; ++r)
-    for (std::size_t c = c0; c < c1; ++c) {
-      if (p.is_removed(r, c)) continue;
-      sum += p.values[r * p.cols + c];
-      ++kept;
-    }
-  if (kept == 0) return {0, true};
-  return {sum / static_cast<double>(kept), false};
-}
-
 }  // namespace
 
 std::string Style::cell(std::string_view t, Rgb bg) const {
@@ -86,14 +67,14 @@ std::string Style::cell(std::string_view t, Rgb bg) const {
   return fmt::format("\x1b[{};{}m{}\x1b[0m", background, light ? "30" : "97", t);
 }
 
-std::string Renderer::heat_cell(double x, bool removed, const ColorRange& range, std::size_t width) const {
-  if (!o_.color) return std::string(width, removed ? removed_char : ramp_char(range, x));
+std::string Renderer::heat_cell(double t, bool removed, ColorScale scale, std::size_t width) const {
+  if (!o_.color) return std::string(width, removed ? removed_char : ramp_char(scale, t));
   if (removed) {
     std::string hatch;
     for (std::size_t k = 0; k < width; ++k) hatch += o_.unicode ? "╱" : "/";
     return style_.cell(hatch, removed_color);
   }
-  return style_.cell(std::string(width, ' '), color_at(range.scale, range.position(x)));
+  return style_.cell(std::string(width, ' '), color_at(scale, t));
 }
 
 std::string Renderer::legend(const ColorRange& range, bool any_removed) const {
@@ -101,14 +82,16 @@ std::string Renderer::legend(const ColorRange& range, bool any_removed) const {
   const std::size_t steps =
       o_.color ? 20 : (range.scale == ColorScale::sequential ? sequential_ramp : diverging_ramp).size();
   std::string bar;
-  for (std::size_t k = 0; k < steps; ++k) {
-    const double x = range.lo + (range.hi - range.lo) * (static_cast<double>(k) + 0.5) / static_cast<double>(steps);
-    bar += heat_cell(x, false, range, 1);
-  }
-  std::string text = fmt::format("  {} {}{}{} {}", format_value(range.lo, o_.precision), o_.color ? "" : "[", bar,
-                                 o_.color ? "" : "]", format_value(range.hi, o_.precision));
+  for (std::size_t k = 0; k < steps; ++k)
+    bar += heat_cell((static_cast<double>(k) + 0.5) / static_cast<double>(steps), false, range.scale, 1);
+  const bool row = range.weights == WeightScale::row;
+  const auto end = [&](double x) {
+    return range.weights == WeightScale::log ? fmt::format("{:.3g}", x) : format_value(x, o_.precision);
+  };
+  std::string text = fmt::format("  {} {}{}{} {}", row ? "0" : end(range.lo), o_.color ? "" : "[", bar,
+                                 o_.color ? "" : "]", row ? "row's largest" : end(range.hi));
   text += range.scale == ColorScale::sequential ? "  (low to high)" : "  (negative, 0, positive)";
-  if (any_removed) text += fmt::format("   {} removed by the mask", heat_cell(0, true, range, 2));
+  if (any_removed) text += fmt::format("   {} removed by the mask", heat_cell(0, true, range.scale, 2));
   return text;
 }
 
@@ -195,15 +178,16 @@ void Renderer::heat_column_labels(const Panel& panel, const HeatLayout& l) {
 
 // One line per row (or pool of rows): its label, its cells, and beside weights its sum.
 void Renderer::heat_rows(const Panel& panel, const HeatLayout& l, const ColorRange& range) {
+  const Shading shading(panel, range);
   for (std::size_t k = 0; k < l.lines; ++k) {
     const std::size_t r0 = k * l.row_pool, r1 = std::min(panel.rows, r0 + l.row_pool);
     std::string row = "  " + style_.label(pad_right(l.row_text[k], l.label_col)) + "  ";
     for (std::size_t c = 0; c < l.cells; ++c) {
       const std::size_t c0 = c * l.col_pool, c1 = std::min(panel.cols, c0 + l.col_pool);
-      const Pooled cell = l.row_pool == 1 && l.col_pool == 1
-                              ? Pooled{panel.values[r0 * panel.cols + c0], panel.is_removed(r0, c0)}
-                              : pool(panel, r0, r1, c0, c1);
-      row += heat_cell(cell.value, cell.removed, range, l.cw);
+      const Shading::Block cell = l.row_pool == 1 && l.col_pool == 1
+                                      ? Shading::Block{shading.at(r0, c0), 0, panel.is_removed(r0, c0)}
+                                      : shading.block(r0, r1, c0, c1);
+      row += heat_cell(cell.shade, cell.removed, range.scale, l.cw);
     }
     if (l.weights) row += "  " + (l.empty_line[k] ? style_.warning(l.sum_text[k]) : l.sum_text[k]);
     line("{}", row);
@@ -216,13 +200,13 @@ void Renderer::heat_pool_note(const Panel& panel, const HeatLayout& l) {
   std::vector<std::string> pooled;
   if (l.row_pool > 1) pooled.push_back(fmt::format("rows {} to a line", l.row_pool));
   if (l.col_pool > 1) pooled.push_back(fmt::format("columns {} to a cell", l.col_pool));
-  para(fmt::format("  ({} × {} pooled to fit, {}: each cell is the mean of what the mask kept in its block)",
+  para(fmt::format("  ({} × {} pooled to fit, {}: each cell is the mean colour of what the mask kept in its block)",
                    panel.rows, panel.cols, fmt::join(pooled, " and ")),
        "   ", /*faint=*/true);
 }
 
 void Renderer::heatmap(const Panel& panel) {
-  const ColorRange range = panel_range({&panel});
+  const ColorRange range = panel_range({&panel}, o_.weight_scale);
   // pass 1: how many rows a line pools and columns a cell, the labels and the sums
   const HeatLayout l = heat_layout(panel);
   // pass 2: the caption, the column labels, the rows, the legend and what was pooled
@@ -232,6 +216,8 @@ void Renderer::heatmap(const Panel& panel) {
   heat_rows(panel, l, range);
   line("{}", legend(range, !panel.removed.empty() &&
                                std::any_of(panel.removed.begin(), panel.removed.end(), [](auto x) { return x != 0; })));
+  // Which scale the weights' colours use, on a line of its own so that the legend stays whole.
+  if (const std::string words = scale_words(range); !words.empty()) para("  " + words, "   ", /*faint=*/true);
   heat_pool_note(panel, l);
 }
 

@@ -170,7 +170,8 @@ class Renderer {
   void heat_column_labels(const Panel& panel, const HeatLayout& layout);
   void heat_rows(const Panel& panel, const HeatLayout& layout, const ColorRange& range);
   void heat_pool_note(const Panel& panel, const HeatLayout& layout);
-  std::string heat_cell(double x, bool removed, const ColorRange& range, std::size_t width) const;
+  // A cell at shade t in [0, 1] of `scale` (Shading), or hatched where the mask removed it.
+  std::string heat_cell(double t, bool removed, ColorScale scale, std::size_t width) const;
   std::string legend(const ColorRange& range, bool any_removed) const;
 
   // Under a weights table: the rows the mask emptied, which sum to 0, not 1.
