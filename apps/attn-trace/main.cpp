@@ -25,11 +25,16 @@ constexpr int output_failed = 3;
 constexpr int broken_pipe = 128 + 13;
 
 // One line on stderr; whatever in it came from a file or the command line is made visible, not sent
-// to the terminal.
-int fail(std::string_view message, int code = input_failed) {
+// to the terminal. Nothing here throws: when stderr is closed or full the line is lost, the exit code
+// is not.
+int fail(std::string_view message, int code = input_failed) noexcept {
   std::fflush(stdout);
-  const std::string text = attn::visible(message);
-  fmt::print(stderr, "attn-trace: error: {}\n", attn::utf8_terminal() ? text : attn::to_ascii(text));
+  try {
+    const std::string text = attn::visible(message);
+    attn::write_stderr(fmt::format("attn-trace: error: {}\n", attn::utf8_terminal() ? text : attn::to_ascii(text)));
+  } catch (...) {
+    attn::write_stderr("attn-trace: error\n");  // out of memory for the message itself
+  }
   return code;
 }
 
@@ -67,6 +72,7 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<attn::
 }  // namespace
 
 int main(int argc, char** argv) {
+  attn::reserve_standard_descriptors();
   attn::install_signal_cleanup();
   CLI::App app("attn-trace: shows, number by number, how transformer attention works", "attn-trace");
   app.set_version_flag("--version", fmt::format("attn-trace {}", attn::version));
