@@ -7,6 +7,7 @@
 #include "command.hpp"
 #include "io/examples.hpp"
 #include "io/output.hpp"
+#include "text/nearest.hpp"
 
 namespace attn::cli {
 
@@ -28,7 +29,10 @@ int run(const ExampleOptions& o) {
   if (example == nullptr) {
     std::vector<std::string_view> names;
     for (const Example& e : examples()) names.push_back(e.name);
-    throw UsageError(fmt::format("example: no example \"{}\"; the examples are {}", o.name, fmt::join(names, ", ")));
+    const std::string near = nearest_word(o.name, names);
+    throw UsageError(fmt::format("example: no example \"{}\"{}; the examples are {}", o.name,
+                                 near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
+                                 fmt::join(names, ", ")));
   }
   write_stdout(example->text);
   return 0;

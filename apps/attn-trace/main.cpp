@@ -13,6 +13,7 @@
 #include "io/output.hpp"
 #include "json/error.hpp"
 #include "options.hpp"
+#include "parse_errors.hpp"
 #include "render/draw/text.hpp"
 #include "render/draw/visible.hpp"
 
@@ -55,12 +56,10 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<attn::
   } catch (const CLI::CallForVersion& e) {
     return print(e);
   } catch (const CLI::ParseError& e) {
-    return fail(fmt::format("{} (see 'attn-trace --help')", e.what()));
+    return fail(attn::cli::parse_error_message(app, e, std::vector<std::string>(argv + 1, argv + argc)));
   }
   if (app.get_subcommands().empty()) {
-    return fail(
-        "a command is needed: run, compare, properties, explain, scaling, bench, show, plot, report, example, new, "
-        "diff or import (see 'attn-trace --help')");
+    return fail(attn::cli::no_command_message(app));
   }
   for (const auto& runner : runners) {
     const int code = runner();

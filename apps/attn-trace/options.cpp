@@ -194,7 +194,7 @@ Trace saved_trace(const TraceOptions& o, std::string_view text) {
   if (!o.steps.empty() || o.head) {
     // The filter first: the order in which a call's arguments are evaluated is unspecified, and the
     // moved-from trace has no problem left to check the filter against.
-    const StepFilter filter = trace_filter(o, *trace.problem, trace.flash.has_value());
+    const StepFilter filter = trace_filter(o, *trace.problem, trace.flash.has_value(), TraceSource::saved);
     trace = keep_only(std::move(trace), filter);
   }
   return trace;
