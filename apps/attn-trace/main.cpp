@@ -12,6 +12,7 @@
 #include "command.hpp"
 #include "io/output.hpp"
 #include "json/error.hpp"
+#include "help_format.hpp"
 #include "options.hpp"
 #include "parse_errors.hpp"
 #include "render/draw/text.hpp"
@@ -44,7 +45,10 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<attn::
   const auto print = [&](const CLI::ParseError& e) {
     std::ostringstream out, err;
     const int code = app.exit(e, out, err);
-    attn::write_stdout(attn::utf8_terminal() ? out.str() : attn::to_ascii(out.str()));
+    // In ASCII a symbol can take more columns than it did (√ is "sqrt"): fitted again after.
+    attn::write_stdout(attn::utf8_terminal() ? out.str()
+                                             : attn::cli::fit_help(attn::to_ascii(out.str()), attn::terminal_width(),
+                                                                   app.get_formatter()->get_column_width()));
     return code;
   };
   try {
@@ -74,6 +78,9 @@ int main(int argc, char** argv) {
   attn::reserve_standard_descriptors();
   attn::install_signal_cleanup();
   CLI::App app("attn-trace: shows, number by number, how transformer attention works", "attn-trace");
+  // Before the commands are added: each takes its formatter from the app when it is made.
+  const auto help = std::make_shared<attn::cli::HelpFormatter>(attn::terminal_width());
+  app.formatter(help);
   app.set_version_flag("--version", fmt::format("attn-trace {}", attn::version));
   app.require_subcommand(0, 1);
   app.footer(

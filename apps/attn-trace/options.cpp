@@ -92,8 +92,9 @@ void add_display_options(CLI::App& command, TraceOptions& o) {
   add_color_option(command, o);
   command.add_option("--max-rows", o.max_rows, "show at most this many rows of a table (first and last); 0: all")
       ->default_str("16");
-  command.add_option("--max-cols", o.max_cols, "show at most this many columns of a table (first and last); 0: all")
-      ->default_str("10");
+  command.add_option("--max-cols", o.max_cols,
+                     "show at most this many columns of a table (first and last); 0: all; by default as many as "
+                     "the width holds");
   command
       .add_option_function<std::string>(
           "--view",
