@@ -15,6 +15,7 @@
 #include "command.hpp"
 #include "io/bench_json.hpp"
 #include "io/load.hpp"
+#include "io/output.hpp"
 #include "io/read.hpp"
 #include "kernel/kernels.hpp"
 #include "options.hpp"
@@ -89,7 +90,7 @@ class Progress {
  public:
   Progress() : on_(isatty(STDERR_FILENO) != 0) {}
   ~Progress() {
-    if (shown_) std::fputs("\r\x1b[K", stderr);
+    if (shown_) write_stderr("\r\x1b[K");
   }
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -101,8 +102,7 @@ class Progress {
       shown_ = true;
       const std::string text = fmt::format("bench: {} n = {}, repeat {} of {} ({:.0f} s so far)", name_of(p.engine),
                                            p.n, p.repeat, p.repeats, p.elapsed_s);
-      fmt::print(stderr, "\r{}\x1b[K", text);
-      std::fflush(stderr);
+      write_stderr(fmt::format("\r{}\x1b[K", text));
     };
   }
 

@@ -7,6 +7,9 @@
 #include "command.hpp"
 #include "io/examples.hpp"
 #include "io/output.hpp"
+#include "render/draw/text.hpp"
+#include "request/terminal.hpp"
+#include "text/nearest.hpp"
 
 namespace attn::cli {
 
@@ -20,7 +23,12 @@ struct ExampleOptions {
 int run(const ExampleOptions& o) {
   if (o.list) {
     std::string list;
-    for (const Example& e : examples()) list += fmt::format("{:<20} {}\n", e.name, example_description(e));
+    // The descriptions under their own column, so that the names stand out at any width.
+    const std::size_t width = terminal_width();
+    for (const Example& e : examples())
+      for (const std::string& line :
+           wrap(fmt::format("{:<20} {}", e.name, example_description(e)), width, std::string(21, ' ')))
+        list += line + "\n";
     write_stdout(list);
     return 0;
   }
@@ -28,7 +36,10 @@ int run(const ExampleOptions& o) {
   if (example == nullptr) {
     std::vector<std::string_view> names;
     for (const Example& e : examples()) names.push_back(e.name);
-    throw UsageError(fmt::format("example: no example \"{}\"; the examples are {}", o.name, fmt::join(names, ", ")));
+    const std::string near = nearest_word(o.name, names);
+    throw UsageError(fmt::format("example: no example \"{}\"{}; the examples are {}", o.name,
+                                 near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
+                                 fmt::join(names, ", ")));
   }
   write_stdout(example->text);
   return 0;

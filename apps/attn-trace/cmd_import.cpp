@@ -13,6 +13,7 @@
 #include "formats/dump_folder.hpp"
 #include "formats/import_layer.hpp"
 #include "formats/npy.hpp"
+#include "io/output.hpp"
 #include "io/read.hpp"
 #include "json/error.hpp"
 #include "options.hpp"
@@ -93,7 +94,8 @@ int run(const ImportOptions& o, bool n_given) {
   request.max_memory = limit;
   const ImportedLayer layer = import_layer(weights, config, x ? &*x : nullptr, request);
   write_result(o.out, layer.json);
-  for (const std::string& warning : layer.warnings) fmt::print(stderr, "attn-trace: warning: {}\n", visible(warning));
+  for (const std::string& warning : layer.warnings)
+    write_stderr(fmt::format("attn-trace: warning: {}\n", visible(warning)));
   return 0;
 }
 

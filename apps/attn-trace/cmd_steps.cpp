@@ -26,7 +26,7 @@ int run(const StepsOptions& o) {
   if (o.names && o.json) throw UsageError("steps: --names and --json each print the list: choose one");
   if (o.json) write_stdout(steps_to_json(fmt::format("attn-trace {}", version)));
   else if (o.names) write_stdout(step_names_text());
-  else write_stdout(utf8_terminal() ? steps_text() : to_ascii(steps_text()));
+  else write_stdout(steps_text(terminal_width(), !utf8_terminal()));
   return 0;
 }
 

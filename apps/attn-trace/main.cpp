@@ -12,7 +12,9 @@
 #include "command.hpp"
 #include "io/output.hpp"
 #include "json/error.hpp"
+#include "help_format.hpp"
 #include "options.hpp"
+#include "parse_errors.hpp"
 #include "render/draw/text.hpp"
 #include "render/draw/visible.hpp"
 
@@ -25,11 +27,16 @@ constexpr int output_failed = 3;
 constexpr int broken_pipe = 128 + 13;
 
 // One line on stderr; whatever in it came from a file or the command line is made visible, not sent
-// to the terminal.
-int fail(std::string_view message, int code = input_failed) {
+// to the terminal. Nothing here throws: when stderr is closed or full the line is lost, the exit code
+// is not.
+int fail(std::string_view message, int code = input_failed) noexcept {
   std::fflush(stdout);
-  const std::string text = attn::visible(message);
-  fmt::print(stderr, "attn-trace: error: {}\n", attn::utf8_terminal() ? text : attn::to_ascii(text));
+  try {
+    const std::string text = attn::visible(message);
+    attn::write_stderr(fmt::format("attn-trace: error: {}\n", attn::utf8_terminal() ? text : attn::to_ascii(text)));
+  } catch (...) {
+    attn::write_stderr("attn-trace: error\n");  // out of memory for the message itself
+  }
   return code;
 }
 
@@ -38,7 +45,10 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<attn::
   const auto print = [&](const CLI::ParseError& e) {
     std::ostringstream out, err;
     const int code = app.exit(e, out, err);
-    attn::write_stdout(attn::utf8_terminal() ? out.str() : attn::to_ascii(out.str()));
+    // In ASCII a symbol can take more columns than it did (√ is "sqrt"): fitted again after.
+    attn::write_stdout(attn::utf8_terminal() ? out.str()
+                                             : attn::cli::fit_help(attn::to_ascii(out.str()), attn::terminal_width(),
+                                                                   app.get_formatter()->get_column_width()));
     return code;
   };
   try {
@@ -50,12 +60,10 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<attn::
   } catch (const CLI::CallForVersion& e) {
     return print(e);
   } catch (const CLI::ParseError& e) {
-    return fail(fmt::format("{} (see 'attn-trace --help')", e.what()));
+    return fail(attn::cli::parse_error_message(app, e, std::vector<std::string>(argv + 1, argv + argc)));
   }
   if (app.get_subcommands().empty()) {
-    return fail(
-        "a command is needed: run, compare, properties, explain, scaling, bench, show, plot, report, example, new, "
-        "diff or import (see 'attn-trace --help')");
+    return fail(attn::cli::no_command_message(app));
   }
   for (const auto& runner : runners) {
     const int code = runner();
@@ -67,8 +75,12 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::vector<attn::
 }  // namespace
 
 int main(int argc, char** argv) {
+  attn::reserve_standard_descriptors();
   attn::install_signal_cleanup();
   CLI::App app("attn-trace: shows, number by number, how transformer attention works", "attn-trace");
+  // Before the commands are added: each takes its formatter from the app when it is made.
+  const auto help = std::make_shared<attn::cli::HelpFormatter>(attn::terminal_width());
+  app.formatter(help);
   app.set_version_flag("--version", fmt::format("attn-trace {}", attn::version));
   app.require_subcommand(0, 1);
   app.footer(

@@ -109,8 +109,9 @@ void add_display_options(CLI::App& command, TraceOptions& o) {
   add_color_option(command, o);
   command.add_option("--max-rows", o.max_rows, "show at most this many rows of a table (first and last); 0: all")
       ->default_str("16");
-  command.add_option("--max-cols", o.max_cols, "show at most this many columns of a table (first and last); 0: all")
-      ->default_str("10");
+  command.add_option("--max-cols", o.max_cols,
+                     "show at most this many columns of a table (first and last); 0: all; by default as many as "
+                     "the width holds");
   command
       .add_option_function<std::string>(
           "--view",
@@ -212,7 +213,7 @@ Trace saved_trace(const TraceOptions& o, std::string_view text) {
   if (!o.steps.empty() || o.head) {
     // The filter first: the order in which a call's arguments are evaluated is unspecified, and the
     // moved-from trace has no problem left to check the filter against.
-    const StepFilter filter = trace_filter(o, *trace.problem, trace.flash.has_value());
+    const StepFilter filter = trace_filter(o, *trace.problem, trace.flash.has_value(), TraceSource::saved);
     trace = keep_only(std::move(trace), filter);
   }
   return trace;

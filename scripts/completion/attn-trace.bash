@@ -35,12 +35,15 @@ _attn_trace_json_files() {
   return 0
 }
 
-# The example names: the first word of each line of `attn-trace example --list`, from the attn-trace
+# The example names: the first word of each line of `attn-trace example --list` that does not start
+# with a space (a description too long for the width continues on indented lines), from the attn-trace
 # being completed when it was typed as a path, else from PATH.
 _attn_trace_examples() {
-  local program=${1/#\~\//$HOME/} name rest
+  local program=${1/#\~\//$HOME/} line
   [[ $program == */* && -x $program ]] || program=attn-trace
-  "$program" example --list 2>/dev/null | while read -r name rest; do printf '%s\n' "$name"; done
+  "$program" example --list 2>/dev/null | while IFS= read -r line; do
+    [[ $line == [![:space:]]* ]] && printf '%s\n' "${line%% *}"
+  done
 }
 
 _attn_trace() {

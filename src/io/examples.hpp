@@ -18,6 +18,11 @@ const std::vector<Example>& examples();
 // The example called `name`, or nullptr.
 const Example* find_example(std::string_view name);
 
+// For an input file `path` that could not be found: when its name is a bundled example's
+// (data/the_cat_sat.json, the_cat_sat.json, the-cat-sat.json), where that example is to be had —
+// `attn-trace example NAME`, and the installed copy when there is one — else "".
+std::string missing_example_hint(std::string_view path);
+
 // Its "description", or "" when it has none.
 std::string example_description(const Example& example);
 

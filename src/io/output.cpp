@@ -77,6 +77,12 @@ std::string name_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// Whether reserve_standard_descriptors put /dev/null on standard descriptor `fd` (0, 1 or 2).
+bool& reserved_descriptor(int fd) {
+  static std::array<bool, 3> reserved{};
+  return reserved.at(static_cast<std::size_t>(fd));
+}
+
 bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
 
 struct Destination {
@@ -97,7 +103,7 @@ Destination destination(const std::string& path) {
   if (::stat(path.c_str(), &target) == 0) {
     for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
       struct stat st {};
-      if (::fstat(fd, &st) == 0 && same_file(st, target)) {
+      if (!reserved_descriptor(fd) && ::fstat(fd, &st) == 0 && same_file(st, target)) {
         d.kind = Destination::descriptor;
         d.fd = fd;
         return d;
@@ -277,6 +283,30 @@ void finish_stdout() {
   if (!std::cout) fail("stdout", "the output stream failed");
   if (std::fflush(stdout) != 0) fail_errno("stdout", "", errno);
   if (::close(STDOUT_FILENO) != 0 && errno != EBADF && errno != EINTR) fail_errno("stdout", "", errno);
+}
+
+void write_stderr(std::string_view text) noexcept {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // closed, full or gone: there is nowhere left to say it
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void reserve_standard_descriptors() noexcept {
+  for (const int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int opened = ::open("/dev/null", fd == STDIN_FILENO ? O_WRONLY : O_RDONLY);
+    if (opened < 0) continue;
+    // open() takes the lowest free number, which is `fd` itself when the ones below it are open.
+    if (opened != fd) {
+      ::dup2(opened, fd);
+      ::close(opened);
+    }
+    reserved_descriptor(fd) = true;
+  }
 }
 
 void install_signal_cleanup() {

@@ -66,6 +66,17 @@ void write_stdout(std::string_view text);
 // full disk may only show at close).
 void finish_stdout();
 
+// `text` written to the standard error as far as it goes: never throws, whatever the standard error is
+// (closed, a full device, a pipe nobody reads), so that the exit code of a failure is never lost to the
+// message about it.
+void write_stderr(std::string_view text) noexcept;
+
+// Standard input, output and error that the program was started without (`2>&-`) are opened on
+// /dev/null the wrong way round (input write-only, outputs read-only): every use of them still fails
+// as it would have, but no file the program opens later can take their number and receive what was
+// meant for them. Call once, first thing in main.
+void reserve_standard_descriptors() noexcept;
+
 // From now on SIGINT, SIGTERM and SIGHUP remove the temporary files being written, then end the
 // program with exit code 128 + the signal's number; SIGPIPE is ignored, so that a closed pipe is an
 // error value (BrokenPipe) and not a sudden death. Call once, first thing in main.

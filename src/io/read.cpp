@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "io/examples.hpp"
 #include "json/error.hpp"
 #include "text/number.hpp"
 
@@ -70,7 +71,9 @@ class FirstByte {
 };
 
 [[noreturn]] void cannot_read(const std::string& path, int error) {
-  throw InputError(display_name(path), "", fmt::format("cannot read the file: {}", std::strerror(error)));
+  const std::string hint = error == ENOENT ? missing_example_hint(path) : "";
+  throw InputError(display_name(path), "",
+                   fmt::format("cannot read the file: {}{}", std::strerror(error), hint.empty() ? "" : "; " + hint));
 }
 
 // Closes the descriptor it was given, unless it is standard input.

@@ -29,7 +29,7 @@ Step step_by_name(std::string_view option, const std::string& name) {
                                fmt::join(names, ",")));
 }
 
-StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles) {
+StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles, TraceSource source) {
   StepFilter filter;
   if (options.head && *options.head >= problem.h) {
     throw UsageError(problem.h == 1 ? fmt::format("--head {}: the input has one head, head 0", *options.head)
@@ -42,6 +42,10 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem, boo
   filter.tiles = options.steps.empty();
   for (const std::string& name : options.steps) {
     if (name == "tiles") {
+      if (!has_tiles && source == TraceSource::saved)
+        throw UsageError(
+            "--steps tiles: only the flash pass has tiles, and this trace was saved without it; save one with "
+            "attn-trace run FILE --engine flash --json TRACE.json");
       if (!has_tiles)
         throw UsageError(
             "--steps tiles: only the flash pass has tiles; add --engine flash or --engine both, or use "

@@ -19,10 +19,15 @@ void check_tiles_need_flash(const TraceOptions& options);
 // The step called `name`, or a UsageError naming `option` that suggests the nearest step name.
 Step step_by_name(std::string_view option, const std::string& name);
 
+// Where a trace's steps come from, for the advice of a refusal: a run of the command itself (which
+// --engine changes) or a trace saved earlier (which a run with --engine flash would have to save again).
+enum class TraceSource { run, saved };
+
 // --steps and --head, checked against the problem: an unknown step name (the nearest is suggested)
 // or a head the input does not have is a UsageError. `has_tiles`: the run (or the saved trace) has a
 // flash pass, without which --steps tiles is a UsageError that says how to get one.
-StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles);
+StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles,
+                        TraceSource source = TraceSource::run);
 
 // What record_run and record_compare are asked: the engine, the dtype, the tiles (--block-q/--block-k
 // or the defaults for this problem's lengths) and `filter`.

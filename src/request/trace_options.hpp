@@ -22,6 +22,9 @@ struct UsageError : std::runtime_error {
 // --color: auto means only on a terminal and never with NO_COLOR set.
 enum class ColorMode { automatic, always, never };
 
+// --max-cols left out: as many columns of numbers as the width holds (columns_that_fit, request/terminal.hpp).
+inline constexpr std::size_t max_cols_from_width = static_cast<std::size_t>(-1);
+
 struct TraceOptions {
   std::string file;
   Engine engine = Engine::naive;
@@ -33,7 +36,7 @@ struct TraceOptions {
   int precision = 4;
   ColorMode color = ColorMode::automatic;
   std::size_t max_rows = 16;
-  std::size_t max_cols = 10;
+  std::size_t max_cols = max_cols_from_width;
   View view = View::automatic;
   WeightScale weight_scale = WeightScale::automatic;  // --color-scale
   std::optional<DocFormat> format;                    // --format: a document of the steps; empty for the terminal text

@@ -103,7 +103,8 @@ TEST_CASE("show refuses --steps tiles on a trace without a flash pass, and a hea
           "[cli][options][show]") {
   const TempDir dir;
   check_success(run_binary({"run", gpt, "--json", dir / "naive.json"}));
-  check_usage_error(run_binary({"show", dir / "naive.json", "--steps", "tiles"}), {"--steps tiles"});
+  check_usage_error(run_binary({"show", dir / "naive.json", "--steps", "tiles"}),
+                    {"--steps tiles", "saved without it; save one with attn-trace run FILE --engine flash"});
   check_success(run_binary({"run", gpt, "--head", "1", "--json", dir / "head1.json"}));
   check_usage_error(run_binary({"show", dir / "head1.json", "--head", "0"}), {"--head 0", "holds head 1 only"});
   check_success(run_binary({"show", dir / "head1.json", "--head", "1"}));

@@ -13,6 +13,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -82,6 +83,9 @@ class Pty {
     if (name == nullptr) fail("ptsname");
     slave_ = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (slave_ < 0) fail(std::string("cannot open ") + name);
+    // A size, as a terminal window has: 72 columns, so that a test can tell it from every default.
+    const winsize size{24, 72, 0, 0};
+    ioctl(slave_, TIOCSWINSZ, &size);
     termios mode{};
     if (tcgetattr(slave_, &mode) == 0) {
       cfmakeraw(&mode);
@@ -179,11 +183,18 @@ RunResult run_binary(const std::vector<std::string>& args, const RunOptions& opt
     if (pipe2(broken, O_CLOEXEC) != 0) fail("pipe");
     close(broken[0]);  // the reader is gone before the program writes a byte
   }
-  if (options.stdout_path)
+  if (options.stdout_closed) posix_spawn_file_actions_addclose(&actions, STDOUT_FILENO);
+  else if (options.stdout_path)
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, options.stdout_path->c_str(), O_WRONLY, 0);
   else if (options.stdout_broken_pipe) posix_spawn_file_actions_adddup2(&actions, broken[1], STDOUT_FILENO);
   else posix_spawn_file_actions_adddup2(&actions, pty ? pty->slave() : out.fd(), STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err.fd(), STDERR_FILENO);
+  if (options.stderr_closed) posix_spawn_file_actions_addclose(&actions, STDERR_FILENO);
+  else if (options.stderr_path)
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, options.stderr_path->c_str(), O_WRONLY, 0);
+  else posix_spawn_file_actions_adddup2(&actions, err.fd(), STDERR_FILENO);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  if (options.new_session) posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
 
   std::vector<std::string> argv_strings{options.program};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
@@ -192,8 +203,9 @@ RunResult run_binary(const std::vector<std::string>& args, const RunOptions& opt
   const std::vector<char*> envp = c_strings(env_strings);
 
   pid_t pid = 0;
-  const int spawn_error = posix_spawn(&pid, options.program.c_str(), &actions, nullptr, argv.data(), envp.data());
+  const int spawn_error = posix_spawn(&pid, options.program.c_str(), &actions, &attributes, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   if (spawn_error != 0) {
     errno = spawn_error;
     fail("cannot start " + options.program);

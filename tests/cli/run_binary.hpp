@@ -44,6 +44,10 @@ struct RunOptions {
   std::optional<std::string> stdin_path;   // stdin opened from this path (a device, a FIFO)
   std::optional<std::string> stdout_path;  // stdout opened (write-only, no truncation) on this path, e.g. /dev/full
   bool stdout_broken_pipe = false;         // stdout is a pipe whose reader has already gone
+  std::optional<std::string> stderr_path;  // stderr opened (write-only) on this path, e.g. /dev/full; err stays ""
+  bool stdout_closed = false;              // the program starts without a stdout (`>&-`)
+  bool stderr_closed = false;              // the program starts without a stderr (`2>&-`); err stays ""
+  bool new_session = false;                // the program runs in a session of its own: no controlling terminal
   // Called about every 200 µs while the program runs, with its pid and the time since it started:
   // to send it a signal at a chosen moment.
   std::function<void(int pid, std::chrono::microseconds elapsed)> on_poll;
@@ -51,7 +55,7 @@ struct RunOptions {
   // a test sets them (LC_ALL, COLUMNS), whatever the environment the tests run in, and COLORTERM is unset.
   std::vector<EnvVar> env;
   std::vector<std::string> unset_env;  // removed from the child's environment (e.g. NO_COLOR)
-  bool stdout_terminal = false;        // stdout is a pseudo-terminal (raw mode), for --color auto
+  bool stdout_terminal = false;        // stdout is a pseudo-terminal (raw mode, 72 columns), for --color auto
   std::chrono::milliseconds timeout{10'000};
   std::string program = tested_program();  // the program to run (another build of it, say)
 
@@ -77,6 +81,22 @@ struct RunOptions {
   }
   RunOptions& output_to(std::string path) {
     stdout_path = std::move(path);
+    return *this;
+  }
+  RunOptions& errors_to(std::string path) {
+    stderr_path = std::move(path);
+    return *this;
+  }
+  RunOptions& close_stdout() {
+    stdout_closed = true;
+    return *this;
+  }
+  RunOptions& close_stderr() {
+    stderr_closed = true;
+    return *this;
+  }
+  RunOptions& without_terminal() {
+    new_session = true;
     return *this;
   }
   RunOptions& broken_pipe() {

@@ -158,14 +158,17 @@ expect_exactly "q,k,v,q_heads q,k,v,k_heads q,k,v,v_heads q,k,v,q_rot q,k,v,k_ro
   attn-trace run x.json --steps q,k,v,
 expect_exactly "scores,scaled" attn-trace compare x.json --steps = scores,sc
 
-# The example names come from the binary's `example --list`.
-names=$("$attn_trace" example --list | while read -r name _; do echo "$name"; done)
+# The example names come from the binary's `example --list`: the first word of its lines that do not
+# start with a space, since a narrow width wraps the descriptions onto indented lines.
+export COLUMNS=60
+names=$("$attn_trace" example --list | grep -v '^ ' | while read -r name _; do echo "$name"; done)
 [[ $(wc -l <<<"$names") -ge 9 ]] || { echo "FAIL: '$attn_trace example --list' listed too few examples"; exit 1; }
 COMP_WORDS_0=$attn_trace
 expect_exactly "$names" "$COMP_WORDS_0" example ''
 expect_has "the-cat-sat gpt-causal gqa" "run" "$COMP_WORDS_0" example ''
 expect_exactly "the-cat-sat" "$COMP_WORDS_0" example the-
 expect_exactly "gpt-causal gpt2-layer gqa" "$COMP_WORDS_0" example g
+expect_exactly "bert-bias bert-layer" "$COMP_WORDS_0" example be  # not bert.encoder… of a wrapped description
 expect_exactly "--list --help" "$COMP_WORDS_0" example gqa ''
 # Typed by name, attn-trace is looked up on PATH.
 PATH="$(dirname "$attn_trace"):$PATH" expect_has "the-cat-sat" "" attn-trace example ''

@@ -1,7 +1,7 @@
 """The terminal output fits and speaks the terminal's language (issue "Pictures", docs/cli.md "Fitting
 the terminal"), checked on a 64-token, 4-head causal input with a wide token (猫) and a combining one:
 
-- no line is wider than COLUMNS (40, 80, 120), counting display width with Python's own unicodedata
+- no line is wider than COLUMNS (40, 80, 120; every --help, example --list and steps at 60 too), counting display width with Python's own unicodedata
   (East Asian Wide and Fullwidth take two columns, combining marks none): an implementation
   independent of the tool's;
 - every line of a table (or heatmap) of the same block has the same display width, so a wide token
@@ -116,6 +116,16 @@ with tempfile.TemporaryDirectory() as tmp:
             for color in ("never", "always"):
                 r = run(args + ["--color", color], {"LC_ALL": "C.UTF-8", "COLUMNS": str(columns)})
                 check_widths(r.stdout.decode(), columns, " ".join(args[:1] + args[2:]) + f" --color {color}")
+    # Help and the lists fit too: every command's --help (the commands as --help lists them),
+    # example --list and steps, in UTF-8 and in ASCII.
+    top = run(["--help"], {"LC_ALL": "C.UTF-8", "COLUMNS": "1000"}).stdout.decode()
+    listed = top.split("Subcommands:\n", 1)[1].split("\n\n", 1)[0]
+    pages = [["--help"], ["example", "--list"], ["steps"]] + [[l.split()[0], "--help"] for l in listed.splitlines()]
+    for columns in (40, 60, 80, 120):
+        for locale in ("C.UTF-8", "C"):
+            for args in pages:
+                r = run(args, {"LC_ALL": locale, "COLUMNS": str(columns)})
+                check_widths(r.stdout.decode(), columns, " ".join(args) + f" LC_ALL={locale}")
     r = run(["run", source, "--view", "numbers", "--steps", "q,weights", "--max-rows", "0"],
             {"LC_ALL": "C.UTF-8", "COLUMNS": "200"})
     if check_tables_aligned(r.stdout.decode(), "run --view numbers at 200 columns") < 5:

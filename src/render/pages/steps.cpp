@@ -1,11 +1,13 @@
 #include "render/pages/steps.hpp"
 
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "observe/steps.hpp"
+#include "render/draw/text.hpp"
 
 namespace attn {
 
@@ -32,17 +34,25 @@ std::string from_text(const StepInfo& info) {
 
 }  // namespace
 
-std::string steps_text() {
-  std::string out =
-      "The steps of attention in pipeline order, as traces, --steps and the docs name them: each with its axes\n"
-      "(a batched input adds \"batch\" in front), the steps it reads, and its formula.\n\n";
+std::string steps_text(std::size_t width, bool ascii) {
+  std::string out;
+  const auto add = [&](std::string_view line, std::size_t indent) {
+    for (const std::string& l : wrap(ascii ? to_ascii(line) : std::string(line), width, std::string(indent, ' ')))
+      out += l + "\n";
+  };
+  add("The steps of attention in pipeline order, as traces, --steps and the docs name them: each with its axes "
+      "(a batched input adds \"batch\" in front), the steps it reads, and its formula.",
+      0);
+  out += "\n";
+  constexpr std::size_t name_column = 13;
   for (const Step s : all_steps()) {
     const StepInfo& info = step_info(s);
     std::string notes;
     if (info.needs != Needs::always) notes += fmt::format("; only with {}", to_string(info.needs));
     if (info.tiled) notes += "; flash holds it in tiles only";
-    out += fmt::format("{:<13}({})  ← {}\n", info.name, fmt::join(dim_names(s, false), ", "), from_text(info));
-    out += fmt::format("{:<13}{}{}\n", "", info.formula, notes);
+    add(fmt::format("{:<13}({})  ← {}", info.name, fmt::join(dim_names(s, false), ", "), from_text(info)),
+        name_column + 2);
+    add(fmt::format("{:<13}{}{}", "", info.formula, notes), name_column);
   }
   return out;
 }
