@@ -31,10 +31,10 @@ std::string mistake_to_json(const MistakeResult& r, const std::string& generator
   for (const StepDifference& d : r.steps) {
     if (r.shown.empty() || std::find(r.shown.begin(), r.shown.end(), d.step) != r.shown.end())
       steps.push_back({{"step", std::string(step_info(d.step).name)},
-                     {"same_shape", d.same_shape},
-                     {"intended_shape", d.intended_shape},
-                     {"mistaken_shape", d.mistaken_shape},
-                     {"max_abs_difference", d.same_shape ? json_number(d.max_abs) : ojson(nullptr)}});
+                       {"same_shape", d.same_shape},
+                       {"intended_shape", d.intended_shape},
+                       {"mistaken_shape", d.mistaken_shape},
+                       {"max_abs_difference", d.same_shape ? json_number(d.max_abs) : ojson(nullptr)}});
     if (r.first_difference && *r.first_difference == d.step) {
       first = {{"step", std::string(step_info(d.step).name)}};
       if (d.same_shape) {
