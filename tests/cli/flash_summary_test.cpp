@@ -28,13 +28,13 @@ std::size_t tiles_along(std::size_t a, std::size_t b) { return (a + b - 1) / b; 
 
 }  // namespace
 
-TEST_CASE("run --engine flash on 512 tokens prints a summary of its tiles; --steps tiles and --json keep them all",
+TEST_CASE("run --engine flash on 512 tokens prints a summary of its tiles, and --steps tiles and --json keep them all",
           "[cli][flash][summary]") {
   const TempDir dir;
   std::string tokens;
   for (int k = 0; k < 512; ++k) tokens += fmt::format("{}t{}", k == 0 ? "" : " ", k);
   const std::string input = dir / "long.json";
-  check_success(run_binary({"new", "--tokens", tokens, "--d-model", "4", "--mask", "causal", "-o", input}));
+  REQUIRE(run_binary({"new", "--tokens", tokens, "--d-model", "4", "--mask", "causal", "-o", input}).exit_code == 0);
 
   const RunResult json = run_binary({"run", input, "--engine", "flash", "--json", "-"}, RunOptions().wait_at_most(60s));
   check_success(json);
