@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
@@ -88,8 +89,10 @@ int run(const ImportOptions& o, bool n_given) {
   std::optional<DumpTensor> x;
   if (o.x) {
     request.x_name = display_name(*o.x);
-    // A binary file is at most a quarter of the values it becomes (float16 -> float64).
-    x = read_npy(read_bytes(*o.x, limit.bytes / 4, limit.text), request.x_name, false);
+    // The weights are held while X is read.
+    std::size_t held = 0;
+    for (const NamedDump& w : weights) held += w.tensor.values.size() * sizeof(double);
+    x = read_npy_file(*o.x, false, MemoryBudget(limit.bytes - std::min(limit.bytes, held), limit));
   }
   request.max_memory = limit;
   const ImportedLayer layer = import_layer(weights, config, x ? &*x : nullptr, request);

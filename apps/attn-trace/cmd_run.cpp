@@ -35,21 +35,26 @@ struct RunOptions {
   std::string mistake;  // --mistake NAME, or "list"
 };
 
-// run --mistake NAME: the intended naive computation beside the mistaken one. The options that choose
-// what a trace shows (--engine, the tiles, --steps, --head) have no meaning here and are refused.
+// run --mistake NAME: the intended naive computation beside the mistaken one; --steps shows those steps
+// side by side, --head that head. The options that choose an engine or its tiles have no meaning here
+// and are refused.
 int run_mistake(const TraceOptions& o, const std::string& name, const CLI::App& cmd) {
   const Mistake mistake = mistake_by_name(name);
-  for (const char* option : {"--engine", "--block-q", "--block-k", "--steps", "--head", "--format"})
+  for (const char* option : {"--engine", "--block-q", "--block-k", "--format"})
     if (cmd.count(option) != 0)
       throw UsageError(
           fmt::format("{}: --mistake compares every step of the naive computation; leave {} out", option, option));
+  if (std::find(o.steps.begin(), o.steps.end(), "tiles") != o.steps.end())
+    throw UsageError("--steps tiles: --mistake runs the naive computation, which has no tiles");
   check_mistake_dtype(o.dtype);
   auto problem = std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o)));
+  const StepFilter filter = trace_filter(o, *problem, /*has_tiles=*/false);
   check_mistake_fits(mistake, *problem);
   check_range(*problem, display_name(o.file), o.dtype);
   // Two naive runs that keep every step, held at once.
   check_memory(o, run_request(o, *problem, {}), *problem, {.naive = true, .flash = false, .runs = 2});
-  const MistakeResult result = run_mistake(problem, mistake, o.dtype);
+  MistakeResult result = run_mistake(problem, mistake, o.dtype);
+  if (!filter.only.empty() || filter.head) result = focus_mistake(std::move(result), filter);
   if (!o.json_out.empty()) write_result(o.json_out, mistake_to_json(result, fmt::format("attn-trace {}", version)));
   if (o.json_out != "-") write_stdout(render_mistake(result, render_options(o)));
   return 0;

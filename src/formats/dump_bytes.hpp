@@ -1,8 +1,9 @@
 #pragma once
 // What the binary dump readers (npy.cpp, safetensors.cpp) share: little-endian numbers read from
-// bytes whose bounds the caller has checked, the byte count of a shape without wrapping around, and
-// file text made safe to quote in a one-line message.
+// bytes whose bounds the caller has checked, values read from a file straight into their vector, the
+// byte count of a shape without wrapping around, and file text made safe to quote in a one-line message.
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "formats/dump.hpp"
+#include "io/read.hpp"
 #include "tensor/half.hpp"
 #include "tensor/tensor.hpp"
 
@@ -50,20 +52,56 @@ inline std::optional<std::size_t> shape_bytes(const Shape& shape, std::size_t it
   return total;
 }
 
-// The values of `data`, which holds exactly element_count · item_size(dtype) bytes, widened to double.
-inline std::vector<double> decode(std::string_view data, DumpDType dtype) {
+// The values of `data`, which holds a whole number of items of `dtype`, widened to double and added to `out`.
+inline void decode_append(std::string_view data, DumpDType dtype, std::vector<double>& out) {
   const std::size_t item = item_size(dtype);
-  std::vector<double> values(data.size() / item);
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const std::uint64_t bits = load_le(data, i * item, item);
+  for (std::size_t at = 0; at + item <= data.size(); at += item) {
+    const std::uint64_t bits = load_le(data, at, item);
     switch (dtype) {
-      case DumpDType::float16: values[i] = float16_to_float(static_cast<std::uint16_t>(bits)); break;
-      case DumpDType::bfloat16: values[i] = bfloat16_to_float(static_cast<std::uint16_t>(bits)); break;
-      case DumpDType::float32: values[i] = std::bit_cast<float>(static_cast<std::uint32_t>(bits)); break;
-      case DumpDType::float64: values[i] = std::bit_cast<double>(bits); break;
+      case DumpDType::float16: out.push_back(float16_to_float(static_cast<std::uint16_t>(bits))); break;
+      case DumpDType::bfloat16: out.push_back(bfloat16_to_float(static_cast<std::uint16_t>(bits))); break;
+      case DumpDType::float32: out.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(bits))); break;
+      case DumpDType::float64: out.push_back(std::bit_cast<double>(bits)); break;
     }
   }
+}
+
+// The values of `data`, which holds exactly element_count · item_size(dtype) bytes, widened to double.
+inline std::vector<double> decode(std::string_view data, DumpDType dtype) {
+  std::vector<double> values;
+  values.reserve(data.size() / item_size(dtype));
+  decode_append(data, dtype, values);
   return values;
+}
+
+// The next `bytes` bytes of `in` (a whole number of items), widened to double straight into `out`
+// through one small buffer, so that reading takes the values' memory and no copy of the file. Returns
+// how many bytes there were: fewer than `bytes` when `in` ended first.
+inline std::size_t read_values(ByteSource& in, std::size_t bytes, DumpDType dtype, std::vector<double>& out) {
+  constexpr std::size_t chunk = std::size_t{1} << 16;  // a multiple of every item size
+  std::string buffer(std::min(chunk, bytes), '\0');
+  std::size_t done = 0;
+  while (done < bytes) {
+    const std::size_t want = std::min(chunk, bytes - done);
+    const std::size_t got = in.read(buffer.data(), want);
+    decode_append(std::string_view(buffer.data(), got), dtype, out);
+    done += got;
+    if (got < want) break;
+  }
+  return done;
+}
+
+// How many bytes `in` has left, counted up to `cap` (a stream may never end): the count, or `cap` + 1
+// when there are more.
+inline std::size_t count_rest(ByteSource& in, std::size_t cap) {
+  char buffer[4096];
+  std::size_t rest = 0;
+  while (rest <= cap) {
+    const std::size_t got = in.read(buffer, sizeof buffer);
+    rest += got;
+    if (got < sizeof buffer) return std::min(rest, cap + 1);
+  }
+  return cap + 1;
 }
 
 // `text` between quotes, with bytes outside printable ASCII as \xNN and anything past `max` bytes cut

@@ -52,9 +52,7 @@ std::vector<NamedDump> read_dumps(const std::string& path, bool bfloat16, const 
                        files == DumpFiles::npy_and_json
                            ? "DUMPS must be a folder of <step>.npy or <step>.json files, or a .safetensors file"
                            : "WEIGHTS must be a folder of <tensor>.npy files, or a .safetensors file");
-    // A binary file is at most a quarter of the values it becomes (float16 -> float64).
-    const std::string bytes = read_bytes(path, budget.left() / 4, limit.text);
-    for (auto& [tensor_name, tensor] : read_safetensors(bytes, name)) {
+    for (auto& [tensor_name, tensor] : read_safetensors_file(path, MemoryBudget(budget.left(), limit))) {
       budget.take(tensor, name);
       dumps.push_back({tensor_name, fmt::format("{}: {}", name, tensor_name), std::move(tensor)});
     }
@@ -82,7 +80,7 @@ std::vector<NamedDump> read_dumps(const std::string& path, bool bfloat16, const 
     } else {
       const bool bf16 = ends_with(base, ".bf16.npy");
       tensor_name = base.substr(0, base.size() - (bf16 ? 9 : 4));
-      tensor = read_npy(read_bytes(file.string(), budget.left() / 4, limit.text), shown, bfloat16 || bf16);
+      tensor = read_npy_file(file.string(), bfloat16 || bf16, MemoryBudget(budget.left(), limit));
     }
     budget.take(tensor, shown);
     if (!seen.insert(tensor_name).second)

@@ -51,8 +51,7 @@ void collect(const json& v, const Shape& shape, std::size_t depth, const std::st
 }  // namespace
 
 DumpTensor read_json_dump(std::string_view text, const std::string& file) {
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
-    throw InputError(file, "", "the file is empty: expected nested lists of numbers");
+  refuse_blank(text, file, "nested lists of numbers");
   const json doc = parse_json(text, file, true);  // nesting bounded at 64 levels
   if (doc.is_object()) throw InputError(file, "", "an object where nested lists of numbers belong");
 

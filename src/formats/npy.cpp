@@ -1,14 +1,18 @@
 #include "formats/npy.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "formats/dump_bytes.hpp"
 #include "json/error.hpp"
+#include "text/number.hpp"
 
 namespace attn {
 
@@ -190,50 +194,116 @@ DumpDType dtype_of(const std::string& descr, bool bfloat16_from_u2, const std::s
                                quote_bytes(descr)));
 }
 
-}  // namespace
-
-DumpTensor read_npy(std::string_view bytes, const std::string& file, bool bfloat16_from_u2) {
-  // pass 1: the preamble: magic, version, header length
-  if (!bytes.starts_with(magic)) {
-    if (magic.starts_with(bytes))
-      throw InputError(file, "", fmt::format("the file ends after {} bytes, inside the .npy magic", bytes.size()));
+// The preamble, magic, version and header length; returns the header's length and where it begins.
+std::pair<std::size_t, std::size_t> read_preamble(ByteSource& in, const std::string& file) {
+  const std::string first = read_up_to(in, 8);
+  if (first.empty()) throw InputError(file, "", "the file is empty (0 bytes): expected a .npy file");
+  if (!first.starts_with(magic)) {
+    if (magic.starts_with(first))
+      throw InputError(file, "", fmt::format("the file ends after {} bytes, inside the .npy magic", first.size()));
     throw InputError(file, "", "not a .npy file: it does not start with \\x93NUMPY");
   }
-  if (bytes.size() < 8) throw InputError(file, "", "the file ends before the .npy version");
-  const auto major = static_cast<unsigned char>(bytes[6]);
-  const auto minor = static_cast<unsigned char>(bytes[7]);
+  if (first.size() < 8) throw InputError(file, "", "the file ends before the .npy version");
+  const auto major = static_cast<unsigned char>(first[6]);
+  const auto minor = static_cast<unsigned char>(first[7]);
   if (major < 1 || major > 3 || minor != 0)
     throw InputError(file, "", fmt::format("the .npy version {}.{} is not read: only 1.0, 2.0 and 3.0", major, minor));
   const std::size_t length_bytes = major == 1 ? 2 : 4;  // version 1.0: 2-byte length; 2.0 and 3.0: 4
-  if (bytes.size() < 8 + length_bytes) throw InputError(file, "", "the file ends inside the .npy header length");
-  const std::size_t header_length = dump_detail::load_le(bytes, 8, length_bytes);
-  const std::size_t header_begin = 8 + length_bytes;
-  if (header_length > bytes.size() - header_begin)
-    throw InputError(file, "",
-                     fmt::format("the .npy header length {} runs past the end of the file ({} bytes after it)",
-                                 header_length, bytes.size() - header_begin));
+  const std::string length = read_up_to(in, length_bytes);
+  if (length.size() < length_bytes) throw InputError(file, "", "the file ends inside the .npy header length");
+  return {dump_detail::load_le(length, 0, length_bytes), 8 + length_bytes};
+}
 
-  // pass 2: the header's dict
-  const Header header = HeaderParser(bytes.substr(header_begin, header_length), file).parse();
+[[noreturn]] void header_past_end(const std::string& file, std::size_t header_length, std::size_t after) {
+  throw InputError(
+      file, "",
+      fmt::format("the .npy header length {} runs past the end of the file ({} bytes after it)", header_length, after));
+}
+
+[[noreturn]] void data_too_short(const std::string& file, const Shape& shape, DumpDType dtype,
+                                 std::optional<std::size_t> need, std::size_t has) {
+  throw InputError(
+      file, "",
+      fmt::format("the shape {} of {} needs {} bytes of data, but the file has {} after the header", shape_text(shape),
+                  dump_dtype_name(dtype), need ? fmt::format("{}", *need) : std::string("more than 2^64"), has));
+}
+
+[[noreturn]] void data_too_long(const std::string& file, const Shape& shape, DumpDType dtype, std::size_t need,
+                                std::size_t has) {
+  throw InputError(file, "",
+                   fmt::format("the file has {} bytes of data after the header, but the shape {} of {} needs {}: "
+                               "{} trailing bytes",
+                               has, shape_text(shape), dump_dtype_name(dtype), need, has - need));
+}
+
+// The values of a shape as float64, against what the budget leaves, before any is read.
+void check_values(const std::string& file, const Shape& shape, DumpDType dtype, std::size_t need,
+                  const MemoryBudget& budget) {
+  const std::size_t count = need / dump_detail::item_size(dtype);
+  std::size_t as_double = 0;
+  if (__builtin_mul_overflow(count, sizeof(double), &as_double) || as_double > budget.left)
+    throw InputError(
+        file, "",
+        fmt::format("its shape {} is {} {} values, {} as float64, over {}: its data was not read", shape_text(shape),
+                    count, dump_dtype_name(dtype), describe_bytes(as_double), budget.describe()));
+}
+
+}  // namespace
+
+DumpTensor read_npy(ByteSource& in, const std::string& file, bool bfloat16_from_u2, const MemoryBudget& budget) {
+  // pass 1: the file's size against the budget, before a byte is read; then the preamble
+  check_size(in, file, budget);
+  const std::optional<std::size_t> size = in.size();
+  const auto [header_length, header_begin] = read_preamble(in, file);
+  const std::size_t after_preamble = size ? *size - std::min(*size, header_begin) : 0;  // a file may grow
+  if (size && header_length > after_preamble) header_past_end(file, header_length, after_preamble);
+
+  // pass 2: the header's dict (no longer than the file, or, from a stream, than what arrives)
+  const std::string header_text = read_up_to(in, std::min(header_length, budget.left));
+  if (header_text.size() < header_length) {
+    if (header_text.size() == budget.left)
+      throw InputError(file, "", fmt::format("the .npy header length {} is over {}", header_length, budget.describe()));
+    header_past_end(file, header_length, header_text.size());
+  }
+  const Header header = HeaderParser(header_text, file).parse();
   const DumpDType dtype = dtype_of(*header.descr, bfloat16_from_u2, file);
   if (*header.fortran_order)
     throw InputError(file, "", "the array is in Fortran order: C order only; save with np.ascontiguousarray");
 
-  // pass 3: the data, exactly as long as the shape needs, checked before anything is allocated
-  const std::string_view data = bytes.substr(header_begin + header_length);
+  // pass 3: the data, exactly as long as the shape needs, checked against the file's size and the
+  // budget before anything is allocated
   const Shape& shape = *header.shape;
   const std::optional<std::size_t> need = dump_detail::shape_bytes(shape, dump_detail::item_size(dtype));
-  if (!need || *need > data.size())
-    throw InputError(file, "",
-                     fmt::format("the shape {} of {} needs {} bytes of data, but the file has {} after the header",
-                                 shape_text(shape), dump_dtype_name(dtype),
-                                 need ? fmt::format("{}", *need) : std::string("more than 2^64"), data.size()));
-  if (*need < data.size())
-    throw InputError(file, "",
-                     fmt::format("the file has {} bytes of data after the header, but the shape {} of {} needs {}: "
-                                 "{} trailing bytes",
-                                 data.size(), shape_text(shape), dump_dtype_name(dtype), *need, data.size() - *need));
-  return DumpTensor{shape, dump_detail::decode(data, dtype), dtype};
+  const std::size_t header_end = header_begin + header_length;
+  if (size && (!need || *need > *size - header_end)) data_too_short(file, shape, dtype, need, *size - header_end);
+  if (size && *need < *size - header_end) data_too_long(file, shape, dtype, *need, *size - header_end);
+  if (!need) data_too_short(file, shape, dtype, need, dump_detail::count_rest(in, std::size_t{1} << 20));
+  check_values(file, shape, dtype, *need, budget);
+
+  // pass 4: the values, read straight into their vector
+  std::vector<double> values;
+  values.reserve(*need / dump_detail::item_size(dtype));
+  const std::size_t got = dump_detail::read_values(in, *need, dtype, values);
+  if (got < *need) data_too_short(file, shape, dtype, need, got);
+  constexpr std::size_t counted = std::size_t{1} << 20;  // a stream may not end: count this far
+  if (const std::size_t rest = dump_detail::count_rest(in, counted); rest > 0) {
+    if (rest > counted)
+      throw InputError(file, "",
+                       fmt::format("the file has more than {} bytes after the data that the shape {} of {} needs",
+                                   counted, shape_text(shape), dump_dtype_name(dtype)));
+    data_too_long(file, shape, dtype, *need, *need + rest);
+  }
+  return DumpTensor{shape, std::move(values), dtype};
+}
+
+DumpTensor read_npy(std::string_view bytes, const std::string& file, bool bfloat16_from_u2) {
+  ByteView in(bytes);
+  return read_npy(in, file, bfloat16_from_u2, MemoryBudget{});
+}
+
+DumpTensor read_npy_file(const std::string& path, bool bfloat16_from_u2, const MemoryBudget& budget) {
+  InputFile in(path);
+  return read_npy(in, in.name(), bfloat16_from_u2, budget);
 }
 
 }  // namespace attn

@@ -13,6 +13,7 @@
 #include "json/error.hpp"
 #include "json/parse.hpp"
 #include "json/pointer.hpp"
+#include "text/number.hpp"
 
 namespace attn {
 
@@ -89,22 +90,35 @@ Entry entry_of(const std::string& name, const json& v, const std::string& file) 
   return e;
 }
 
-// The header's text and the data after it.
-std::pair<std::string_view, std::string_view> split_file(std::string_view bytes, const std::string& file) {
-  if (bytes.size() < 8)
+// The header's text, read after its length has been checked against the file's size and the budget;
+// the data's size, when the file's is known.
+std::pair<std::string, std::optional<std::size_t>> read_split(ByteSource& in, const std::string& file,
+                                                              const MemoryBudget& budget) {
+  const std::string length = read_up_to(in, 8);
+  if (length.empty())
+    throw InputError(file, "", "the file is empty (0 bytes): a .safetensors file starts with an 8-byte header length");
+  if (length.size() < 8)
     throw InputError(
         file, "",
-        fmt::format("the file is {} bytes: a .safetensors file starts with an 8-byte header length", bytes.size()));
-  const std::uint64_t n = dump_detail::load_le(bytes, 0, 8);
-  const std::size_t after = bytes.size() - 8;
+        fmt::format("the file is {} bytes: a .safetensors file starts with an 8-byte header length", length.size()));
+  const std::uint64_t n = dump_detail::load_le(length, 0, 8);
+  const std::optional<std::size_t> size = in.size();
+  const std::size_t after = size ? *size - std::min<std::size_t>(*size, 8) : 0;
   if (n == 0) throw InputError(file, "", "the .safetensors header length is 0: there is no header");
-  if (n > after)
+  if (size && n > after)
     throw InputError(
         file, "",
         fmt::format("the .safetensors header length {} runs past the end of the file ({} bytes after it)", n, after));
   if (n > max_header)
     throw InputError(file, "", fmt::format("the .safetensors header length {} is over the limit of {}", n, max_header));
-  return {bytes.substr(8, n), bytes.substr(8 + n)};
+  if (n > budget.left)
+    throw InputError(file, "", fmt::format("the .safetensors header length {} is over {}", n, budget.describe()));
+  std::string header = read_up_to(in, n);
+  if (header.size() < n)
+    throw InputError(file, "",
+                     fmt::format("the .safetensors header length {} runs past the end of the file ({} bytes after it)",
+                                 n, header.size()));
+  return {std::move(header), size ? std::optional<std::size_t>(after - n) : std::nullopt};
 }
 
 // The header's entries, in its order.
@@ -136,16 +150,16 @@ std::vector<Entry> read_header(std::string_view header_text, const std::string& 
 }
 
 // Every range inside the data and as long as its shape needs.
-void check_sizes(const std::vector<Entry>& entries, std::string_view data, const std::string& file) {
+void check_sizes(const std::vector<Entry>& entries, std::optional<std::size_t> data, const std::string& file) {
   for (const Entry& e : entries) {
     const std::string where = pointer_key(e.pointer, "data_offsets");
     if (e.begin > e.end)
       throw InputError(file, where,
                        fmt::format("tensor {} begins at {}, after its end {}", quote_bytes(e.name), e.begin, e.end));
-    if (e.end > data.size())
-      throw InputError(file, where,
-                       fmt::format("tensor {} ends at {}, past the end of the data ({} bytes)", quote_bytes(e.name),
-                                   e.end, data.size()));
+    if (data && e.end > *data)
+      throw InputError(
+          file, where,
+          fmt::format("tensor {} ends at {}, past the end of the data ({} bytes)", quote_bytes(e.name), e.end, *data));
     const std::optional<std::size_t> need = dump_detail::shape_bytes(e.shape, dump_detail::item_size(e.dtype));
     if (!need || *need != e.end - e.begin)
       throw InputError(file, where,
@@ -156,8 +170,9 @@ void check_sizes(const std::vector<Entry>& entries, std::string_view data, const
 }
 
 // No range overlapping another and no byte belonging to none (as the safetensors library asks, so
-// that nothing else hides in the file).
-void check_tiling(const std::vector<Entry>& entries, std::string_view data, const std::string& file) {
+// that nothing else hides in the file). Returns the entries in the order of their data.
+std::vector<const Entry*> check_tiling(const std::vector<Entry>& entries, std::optional<std::size_t> data,
+                                       const std::string& file) {
   std::vector<const Entry*> by_offset;
   by_offset.reserve(entries.size());
   for (const Entry& e : entries) by_offset.push_back(&e);
@@ -177,29 +192,81 @@ void check_tiling(const std::vector<Entry>& entries, std::string_view data, cons
     covered = e->end;
     previous = e;
   }
-  if (covered != data.size())
-    throw InputError(file, "", fmt::format("bytes {} to {} of the data belong to no tensor", covered, data.size()));
+  if (data && covered != *data)
+    throw InputError(file, "", fmt::format("bytes {} to {} of the data belong to no tensor", covered, *data));
+  return by_offset;
+}
+
+// The values of every entry as float64, against what the budget leaves, before any is read.
+void check_values(const std::vector<Entry>& entries, const std::string& file, const MemoryBudget& budget) {
+  std::size_t count = 0;
+  for (const Entry& e : entries) count += (e.end - e.begin) / dump_detail::item_size(e.dtype);
+  std::size_t as_double = 0;
+  if (__builtin_mul_overflow(count, sizeof(double), &as_double) || as_double > budget.left)
+    throw InputError(file, "",
+                     fmt::format("its tensors hold {} values, {} as float64, over {}: their data was not read", count,
+                                 describe_bytes(as_double), budget.describe()));
+}
+
+// The values of every entry, read in the order of the data straight into their tensors.
+std::vector<DumpTensor> read_data(ByteSource& in, const std::vector<Entry>& entries,
+                                  const std::vector<const Entry*>& by_offset, const std::string& file) {
+  std::vector<DumpTensor> tensors(entries.size());
+  std::size_t at = 0;
+  for (const Entry* e : by_offset) {
+    DumpTensor& t = tensors[static_cast<std::size_t>(e - entries.data())];
+    t.shape = e->shape;
+    t.dtype = e->dtype;
+    t.values.reserve((e->end - e->begin) / dump_detail::item_size(e->dtype));
+    const std::size_t got = dump_detail::read_values(in, e->end - e->begin, e->dtype, t.values);
+    if (got < e->end - e->begin)
+      throw InputError(file, pointer_key(e->pointer, "data_offsets"),
+                       fmt::format("tensor {} ends at {}, past the end of the data ({} bytes)", quote_bytes(e->name),
+                                   e->end, at + got));
+    at = e->end;
+  }
+  constexpr std::size_t counted = std::size_t{1} << 20;  // a stream may not end: count this far
+  if (const std::size_t rest = dump_detail::count_rest(in, counted); rest > 0)
+    throw InputError(file, "",
+                     rest > counted
+                         ? fmt::format("more than {} bytes after byte {} of the data belong to no tensor", counted, at)
+                         : fmt::format("bytes {} to {} of the data belong to no tensor", at, at + rest));
+  return tensors;
 }
 
 }  // namespace
 
-std::vector<std::pair<std::string, DumpTensor>> read_safetensors(std::string_view bytes, const std::string& file) {
-  // pass 1: the header length, checked against the file before the header is touched
-  const auto [header_text, data] = split_file(bytes, file);
+std::vector<std::pair<std::string, DumpTensor>> read_safetensors(ByteSource& in, const std::string& file,
+                                                                 const MemoryBudget& budget) {
+  // pass 1: the file's size against the budget, before a byte is read; then the header length, checked
+  // against the file before the header is read
+  check_size(in, file, budget);
+  const auto [header_text, data] = read_split(in, file, budget);
   // pass 2: the header, JSON with the depth bound and duplicate-key check of parse_json
   const std::vector<Entry> entries = read_header(header_text, file);
   // pass 3: every range inside the data, as long as its shape needs, none overlapping another and
-  // no byte belonging to none
+  // no byte belonging to none; what they hold against the budget
   check_sizes(entries, data, file);
-  check_tiling(entries, data, file);
+  const std::vector<const Entry*> by_offset = check_tiling(entries, data, file);
+  check_values(entries, file, budget);
 
   // pass 4: the values
+  std::vector<DumpTensor> tensors = read_data(in, entries, by_offset, file);
   std::vector<std::pair<std::string, DumpTensor>> out;
   out.reserve(entries.size());
-  for (const Entry& e : entries)
-    out.emplace_back(e.name,
-                     DumpTensor{e.shape, dump_detail::decode(data.substr(e.begin, e.end - e.begin), e.dtype), e.dtype});
+  for (std::size_t k = 0; k < entries.size(); ++k) out.emplace_back(entries[k].name, std::move(tensors[k]));
   return out;
+}
+
+std::vector<std::pair<std::string, DumpTensor>> read_safetensors(std::string_view bytes, const std::string& file) {
+  ByteView in(bytes);
+  return read_safetensors(in, file, MemoryBudget{});
+}
+
+std::vector<std::pair<std::string, DumpTensor>> read_safetensors_file(const std::string& path,
+                                                                      const MemoryBudget& budget) {
+  InputFile in(path);
+  return read_safetensors(in, in.name(), budget);
 }
 
 }  // namespace attn

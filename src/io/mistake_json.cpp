@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -13,7 +15,7 @@ namespace {
 
 using ojson = nlohmann::ordered_json;  // keeps the keys in the order the docs list them
 
-ojson numbers(const std::vector<double>& xs) {
+ojson numbers(std::span<const double> xs) {
   ojson out = ojson::array();
   for (const double x : xs) out.push_back(json_number(x));
   return out;
@@ -27,11 +29,12 @@ std::string mistake_to_json(const MistakeResult& r, const std::string& generator
   ojson steps = ojson::array();
   ojson first = nullptr;
   for (const StepDifference& d : r.steps) {
-    steps.push_back({{"step", std::string(step_info(d.step).name)},
-                     {"same_shape", d.same_shape},
-                     {"intended_shape", d.intended_shape},
-                     {"mistaken_shape", d.mistaken_shape},
-                     {"max_abs_difference", d.same_shape ? json_number(d.max_abs) : ojson(nullptr)}});
+    if (r.shown.empty() || std::find(r.shown.begin(), r.shown.end(), d.step) != r.shown.end())
+      steps.push_back({{"step", std::string(step_info(d.step).name)},
+                       {"same_shape", d.same_shape},
+                       {"intended_shape", d.intended_shape},
+                       {"mistaken_shape", d.mistaken_shape},
+                       {"max_abs_difference", d.same_shape ? json_number(d.max_abs) : ojson(nullptr)}});
     if (r.first_difference && *r.first_difference == d.step) {
       first = {{"step", std::string(step_info(d.step).name)}};
       if (d.same_shape) {
@@ -44,6 +47,19 @@ std::string mistake_to_json(const MistakeResult& r, const std::string& generator
         first["index"] = nullptr;
       }
     }
+  }
+  // The steps --steps asked for, both values whole (of --head's head only, when given).
+  ojson side_by_side = ojson::array();
+  for (const Step step : r.shown) {
+    const StepRecord* a = find_step(r.intended, step);
+    const StepRecord* b = find_step(r.mistaken, step);
+    if (a == nullptr || b == nullptr) continue;
+    side_by_side.push_back({{"step", std::string(step_info(step).name)},
+                            {"dims", dim_names(step, p.batched)},
+                            {"intended_shape", a->value.shape()},
+                            {"mistaken_shape", b->value.shape()},
+                            {"intended", numbers(a->value.values())},
+                            {"mistaken", numbers(b->value.values())}});
   }
   ojson costs = ojson::array();
   for (const CostTable& t : r.costs) {
@@ -68,7 +84,9 @@ std::string mistake_to_json(const MistakeResult& r, const std::string& generator
                      {"intended", std::string(info.intended)},
                      {"mistaken", std::string(info.mistaken)},
                      {"steps", std::move(steps)},
+                     {"head", r.head ? ojson(*r.head) : ojson(nullptr)},
                      {"first_difference", std::move(first)},
+                     {"side_by_side", std::move(side_by_side)},
                      {"costs", std::move(costs)},
                      {"findings", r.findings}};
   return out.dump(2) + "\n";

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -198,19 +199,60 @@ std::string read_text(const std::string& path, const MemoryLimit& limit) {
   return text;
 }
 
-std::string read_bytes(const std::string& path, std::size_t limit, const std::string& limit_text) {
-  const std::string name = display_name(path);
+std::string MemoryBudget::describe() const {
+  if (left >= limit.bytes) return fmt::format("--max-memory {}", limit.text);
+  return fmt::format("what --max-memory {} leaves ({})", limit.text, describe_bytes(left));
+}
+
+InputFile::InputFile(const std::string& path) : path_(path), name_(display_name(path)) {
   Descriptor in;
-  open_to_read(in, path);
-  std::string bytes;
-  read_chunks(in, path, [&](std::string_view got) {
-    if (got.size() > limit - std::min(limit, bytes.size()))
-      throw InputError(
-          name, "",
-          fmt::format("the file is over --max-memory {} (with what was read before it): it was not read", limit_text));
-    bytes.append(got);
-  });
-  return bytes;
+  const struct stat st = open_to_read(in, path);
+  if (S_ISREG(st.st_mode)) size_ = static_cast<std::size_t>(st.st_size);
+  fd_ = std::exchange(in.fd, -1);
+}
+
+InputFile::~InputFile() {
+  if (fd_ > STDIN_FILENO) ::close(fd_);
+}
+
+std::size_t InputFile::read(char* out, std::size_t n) {
+  std::size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::read(fd_, out + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) cannot_read(path_, errno);
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return got;
+}
+
+std::size_t ByteView::read(char* out, std::size_t n) {
+  const std::size_t got = std::min(n, bytes_.size() - at_);
+  std::memcpy(out, bytes_.data() + at_, got);
+  at_ += got;
+  return got;
+}
+
+std::string read_up_to(ByteSource& in, std::size_t n) {
+  constexpr std::size_t chunk = std::size_t{1} << 16;
+  std::string out;
+  while (out.size() < n) {
+    const std::size_t want = std::min(chunk, n - out.size());
+    const std::size_t before = out.size();
+    out.resize(before + want);
+    const std::size_t got = in.read(out.data() + before, want);
+    out.resize(before + got);
+    if (got < want) break;
+  }
+  return out;
+}
+
+void check_size(const ByteSource& in, const std::string& file, const MemoryBudget& budget) {
+  const std::optional<std::size_t> size = in.size();
+  if (size && *size > budget.left)
+    throw InputError(file, "",
+                     fmt::format("the file is {}, over {}: it was not read", describe_bytes(*size), budget.describe()));
 }
 
 }  // namespace attn

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -51,9 +52,72 @@ class JsonCost {
 // that grows) as soon as JsonCost says that parsing what was read so far would pass the limit.
 std::string read_text(const std::string& path, const MemoryLimit& limit = {});
 
-// The bytes of `path` (a binary dump), refused with an InputError naming the file once they pass
-// `limit` bytes (`limit_text` names the limit in the message), or when it is a directory.
-std::string read_bytes(const std::string& path, std::size_t limit, const std::string& limit_text);
+// What a reader may still take of --max-memory: `left` bytes of `limit`, less than all of it when the
+// run holds something already (the files of a dump read before this one).
+struct MemoryBudget {
+  std::size_t left = std::numeric_limits<std::size_t>::max();
+  MemoryLimit limit;
+
+  MemoryBudget() = default;
+  explicit MemoryBudget(const MemoryLimit& whole) : left(whole.bytes), limit(whole) {}
+  MemoryBudget(std::size_t left_bytes, const MemoryLimit& whole) : left(left_bytes), limit(whole) {}
+
+  // For messages: "--max-memory 4G", or "what --max-memory 4G leaves (1.5 GiB)" when the run holds some.
+  std::string describe() const;
+};
+
+// Bytes read in order from their start: a file, or bytes already in memory (for the tests and the fuzzer).
+class ByteSource {
+ public:
+  ByteSource() = default;
+  ByteSource(const ByteSource&) = delete;
+  ByteSource& operator=(const ByteSource&) = delete;
+  virtual ~ByteSource() = default;
+
+  // Up to `n` bytes into `out`; fewer only at the end. A read error is an InputError.
+  virtual std::size_t read(char* out, std::size_t n) = 0;
+  // How many bytes there are in all, when that is known before reading (a regular file, memory).
+  virtual std::optional<std::size_t> size() const = 0;
+};
+
+// The bytes of `path` ("-": standard input), opened to be read. A regular file's size is what fstat
+// says of the opened descriptor, before a byte is read; a pipe, a device or standard input has none.
+// A folder, or a file that cannot be opened, is an InputError naming it.
+class InputFile final : public ByteSource {
+ public:
+  explicit InputFile(const std::string& path);
+  ~InputFile() override;
+
+  std::size_t read(char* out, std::size_t n) override;
+  std::optional<std::size_t> size() const override { return size_; }
+  const std::string& name() const { return name_; }  // as messages name it
+
+ private:
+  int fd_ = -1;
+  std::string path_, name_;
+  std::optional<std::size_t> size_;
+};
+
+// Bytes already in memory, as a ByteSource.
+class ByteView final : public ByteSource {
+ public:
+  explicit ByteView(std::string_view bytes) : bytes_(bytes) {}
+  std::size_t read(char* out, std::size_t n) override;
+  std::optional<std::size_t> size() const override { return bytes_.size(); }
+
+ private:
+  std::string_view bytes_;
+  std::size_t at_ = 0;
+};
+
+// Up to `n` bytes of `in` (fewer only at its end), grown a chunk at a time, so that a length read from a
+// file that runs past a short stream costs only what arrives.
+std::string read_up_to(ByteSource& in, std::size_t n);
+
+// An InputError naming `file` when `in` is a regular file larger than `budget.left`, said before a
+// byte is read: "the file is 8.0 GiB, over --max-memory 4G: it was not read". Every value a file is read
+// into takes at least the bytes it was stored in, so no file larger than the budget can fit.
+void check_size(const ByteSource& in, const std::string& file, const MemoryBudget& budget);
 
 // How error messages name `path`.
 std::string display_name(const std::string& path);

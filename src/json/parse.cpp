@@ -15,6 +15,7 @@
 #include "json/error.hpp"
 #include "json/fast.hpp"
 #include "json/pointer.hpp"
+#include "text/number.hpp"
 
 namespace attn {
 
@@ -118,9 +119,16 @@ class CheckingSax final : public nlohmann::json_sax<json> {
 
 }  // namespace
 
-json parse_json(std::string_view text, const std::string& file, bool strict) {
+void refuse_blank(std::string_view text, const std::string& file, std::string_view expected) {
+  if (text.empty()) throw InputError(file, "", fmt::format("the file is empty (0 bytes): expected {}", expected));
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
-    throw InputError(file, "", "the file is empty: expected a JSON object");
+    throw InputError(
+        file, "",
+        fmt::format("the file is blank ({}, all white space): expected {}", describe_bytes(text.size()), expected));
+}
+
+json parse_json(std::string_view text, const std::string& file, bool strict) {
+  refuse_blank(text, file, "a JSON object");
   const auto check = [&] {
     CheckingSax checker;
     if (!json::sax_parse(text, &checker) || !checker.message.empty())

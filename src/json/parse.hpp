@@ -14,4 +14,9 @@ namespace attn {
 // in strict parsing or to place an error, and nlohmann's parser.
 nlohmann::json parse_json(std::string_view text, const std::string& file, bool strict = true);
 
+// An InputError naming `file` when `text` holds nothing to parse, which tells the two cases apart:
+// "the file is empty (0 bytes): expected EXPECTED" and "the file is blank (200.0 MiB, all white space):
+// expected EXPECTED".
+void refuse_blank(std::string_view text, const std::string& file, std::string_view expected);
+
 }  // namespace attn

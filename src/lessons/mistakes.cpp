@@ -67,6 +67,17 @@ StepDifference difference(const StepRecord& a, const StepRecord& b) {
   return d;
 }
 
+// Every step both traces hold, in pipeline order, and the first that differs.
+void measure_steps(MistakeResult& r) {
+  r.steps.clear();
+  r.first_difference.reset();
+  for (const StepRecord& a : r.intended.steps)
+    if (const StepRecord* b = find_step(r.mistaken, a.step)) {
+      r.steps.push_back(difference(a, *b));
+      if (!r.first_difference && r.steps.back().differs()) r.first_difference = a.step;
+    }
+}
+
 // ------------------------------------------------------------------ the costs
 
 struct Weights {
@@ -357,11 +368,7 @@ MistakeResult run_mistake(const std::shared_ptr<const Problem>& problem, Mistake
                                                       : record_mistaken<float>(problem, mistake, dtype)};
 
   // pass 2: step by step, how far apart they are
-  for (const StepRecord& a : r.intended.steps)
-    if (const StepRecord* b = find_step(r.mistaken, a.step)) {
-      r.steps.push_back(difference(a, *b));
-      if (!r.first_difference && r.steps.back().differs()) r.first_difference = a.step;
-    }
+  measure_steps(r);
 
   // pass 3: what it costs, measured
   switch (mistake) {
@@ -377,6 +384,21 @@ MistakeResult run_mistake(const std::shared_ptr<const Problem>& problem, Mistake
   if (const StepDifference* out = r.steps.empty() ? nullptr : &r.steps.back(); out && out->step == Step::output)
     r.findings.push_back(out->differs() ? fmt::format("the output is off by up to {:.4g}", out->max_abs)
                                         : std::string("the output is exactly the same"));
+  return r;
+}
+
+MistakeResult focus_mistake(MistakeResult r, const StepFilter& filter) {
+  // Every step stays, of the one head, so that the first difference is still the first of them all.
+  const StepFilter head{.head = filter.head, .tiles = false};
+  r.intended = keep_only(std::move(r.intended), head);
+  r.mistaken = keep_only(std::move(r.mistaken), head);
+  measure_steps(r);
+  if (filter.head)
+    for (CostTable& t : r.costs) std::erase_if(t.rows, [&](const CostRow& row) { return row.head != *filter.head; });
+  r.shown.clear();
+  for (const Step s : all_steps())
+    if (std::find(filter.only.begin(), filter.only.end(), s) != filter.only.end()) r.shown.push_back(s);
+  r.head = filter.head;
   return r;
 }
 

@@ -52,6 +52,10 @@ struct MistakeResult {
   std::optional<Step> first_difference;
   std::vector<CostTable> costs;
   std::vector<std::string> findings;  // measured sentences: "the largest weight rises from 0.77 to 0.94 on average"
+  // What focus_mistake kept: the steps to show side by side (--steps; empty: every step, and the first
+  // difference shown), and the one head (--head) that the traces, the differences and the costs hold.
+  std::vector<Step> shown;
+  std::optional<std::size_t> head;
 };
 
 // The difference at the first step where the two runs differ, or nullptr when none does.
@@ -63,6 +67,13 @@ std::optional<std::string> mistake_refused(Mistake mistake, const Problem& p);
 // Runs the intended computation and the mistaken one in `dtype` on `problem` (naive engine, every step
 // kept) and measures the difference. Precondition: mistake_refused() is empty.
 MistakeResult run_mistake(const std::shared_ptr<const Problem>& problem, Mistake mistake, DType dtype);
+
+// `result` cut down to what `filter` keeps (run --mistake --steps, --head): both traces keep only the
+// filter's head (trace/trace.hpp, keep_only), every step's difference and the first difference are
+// measured again in that head, and the cost tables keep only its rows; the findings stay measured over
+// the whole input. `filter.only`, in pipeline order, becomes `shown`: the steps to show, of all still
+// measured.
+MistakeResult focus_mistake(MistakeResult result, const StepFilter& filter);
 
 // ------------------------------------------------------------------ the measures, for tests
 // A (B, h, n, m) weights as a trace holds them (with or without the batch axis).

@@ -86,6 +86,7 @@ RenderOptions render_options(const TraceOptions& options) {
   r.unicode = utf8_terminal();
   r.truecolor = truecolor_terminal();
   r.version = attn::version;
+  r.all_tiles = std::find(options.steps.begin(), options.steps.end(), "tiles") != options.steps.end();
   return r;
 }
 

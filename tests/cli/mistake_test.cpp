@@ -99,8 +99,12 @@ TEST_CASE("run --mistake refuses an unknown name, the options it has no use for,
           "[cli][mistake]") {
   check_usage_error(run_binary({"run", cat_sat, "--mistake", "no_scale"}), {"--mistake", "no-scale"});
   check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--engine", "flash"}), {"--engine"});
-  check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--steps", "weights"}), {"--steps"});
-  check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--head", "0"}), {"--head"});
+  check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--steps", "wieghts"}),
+                    {"--steps", "weights"});
+  check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--steps", "tiles"}),
+                    {"--steps tiles: --mistake runs the naive computation, which has no tiles"});
+  check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--head", "1"}),
+                    {"--head 1: the input has one head"});
   check_usage_error(run_binary({"run", cat_sat, "--mistake", "no-scale", "--format", "csv"}), {"--format"});
   check_usage_error(run_binary({"run", "--mistake", "no-scale"}), {"FILE"});
   check_usage_error(run_binary({"run"}), {"FILE"});
@@ -109,6 +113,71 @@ TEST_CASE("run --mistake refuses an unknown name, the options it has no use for,
                                 dir / "never.json"}),
                     {"self-attention"});
   CHECK_FALSE(std::filesystem::exists(dir / "never.json"));
+}
+
+TEST_CASE("run --mistake --steps shows just those steps side by side, in the text and the JSON", "[cli][mistake]") {
+  TempDir dir;
+  const RunResult r = run_binary(
+      {"run", cat_sat, "--mistake", "no-scale", "--steps", "weights", "--json", dir / "m.json", "--view", "numbers"});
+  check_success(r);
+  // By hand, as above: cat's row of weights with and without the 1/√2 (scores 4, 0, 2).
+  const double s = std::sqrt(2.0);
+  const double scaled = std::exp(4 / s) / (std::exp(4 / s) + 1 + std::exp(2 / s));
+  const double unscaled = std::exp(4.0) / (std::exp(4.0) + 1 + std::exp(2.0));
+  CHECK(contains_in_order(r.out,
+                          "step by step...weights...weights: intended beside mistaken...ok...bad...what it costs"));
+  CHECK(contains(r.out, fmt::format("{:.4f}", scaled)));
+  CHECK(contains(r.out, fmt::format("{:.4f}", unscaled)));
+  // Only the step asked for: no other step in the list, no first-difference section.
+  CHECK_FALSE(contains(r.out, "first difference: scaled"));
+  CHECK_FALSE(contains(r.out, "  scaled  "));
+  CHECK_FALSE(contains(r.out, "<- first difference"));
+  const nlohmann::json j = nlohmann::json::parse(read_file(dir / "m.json"));
+  REQUIRE(j["steps"].size() == 1);
+  CHECK(j["steps"][0]["step"] == "weights");
+  // The first difference is still the first of all the steps: scaled, the step the mistake changes.
+  CHECK(j["first_difference"]["step"] == "scaled");
+  CHECK(j["head"].is_null());
+  REQUIRE(j["side_by_side"].size() == 1);
+  const auto& w = j["side_by_side"][0];
+  CHECK(w["step"] == "weights");
+  CHECK(w["intended_shape"] == nlohmann::json::array({1, 3, 3}));
+  // Row "cat" (query 1) is keys The, cat, sat: scores 4, 0, 2; The is index 3 of the flat (1, 3, 3).
+  CHECK(std::abs(w["intended"][3].get<double>() - scaled) < 1e-6);
+  CHECK(std::abs(w["mistaken"][3].get<double>() - unscaled) < 1e-6);
+
+  // Two steps, in pipeline order whatever the order asked.
+  const RunResult two = run_binary({"run", cat_sat, "--mistake", "no-scale", "--steps", "weights,scores"});
+  check_success(two);
+  CHECK(contains_in_order(two.out, "scores: intended beside mistaken...identical...weights: intended beside mistaken"));
+}
+
+TEST_CASE("run --mistake --head shows that head only, and --steps with it that head of those steps", "[cli][mistake]") {
+  TempDir dir;
+  const RunResult r = run_binary({"run", gpt, "--mistake", "no-mask", "--head", "1", "--json", dir / "m.json"});
+  check_success(r);
+  CHECK(contains(r.out, "in head 1"));
+  CHECK(contains(r.out, "first difference: masked"));
+  CHECK(contains(r.out, "[head 1, query 0, key 1]"));
+  const nlohmann::json j = nlohmann::json::parse(read_file(dir / "m.json"));
+  CHECK(j["head"] == 1);
+  CHECK(j["steps"].size() == 13);
+  // The weights' head axis holds head 1 alone: (1 head, 4 queries, 4 keys).
+  for (const auto& step : j["steps"])
+    if (step["step"] == "weights") CHECK(step["intended_shape"] == nlohmann::json::array({1, 4, 4}));
+  for (const auto& table : j["costs"])
+    for (const auto& row : table["rows"]) CHECK(row["head"] == 1);
+
+  const RunResult both =
+      run_binary({"run", gpt, "--mistake", "no-mask", "--head", "0", "--steps", "weights", "--json", "-"});
+  check_success(both);
+  const nlohmann::json k = nlohmann::json::parse(both.out);
+  REQUIRE(k["side_by_side"].size() == 1);
+  CHECK(k["side_by_side"][0]["intended_shape"] == nlohmann::json::array({1, 4, 4}));
+  // The causal mask: "The" (query 0) attends to itself alone as intended, to every key without the mask.
+  CHECK(k["side_by_side"][0]["intended"][0] == 1);
+  CHECK(k["side_by_side"][0]["intended"][1] == 0);
+  CHECK(k["side_by_side"][0]["mistaken"][1].get<double>() > 0);
 }
 
 TEST_CASE("run --mistake fits COLUMNS=40 and is ASCII when the locale is not UTF-8", "[cli][mistake]") {

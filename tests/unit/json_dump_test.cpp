@@ -62,7 +62,8 @@ TEST_CASE("Ragged, non-numeric or too deep arrays are refused at the JSON Pointe
   CHECK(dump_pointer(R"([1, "x"])") == "/1");
   CHECK_THAT(dump_error("[1, null]"), Catch::Contains("null is not a number"));
   CHECK_THAT(dump_error(R"({"a": [1]})"), Catch::Contains("an object where nested lists"));
-  CHECK_THAT(dump_error("  "), Catch::Contains("the file is empty"));
+  CHECK_THAT(dump_error(""), Catch::Contains("the file is empty (0 bytes): expected nested lists of numbers"));
+  CHECK_THAT(dump_error(" \n\t"), Catch::Contains("the file is blank (3 bytes, all white space)"));
   CHECK_THAT(dump_error("[1, 2"), Catch::Contains("invalid JSON"));
   CHECK_THAT(dump_error(std::string(100, '[') + std::string(100, ']')), Catch::Contains("nested deeper than 64"));
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -28,16 +29,53 @@ void Renderer::flash_section() {
            f.tile_size.Br, f.tile_size.Br == 1 ? "" : "s", f.tile_size.Bc, f.tile_size.Bc == 1 ? "" : "s"),
        "");
   para("On a row's first key tile m_prev is -inf and alpha is 0: there is nothing yet to rescale.", "", /*faint=*/true);
+  const bool summary = !o_.all_tiles && f.tiles.size() > summary_past;
+  if (summary) flash_walk(f);
+  // Every tile in the order of the walk, each query tile's result after its last tile; in a summary, only
+  // the first and last few, with one line for those between.
+  const auto shown = [&](std::size_t k) { return !summary || k < summary_ends || k + summary_ends >= f.tiles.size(); };
   std::size_t next = 0;
+  bool gap = false;
+  const auto tile = [&](std::size_t k) {
+    if (shown(k)) return flash_tile(f.tiles[k]);
+    if (!std::exchange(gap, true)) {
+      line("");
+      para(style_.faint(fmt::format("── ... {} tiles not shown ...", f.tiles.size() - 2 * summary_ends)), "   ");
+    }
+  };
   for (const FlashFinal& done : f.finals) {
     for (; next < f.tiles.size(); ++next) {
-      const FlashTile& tile = f.tiles[next];
-      if (tile.batch != done.batch || tile.head != done.head || tile.i != done.i) break;
-      flash_tile(tile);
+      const FlashTile& t = f.tiles[next];
+      if (t.batch != done.batch || t.head != done.head || t.i != done.i) break;
+      tile(next);
     }
-    flash_final(done);
+    if (next > 0 && shown(next - 1)) flash_final(done);
   }
-  for (; next < f.tiles.size(); ++next) flash_tile(f.tiles[next]);
+  for (; next < f.tiles.size(); ++next) tile(next);
+  if (summary) {
+    line("");
+    para(fmt::format("{} of {} tiles shown: --steps tiles shows every one{}; --json OUT keeps them all",
+                     2 * summary_ends, f.tiles.size(), p_.h > 1 && !t_.head ? " (with --head H, one head's)" : ""),
+         "");
+  }
+}
+
+// The shape of the walk, for a summary: how many tiles, in how many query tiles by key tiles, over
+// which heads and batch items, and how many the mask skipped.
+void Renderer::flash_walk(const FlashRecord& f) {
+  const std::size_t Tr = (p_.n + f.tile_size.Br - 1) / f.tile_size.Br;
+  const std::size_t Tc = (p_.m + f.tile_size.Bc - 1) / f.tile_size.Bc;
+  const std::size_t heads = t_.head ? 1 : p_.h;
+  const auto skipped = static_cast<std::size_t>(
+      std::count_if(f.tiles.begin(), f.tiles.end(), [](const FlashTile& t) { return t.skipped; }));
+  std::string over = heads == 1 ? fmt::format("head {}", t_.head.value_or(0)) : fmt::format("each of {} heads", heads);
+  if (p_.batched) over += fmt::format(" of each of {} batch items", p_.B);
+  line("");
+  para(fmt::format("{} tiles, too many to print: {} query tile{} × {} key tile{} for {}, {} of them skipped by the "
+                   "mask. The first {} and the last {}, each query tile's result after its last tile:",
+                   f.tiles.size(), Tr, Tr == 1 ? "" : "s", Tc, Tc == 1 ? "" : "s", over, skipped, summary_ends,
+                   summary_ends),
+       "");
 }
 
 std::string Renderer::tile_place(std::size_t b, std::size_t head) const {

@@ -28,7 +28,8 @@ std::string Renderer::run_mistake(const MistakeResult& r) {
   line("");
   para(info.why, "");
   mistake_steps(r);
-  mistake_first_difference(r);
+  if (r.shown.empty()) mistake_first_difference(r);
+  for (const Step step : r.shown) mistake_shown(r, step);
   mistake_costs(r);
   return std::move(out_);
 }
@@ -44,11 +45,19 @@ std::string Renderer::query_label(std::size_t batch, std::size_t head, std::size
 void Renderer::mistake_steps(const MistakeResult& r) {
   line("");
   heading("step by step");
-  para("the largest |intended − mistaken| of each step, in the order they are computed:", "");
+  para(fmt::format("the largest |intended − mistaken| of {}, in the order they are computed{}:",
+                   r.shown.empty() ? "each step" : "each step asked for",
+                   r.head ? fmt::format(", in head {}", *r.head) : std::string()),
+       "");
   line("");
   std::size_t name_width = 0;
-  for (const StepDifference& d : r.steps) name_width = std::max(name_width, step_info(d.step).name.size());
+  const auto listed = [&](Step step) {
+    return r.shown.empty() || std::find(r.shown.begin(), r.shown.end(), step) != r.shown.end();
+  };
+  for (const StepDifference& d : r.steps)
+    if (listed(d.step)) name_width = std::max(name_width, step_info(d.step).name.size());
   for (const StepDifference& d : r.steps) {
+    if (!listed(d.step)) continue;
     const std::string name = pad_right(step_info(d.step).name, name_width);
     std::string what;
     if (!d.same_shape) what = fmt::format("shapes differ: {} and {}", d.intended_shape, d.mistaken_shape);
@@ -69,26 +78,62 @@ void Renderer::mistake_first_difference(const MistakeResult& r) {
   const Step step = *r.first_difference;
   const StepDifference& d = *first_difference_of(r);
   heading(fmt::format("first difference: {}", step_info(step).name));
-  const StepRecord& a = *find_step(r.intended, step);
-  const StepRecord& b = *find_step(r.mistaken, step);
-  para(fmt::format("  {} {}", style_.faint("intended"), style_.formula(text(visible(a.formula)))), "           ");
-  para(fmt::format("  {} {}", style_.faint("mistaken"), style_.formula(text(visible(b.formula)))), "           ");
+  mistake_formulas(r, step);
   if (!d.same_shape) {
     para(fmt::format("the mistaken {} has shape {} where the intended one has {}", step_info(step).name,
                      d.mistaken_shape, d.intended_shape),
          "");
     return;
   }
-  const std::vector<std::string> dims = dim_names(step, p_.batched);
+  mistake_largest(d);
+  mistake_panels(r, step);
+}
+
+void Renderer::mistake_shown(const MistakeResult& r, Step step) {
+  const auto d = std::find_if(r.steps.begin(), r.steps.end(), [&](const StepDifference& x) { return x.step == step; });
+  line("");
+  heading(fmt::format("{}: intended beside mistaken", step_info(step).name));
+  if (d == r.steps.end()) {
+    para(fmt::format("the mistaken computation has no step {}", step_info(step).name), "");
+    return;
+  }
+  mistake_formulas(r, step);
+  if (!d->same_shape) {
+    para(fmt::format("the mistaken {} has shape {} where the intended one has {}", step_info(step).name,
+                     d->mistaken_shape, d->intended_shape),
+         "");
+    return;
+  }
+  if (d->differs()) mistake_largest(*d);
+  else para("identical: the mistake does not change this step on this input", "");
+  mistake_panels(r, step);
+}
+
+void Renderer::mistake_formulas(const MistakeResult& r, Step step) {
+  const StepRecord& a = *find_step(r.intended, step);
+  const StepRecord& b = *find_step(r.mistaken, step);
+  para(fmt::format("  {} {}", style_.faint("intended"), style_.formula(text(visible(a.formula)))), "           ");
+  para(fmt::format("  {} {}", style_.faint("mistaken"), style_.formula(text(visible(b.formula)))), "           ");
+}
+
+void Renderer::mistake_largest(const StepDifference& d) {
+  const std::vector<std::string> dims = dim_names(d.step, p_.batched);
   std::vector<std::string> where;
-  for (std::size_t k = 0; k < d.at.size() && k < dims.size(); ++k)
-    where.push_back(fmt::format("{} {}", dims[k], d.at[k]));
+  for (std::size_t k = 0; k < d.at.size() && k < dims.size(); ++k) {
+    // A trace cut to one head holds it at position 0 of its head axis.
+    const bool head_axis = dims[k] == "head" || dims[k] == "kv_head";
+    where.push_back(fmt::format("{} {}", dims[k], head_axis ? head_at(t_, dims[k] == "kv_head", d.at[k]) : d.at[k]));
+  }
   para(fmt::format("the largest difference is at [{}]: {} intended, {} mistaken", fmt::join(where, ", "),
                    format_value(d.intended, o_.precision), format_value(d.mistaken, o_.precision)),
        "");
+}
 
-  // The panel (batch item and head) that holds it, intended column beside mistaken column.
-  std::optional<DifferencePanels> shown = first_difference_panels(r);
+// The panel (batch item and head) that holds the step's largest difference, intended column beside
+// mistaken column.
+void Renderer::mistake_panels(const MistakeResult& r, Step step) {
+  std::optional<DifferencePanels> shown = difference_panels(r, step);
+  if (!shown) return;
   const Panel& pa = shown->intended;
   Panel& pb = shown->mistaken;
   pb.caption = text(fmt::format("{} (mistaken)", pb.caption.empty() ? std::string("values") : pb.caption));
@@ -155,8 +200,12 @@ void Renderer::mistake_costs(const MistakeResult& r) {
 namespace attn {
 
 std::optional<DifferencePanels> first_difference_panels(const MistakeResult& r) {
-  const StepDifference* d = first_difference_of(r);
-  if (d == nullptr || !d->same_shape) return std::nullopt;
+  return r.first_difference ? difference_panels(r, *r.first_difference) : std::nullopt;
+}
+
+std::optional<DifferencePanels> difference_panels(const MistakeResult& r, Step step) {
+  const auto d = std::find_if(r.steps.begin(), r.steps.end(), [&](const StepDifference& x) { return x.step == step; });
+  if (d == r.steps.end() || !d->same_shape) return std::nullopt;
   std::vector<Panel> a = panels(r.intended, *find_step(r.intended, d->step));
   std::vector<Panel> b = panels(r.mistaken, *find_step(r.mistaken, d->step));
   const std::size_t k = std::min(d->flat / std::max<std::size_t>(a.front().rows * a.front().cols, 1), a.size() - 1);

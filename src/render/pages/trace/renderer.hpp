@@ -129,6 +129,11 @@ class Renderer {
 
   // ---- the flash pass ----
   void flash_section();
+  // Past `summary_past` tiles (and without --steps tiles), the terminal shows the walk's shape and the
+  // first and last `summary_ends` tiles: a 512-token input has thousands, megabytes of tables.
+  static constexpr std::size_t summary_past = 24;
+  static constexpr std::size_t summary_ends = 3;
+  void flash_walk(const FlashRecord& f);
 
   std::string tile_place(std::size_t b, std::size_t head) const;
 
@@ -142,6 +147,10 @@ class Renderer {
   // ---- a mistake ----
   void mistake_steps(const MistakeResult& r);
   void mistake_first_difference(const MistakeResult& r);
+  void mistake_shown(const MistakeResult& r, Step step);  // one step of --steps, intended beside mistaken
+  void mistake_formulas(const MistakeResult& r, Step step);
+  void mistake_largest(const StepDifference& d);
+  void mistake_panels(const MistakeResult& r, Step step);
   void mistake_costs(const MistakeResult& r);
   std::string query_label(std::size_t batch, std::size_t head, std::size_t index, bool key) const;
 
