@@ -140,4 +140,22 @@ inline std::vector<std::vector<std::string>> rows_labelled(const std::string& tr
   return rows;
 }
 
+// The commands, as `attn-trace --help` lists them under "Subcommands:" (so a new one is tested too).
+inline std::vector<std::string> tool_commands() {
+  const RunResult help = run_binary({"--help"}, RunOptions().set_env("COLUMNS", "1000"));
+  REQUIRE(help.exit_code == 0);
+  std::vector<std::string> names;
+  bool in_list = false;
+  for (const std::string& line : split_lines(help.out)) {
+    if (line == "Subcommands:") {
+      in_list = true;
+      continue;
+    }
+    if (in_list && (line.empty() || !starts_with(line, "  "))) break;
+    if (in_list) names.push_back(line.substr(2, line.find(' ', 2) - 2));
+  }
+  REQUIRE(names.size() >= 14);
+  return names;
+}
+
 }  // namespace attn::test

@@ -16,24 +16,6 @@ namespace {
 
 const std::string cat_sat = source_path("data/the_cat_sat.json");
 
-// The commands, as `attn-trace --help` lists them under "Subcommands:" (so a new one is tested too).
-std::vector<std::string> commands() {
-  const RunResult help = run_binary({"--help"}, RunOptions().set_env("COLUMNS", "1000"));
-  REQUIRE(help.exit_code == 0);
-  std::vector<std::string> names;
-  bool in_list = false;
-  for (const std::string& line : split_lines(help.out)) {
-    if (line == "Subcommands:") {
-      in_list = true;
-      continue;
-    }
-    if (in_list && (line.empty() || !starts_with(line, "  "))) break;
-    if (in_list) names.push_back(line.substr(2, line.find(' ', 2) - 2));
-  }
-  REQUIRE(names.size() >= 14);
-  return names;
-}
-
 }  // namespace
 
 TEST_CASE("An error that cannot be printed still ends the run with its exit code", "[cli][usage]") {
@@ -47,7 +29,7 @@ TEST_CASE("An error that cannot be printed still ends the run with its exit code
     CHECK(contains(said.err, "attn-trace: error: stdout: write failed"));
   }
   SECTION("every command") {
-    for (const std::string& command : commands()) {
+    for (const std::string& command : tool_commands()) {
       INFO("attn-trace " << command);
       // A usage error (exit 2) with nowhere to say it.
       CHECK(run_binary({command, "--no-such-option"}, RunOptions().close_stderr()).exit_code == 2);

@@ -18,23 +18,6 @@ namespace {
 
 const std::string cat_sat = source_path("data/the_cat_sat.json");
 
-std::vector<std::string> commands() {
-  const RunResult help = run_binary({"--help"}, RunOptions().set_env("COLUMNS", "1000"));
-  REQUIRE(help.exit_code == 0);
-  std::vector<std::string> names;
-  bool in_list = false;
-  for (const std::string& line : split_lines(help.out)) {
-    if (line == "Subcommands:") {
-      in_list = true;
-      continue;
-    }
-    if (in_list && (line.empty() || !starts_with(line, "  "))) break;
-    if (in_list) names.push_back(line.substr(2, line.find(' ', 2) - 2));
-  }
-  REQUIRE(names.size() >= 14);
-  return names;
-}
-
 // The lines of `text` wider than `width` display columns (UTF-8: "√" is one column, "猫" two).
 std::vector<std::string> too_wide(const std::string& text, std::size_t width) {
   std::vector<std::string> wide;
@@ -61,7 +44,7 @@ std::string widest_line(const std::string& text) {
 
 TEST_CASE("Every --help, example --list and steps fit 80 and 60 columns", "[cli][width]") {
   std::vector<std::vector<std::string>> pages = {{"--help"}, {"example", "--list"}, {"steps"}};
-  for (const std::string& command : commands()) pages.push_back({command, "--help"});
+  for (const std::string& command : tool_commands()) pages.push_back({command, "--help"});
   for (const std::string width : {"80", "60"}) {
     for (const char* locale : {"C.UTF-8", "C"}) {
       for (const std::vector<std::string>& args : pages) {

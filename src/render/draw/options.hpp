@@ -25,7 +25,7 @@ struct RenderOptions {
   std::size_t max_cols = 10;                          // wider tables show their first and last columns; 0: all
   std::string version;                                // for the title line
   bool compare_only = false;                          // `compare`: the header and the comparison, not every step
-  bool all_tiles = false;                             // --steps tiles: every flash tile, however many (else a summary past 24)
+  bool all_tiles = false;          // --steps tiles: every flash tile, however many (else a summary past 24)
   std::vector<std::string> notes;  // one line each, after the header: what the output leaves out and why
 };
 

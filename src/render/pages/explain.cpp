@@ -371,13 +371,14 @@ void flash(Page& page, const Explanation& e, const Numbers& num) {
   const FlashExplanation& f = *e.flash;
   page.heading("7. the flash pass, tile by tile");
   const std::size_t k0 = f.key_tile * f.tile_size.Bc, k1 = std::min(e.row.size(), k0 + f.tile_size.Bc) - 1;
-  paragraph(page, fmt::format(
-                      "Tiles of {} × {} (queries × keys): query {} is in query tile {} ({} {}); key {} {} is in "
-                      "key tile {} ({} {}). The pass never forms the whole row: per key tile it updates row {}'s "
-                      "running max m and sum l.",
-                      f.tile_size.Br, f.tile_size.Bc, e.query, f.query_tile,
-                      f.row_end - f.row_begin == 1 ? "query" : "queries", range_text(f.row_begin, f.row_end - 1), e.key,
-                      token_in_quotes(e.key_tokens[e.key]), f.key_tile, k0 == k1 ? "key" : "keys", range_text(k0, k1), e.query));
+  paragraph(page,
+            fmt::format("Tiles of {} × {} (queries × keys): query {} is in query tile {} ({} {}); key {} {} is in "
+                        "key tile {} ({} {}). The pass never forms the whole row: per key tile it updates row {}'s "
+                        "running max m and sum l.",
+                        f.tile_size.Br, f.tile_size.Bc, e.query, f.query_tile,
+                        f.row_end - f.row_begin == 1 ? "query" : "queries", range_text(f.row_begin, f.row_end - 1),
+                        e.key, token_in_quotes(e.key_tokens[e.key]), f.key_tile, k0 == k1 ? "key" : "keys",
+                        range_text(k0, k1), e.query));
   paragraph(page,
             "m_new = max(m_prev, the tile's scores); alpha = exp(m_prev − m_new), since the earlier tiles were summed "
             "against a smaller max; p = exp(s − m_new); l_new = alpha·l_prev + Σ p.");
@@ -481,7 +482,8 @@ void output(Page& page, const Explanation& e, const Numbers& num) {
 std::string render_explanation(const Explanation& e, std::string_view title, const RenderOptions& o) {
   Page page(o);
   const Numbers num(o.precision);
-  page.heading(fmt::format("explain: how {} attends to {}", token_in_quotes(e.query_token), token_in_quotes(e.key_tokens[e.key])));
+  page.heading(fmt::format("explain: how {} attends to {}", token_in_quotes(e.query_token),
+                           token_in_quotes(e.key_tokens[e.key])));
   paragraph(page, visible(title));
   paragraph(page, fmt::format("query {} {}, key {} {}, {}", e.query, token_in_quotes(e.query_token), e.key,
                               token_in_quotes(e.key_tokens[e.key]), where(e)));
@@ -489,8 +491,9 @@ std::string render_explanation(const Explanation& e, std::string_view title, con
   if (e.empty_row) paragraph(page, "a = 0: the mask leaves this query no key at all.");
   else if (!e.allowed) paragraph(page, fmt::format("a = 0: the mask forbids it ({}).", e.mask_reason));
   else
-    paragraph(page, fmt::format("a = {}: {} gives {} of its attention in this head to {}.", num(a),
-                                token_in_quotes(e.query_token), num.percent(a, 1), token_in_quotes(e.key_tokens[e.key])));
+    paragraph(page,
+              fmt::format("a = {}: {} gives {} of its attention in this head to {}.", num(a),
+                          token_in_quotes(e.query_token), num.percent(a, 1), token_in_quotes(e.key_tokens[e.key])));
   page.line();
   inputs(page, e, num);
   projections(page, e, num);
