@@ -130,6 +130,7 @@ int run(const DiffOptions& o) {
   // A shape fits the step the dump is named for, or a later one it may hold (fused_steps), once every
   // name is known: a step dumped under its own name is not read into another dump.
   std::vector<Step> named;
+  named.reserve(dumped.size());
   for (const DumpedStep& d : dumped) named.push_back(d.step);
   for (const DumpedStep& d : dumped)
     if (!fits_some_reading(d.step, p, d.shape, named))
