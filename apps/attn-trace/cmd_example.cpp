@@ -36,10 +36,8 @@ int run(const ExampleOptions& o) {
   if (example == nullptr) {
     std::vector<std::string_view> names;
     for (const Example& e : examples()) names.push_back(e.name);
-    const std::string near = nearest_word(o.name, names);
     throw UsageError(fmt::format("example: no example \"{}\"{}; the examples are {}", o.name,
-                                 near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
-                                 fmt::join(names, ", ")));
+                                 did_you_mean(o.name, names), fmt::join(names, ", ")));
   }
   write_stdout(example->text);
   return 0;

@@ -29,10 +29,6 @@ std::vector<std::string> command_names(const CLI::App& app) {
   return names;
 }
 
-std::string did_you_mean(const std::string& near) {
-  return near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near);
-}
-
 // The first of `extras` in the order the user wrote them (CLI11 lists them the other way round).
 std::string first_written(const std::vector<std::string>& extras, const std::vector<std::string>& args) {
   for (const std::string& arg : args)
@@ -53,12 +49,12 @@ std::string unexpected_argument(const CLI::App& app, const std::vector<std::stri
   const std::string where = chosen.empty() ? "" : command.get_name() + ": ";
   if (arg.size() > 1 && arg[0] == '-') {
     const std::string name = arg.substr(0, arg.find('='));  // --stpes=weights: the option is --stpes
-    return fmt::format("{}unknown option \"{}\"{}; {}", where, name,
-                       did_you_mean(nearest_word(name, option_spellings(command))), help);
+    return fmt::format("{}unknown option \"{}\"{}; {}", where, name, did_you_mean(name, option_spellings(command)),
+                       help);
   }
   if (chosen.empty())
-    return fmt::format("unknown command \"{}\"{}; the commands are {}; {}", arg,
-                       did_you_mean(nearest_word(arg, command_names(app))), fmt::join(command_names(app), ", "), help);
+    return fmt::format("unknown command \"{}\"{}; the commands are {}; {}", arg, did_you_mean(arg, command_names(app)),
+                       fmt::join(command_names(app), ", "), help);
   return fmt::format("{}unexpected argument \"{}\"{}; {}", where, arg,
                      extras.size() > 1 ? fmt::format(" (and {} more)", extras.size() - 1) : "", help);
 }

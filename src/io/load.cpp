@@ -159,9 +159,8 @@ class Reader : public JsonReader {
     const auto kind_of = [&](const std::string& name, const std::string& at) {
       for (std::size_t i = 0; i < kinds.size(); ++i)
         if (name == kinds[i]) return static_cast<MaskKind>(i);
-      const std::string near = nearest_word(name, kinds);
       fail(at, fmt::format("unknown mask type \"{}\"{}; expected one of none, causal, sliding_window, padding, custom",
-                           name, near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near)));
+                           name, did_you_mean(name, kinds)));
     };
     if (j->is_string()) {
       mask.kind = kind_of(j->get<std::string>(), ptr);

@@ -36,9 +36,7 @@ void JsonReader::require_keys(const nlohmann::json& object, const std::string& p
     const std::string& key = item.key();
     if (std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) != allowed.end())
       continue;
-    const std::string near = nearest_word(key, allowed);
-    fail(pointer_key(pointer, key), near.empty() ? fmt::format("unknown key \"{}\"", key)
-                                                 : fmt::format("unknown key \"{}\" (did you mean \"{}\"?)", key, near));
+    fail(pointer_key(pointer, key), fmt::format("unknown key \"{}\"{}", key, did_you_mean(key, allowed)));
   }
 }
 

@@ -23,9 +23,7 @@ Step step_by_name(std::string_view option, const std::string& name) {
   if (const std::optional<Step> step = step_from_name(name)) return *step;
   std::vector<std::string_view> names;
   for (const Step s : all_steps()) names.push_back(step_info(s).name);
-  const std::string near = nearest_word(name, names);
-  throw UsageError(fmt::format("{}: unknown step \"{}\"{}; the steps are {}", option, name,
-                               near.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", near),
+  throw UsageError(fmt::format("{}: unknown step \"{}\"{}; the steps are {}", option, name, did_you_mean(name, names),
                                fmt::join(names, ",")));
 }
 

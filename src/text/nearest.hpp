@@ -11,6 +11,11 @@ namespace attn {
 template <class Range>
 std::string nearest_word(std::string_view word, const Range& candidates);
 
+// The clause an "unknown …" message puts after the name it could not place: ` (did you mean "NEAR"?)`
+// with the nearest candidate, or "" when none is close enough.
+template <class Range>
+std::string did_you_mean(std::string_view word, const Range& candidates);
+
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
 template <class Range>
@@ -25,6 +30,12 @@ std::string nearest_word(std::string_view word, const Range& candidates) {
     }
   }
   return best;
+}
+
+template <class Range>
+std::string did_you_mean(std::string_view word, const Range& candidates) {
+  const std::string near = nearest_word(word, candidates);
+  return near.empty() ? std::string() : " (did you mean \"" + near + "\"?)";
 }
 
 }  // namespace attn
