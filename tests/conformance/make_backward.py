@@ -585,9 +585,11 @@ def backward_case(name, what, doc, seed, source=None, how_extra=""):
     biases = [key for key in ("b_q", "b_k", "b_v", "b_o") if key in doc]
     how = ("torch autograd in float64 (one thread, deterministic) through the forward of docs/input-format.md, "
            "on leaves that hold the file's tensors in its own layout and shapes (requires_grad): "
-           + ("q = X·W_q, k = C·W_k, v = C·W_v with C the context" if p.cross else "q = X·W_q, k = X·W_k, v = X·W_v")
-           + (f" (+ {', '.join(biases)})" if biases else "") + f", split into {p.h} query heads"
-           + (f" and {p.g} kv heads (query head hd reads kv head hd // {p.h // p.g})" if p.g != p.h else "")
+           + ("q = X·W_q, k = C·W_k, v = C·W_v with C the context" if p.cross
+              else "q = X·W_q, k = X·W_k, v = X·W_v")
+           + (f" (+ {', '.join(biases)})" if biases else "") + f", split into {p.h} query head{'s' if p.h > 1 else ''}"
+           + (f" and {p.g} kv head{'s' if p.g > 1 else ''} (query head hd reads kv head hd // {p.h // p.g})"
+              if p.g != p.h else "")
            + (f", RoPE ({p.style}, theta {p.theta:g}, dims {p.dims}) on the heads" if p.rope is not None else "")
            + f", S = Q·Kᵀ, S' = S·scale (scale = {p.scale!r}{', given' if 'scale' in doc else ', 1/sqrt(d_k)'})"
            + (", + the ALiBi bias" if p.slopes is not None else "")
@@ -746,7 +748,8 @@ def large_logits(name, target, input_seed, *, n, d_model, h, g, d_k, d_v, m=None
              f"W_q and W_k multiples of 1/8, the rest of 1/64. So every score is exact in float64 whatever the order "
              f"of the sums (checked with integer arithmetic). The largest |S'| is {top!r}, a score; the largest "
              f"|log-sum-exp| of a row is {facts['max_abs_lse']:.9g}; {soft} of {lse.size} rows (over heads) keep a "
-             f"second weight >= 1e-3 (at most {facts['second']:.3g}), the others are one-hot to double precision")
+             f"second weight >= 1e-3 (at most {facts['second']:.3g}); in the others every weight but the largest "
+             "is below 1e-3")
     return doc, extra, facts
 
 
