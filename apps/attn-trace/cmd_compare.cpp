@@ -14,7 +14,7 @@ namespace attn::cli {
 namespace {
 
 int run_compare(const TraceOptions& o) {
-  auto problem = std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o)));
+  const std::shared_ptr<const Problem> problem = load_input(o);
   // With --steps or --head the terminal shows those steps (and tiles) before the comparison; without
   // them it shows the comparison alone, so no step is kept unless --json saves them.
   const bool show_steps = !o.steps.empty() || o.head.has_value();
@@ -31,7 +31,7 @@ int run_compare(const TraceOptions& o) {
   RenderOptions render = render_options(o);
   render.compare_only = !show_steps;
   emit(trace, o, render);
-  return trace.compare->pass ? 0 : 1;
+  return passes(*trace.compare) ? 0 : 1;
 }
 
 }  // namespace
@@ -43,6 +43,7 @@ Runner add_compare(CLI::App& app) {
   add_filter_options(*cmd, *options);
   add_memory_option(*cmd, *options);
   add_display_options(*cmd, *options);
+  add_backward_options(*cmd, *options);
   cmd->footer(
       "Runs naive and flash attention in --dtype, and naive attention one precision up (float64 for float32,\n"
       "float16 and bfloat16; 80-bit long double for float64) on the same rounded inputs as the reference; it\n"
@@ -51,12 +52,16 @@ Runner add_compare(CLI::App& app) {
       "With --steps or --head it first prints those steps (and the flash tiles), as run does.\n"
       "In float16 or bfloat16 both engines store every step in it and sum in float32, and errors are\n"
       "counted in its ULPs (docs/precision.md).\n"
+      "With --backward both engines run their backward pass too (flash: FlashAttention-2's, tile by tile), and\n"
+      "every gradient is judged by the same kind of rule, its noise floor growing with the logits\n"
+      "(docs/backward.md).\n"
       "\n"
       "Example:\n"
       "  attn-trace compare data/the_cat_sat.json\n"
       "  attn-trace compare data/gqa.json --block-q 3 --block-k 2 --json gqa-compare.json\n"
       "  attn-trace compare data/gqa.json --steps weights,tiles --head 1\n"
-      "  attn-trace compare docs/examples/large_scores.json --dtype float16");
+      "  attn-trace compare docs/examples/large_scores.json --dtype float16\n"
+      "  attn-trace compare data/gqa.json --backward");
   return [cmd, options] { return cmd->parsed() ? run_compare(*options) : -1; };
 }
 

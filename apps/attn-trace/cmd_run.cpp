@@ -24,9 +24,12 @@ namespace {
 // trace order, as run_problem has checked every name).
 std::vector<std::string> steps_flash_never_forms(const std::vector<std::string>& steps) {
   std::vector<std::string> names;
-  for (const Step s : all_steps())
+  const auto named = [&](Step s) {
     if (is_score_step(s) && std::find(steps.begin(), steps.end(), step_info(s).name) != steps.end())
       names.emplace_back(step_info(s).name);
+  };
+  for (const Step s : all_steps()) named(s);
+  for (const Step s : gradient_steps()) named(s);
   return names;
 }
 
@@ -40,7 +43,7 @@ struct RunOptions {
 // and are refused.
 int run_mistake(const TraceOptions& o, const std::string& name, const CLI::App& cmd) {
   const Mistake mistake = mistake_by_name(name);
-  for (const char* option : {"--engine", "--block-q", "--block-k", "--format"})
+  for (const char* option : {"--engine", "--block-q", "--block-k", "--format", "--backward", "--grad-seed"})
     if (cmd.count(option) != 0)
       throw UsageError(
           fmt::format("{}: --mistake compares every step of the naive computation; leave {} out", option, option));
@@ -63,7 +66,7 @@ int run_mistake(const TraceOptions& o, const std::string& name, const CLI::App& 
 int run(const TraceOptions& o) {
   check_tiles_need_flash(o);
   check_format(o);
-  const Trace trace = run_problem(o, std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o))));
+  const Trace trace = run_problem(o, load_input(o));
 
   RenderOptions render = render_options(o);
   if (const std::vector<std::string> never = steps_flash_never_forms(o.steps);
@@ -87,6 +90,8 @@ Runner add_run(CLI::App& app) {
       "  attn-trace run data/gpt_causal.json --steps scores,weights --head 1 --dtype float64\n"
       "  attn-trace run data/the_cat_sat.json --engine flash --block-q 2 --block-k 1\n"
       "  attn-trace run data/the_cat_sat.json --json trace.json\n"
+      "  attn-trace run data/the_cat_sat.json --backward\n"
+      "  attn-trace run data/gqa.json --backward --engine flash --grad-seed 7 --steps d_q,d_W_q\n"
       "  attn-trace run data/the_cat_sat.json --steps weights --format markdown\n"
       "  attn-trace run data/gpt_causal.json --format csv > steps.csv\n"
       "  attn-trace example | attn-trace run -\n"
@@ -99,6 +104,7 @@ Runner add_run(CLI::App& app) {
   add_memory_option(*cmd, *options);
   add_display_options(*cmd, *options);
   add_format_option(*cmd, *options);
+  add_backward_options(*cmd, *options);
   cmd->add_option("--mistake", all->mistake,
                   "make one of the common mistakes on purpose and show what it changes, step by step, and what it "
                   "costs; --mistake list lists them");

@@ -60,8 +60,9 @@ void add_filter_options(CLI::App& command, TraceOptions& o) {
   command
       .add_option("--steps", o.steps,
                   "only these steps, by trace name: q,k,v,q_heads,k_heads,v_heads,q_rot,k_rot (with rope),"
-                  "scores,scaled,bias (with alibi),masked,weights,head_outputs,concat,output, and tiles for "
-                  "the flash pass's tiles")
+                  "scores,scaled,bias (with alibi),masked,weights,head_outputs,concat,output, tiles for "
+                  "the flash pass's tiles, and with --backward the gradients d_output … d_b_o (attn-trace steps "
+                  "lists them)")
       ->delimiter(',');
   command.add_option("--head", o.head, "only this query head (and the key/value head it reads)")
       ->check(CLI::Range(0, 65535));
@@ -224,10 +225,32 @@ Trace run_problem(const TraceOptions& o, const std::shared_ptr<const Problem>& p
   return record_run(problem, request);
 }
 
+std::shared_ptr<const Problem> as_run(const TraceOptions& o, Problem problem) {
+  if (o.grad_seed && !o.backward)
+    throw UsageError("--grad-seed: it draws the backward pass's dY; add --backward");
+  if (o.grad_seed) problem = with_grad_seed(std::move(problem), *o.grad_seed);
+  return std::make_shared<const Problem>(std::move(problem));
+}
+
+std::shared_ptr<const Problem> load_input(const TraceOptions& o) {
+  return as_run(o, load_problem_file(o.file, memory_limit(o)));
+}
+
 Trace input_or_trace(const TraceOptions& o) {
   const std::string text = read_text(o.file, memory_limit(o));
   if (looks_like_trace(text)) return saved_trace(o, text);
-  return run_problem(o, std::make_shared<const Problem>(load_problem(text, display_name(o.file))));
+  return run_problem(o, as_run(o, load_problem(text, display_name(o.file))));
+}
+
+void add_backward_options(CLI::App& command, TraceOptions& o) {
+  command.add_flag("--backward", o.backward,
+                   "also trace the backward pass: every gradient from dY = ∂L/∂Y back to X and the weights "
+                   "(docs/backward.md)");
+  command
+      .add_option("--grad-seed", o.grad_seed,
+                  "with --backward: draw dY from a standard normal with this seed, in place of the input's dY (or "
+                  "of 1 everywhere)")
+      ->check(whole_number);
 }
 
 std::size_t at_least_one(std::string_view option, std::size_t value) {

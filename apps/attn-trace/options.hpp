@@ -45,6 +45,12 @@ void add_color_option(CLI::App& command, TraceOptions& options);
 void add_display_options(CLI::App& command, TraceOptions& options);
 // --color-scale auto|absolute|row|log: how the weights' colours span them (render/draw/colormap.hpp).
 void add_color_scale_option(CLI::App& command, WeightScale& scale);
+// --backward and --grad-seed (run, compare).
+void add_backward_options(CLI::App& command, TraceOptions& options);
+// The problem of `problem` as the options run it: with dY drawn by --grad-seed (a UsageError without --backward).
+std::shared_ptr<const Problem> as_run(const TraceOptions& options, Problem problem);
+// FILE read within --max-memory and loaded, as_run.
+std::shared_ptr<const Problem> load_input(const TraceOptions& options);
 // --format text|markdown|latex|csv (run and show).
 void add_format_option(CLI::App& command, TraceOptions& options);
 

@@ -28,13 +28,25 @@ inline bool tile_masked_out(const Mask& mask, std::size_t b, std::size_t r0, std
   return true;
 }
 
+// What the flash forward pass leaves for its backward pass: the heads as the scores read them, the
+// head outputs, the log-sum-exp of every row, the output and the most score-tile bytes held at once.
 template <class T>
-AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tiles, DType storage = DType::float32) {
+struct FlashForward {
+  Heads<T> heads;  // Q (B, h, n, d_k), K (B, g, m, d_k) turned with RoPE; V (B, g, m, d_v)
+  Tensor<T> O_h;   // (B, h, n, d_v)
+  Tensor<T> lse;   // (B, h, n)
+  Tensor<T> Y;     // (B, n, d_out)
+  std::size_t peak_bytes = 0;
+};
+
+inline void require_tiles(const char* who, TileSize tiles) {
   if (tiles.Br == 0 || tiles.Bc == 0)
-    throw std::invalid_argument(
-        fmt::format("run_flash: tiles of {} × {}: both sides must be >= 1", tiles.Br, tiles.Bc));
-  require_storage<T>("run_flash", storage);
-  const Inputs<T> in(p, storage);
+    throw std::invalid_argument(fmt::format("{}: tiles of {} × {}: both sides must be >= 1", who, tiles.Br, tiles.Bc));
+}
+
+template <class T>
+FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& observer, TileSize tiles,
+                              DType storage) {
   const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v;
   const std::size_t Br = tiles.Br, Bc = tiles.Bc;
   const std::size_t Tr = (n + Br - 1) / Br, Tc = (m + Bc - 1) / Bc;  // the last tiles may be partial
@@ -46,7 +58,7 @@ AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tile
 
   // pass 1: project the tokens into queries, keys and values, split them into heads, and turn the
   // queries and keys by their positions (RoPE) once, before the tiles, as rotary kernels do
-  const Heads<T> heads = project_heads(p, in, observer, storage);
+  Heads<T> heads = project_heads(p, in, observer, storage);
 
   // pass 2: per query tile, sweep the key tiles with the online softmax
   Tensor<T> O_h({B, h, n, d_v});  // normalised head outputs
@@ -113,7 +125,16 @@ AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tile
 
   // pass 3: merge the heads and project out
   Tensor<T> Y = merge_and_project(p, in, O_h, observer, storage);
-  return {std::move(Y), find_empty_rows(p), meter.peak(), std::move(lse)};
+  return {std::move(heads), std::move(O_h), std::move(lse), std::move(Y), meter.peak()};
+}
+
+template <class T>
+AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tiles, DType storage = DType::float32) {
+  require_tiles("run_flash", tiles);
+  require_storage<T>("run_flash", storage);
+  const Inputs<T> in(p, storage);
+  FlashForward<T> f = flash_forward(p, in, observer, tiles, storage);
+  return {std::move(f.Y), find_empty_rows(p), f.peak_bytes, std::move(f.lse)};
 }
 
 }  // namespace attn

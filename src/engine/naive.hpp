@@ -7,16 +7,25 @@
 
 namespace attn {
 
+// What the naive forward pass leaves for a backward pass: the heads as the scores read them, the
+// weights, the head outputs and the output.
 template <class T>
-AttentionResult<T> run_naive(const Problem& p, Observer& observer, DType storage = DType::float32) {
-  require_storage<T>("run_naive", storage);
-  const Inputs<T> in(p, storage);
+struct NaiveForward {
+  Heads<T> heads;  // Q (B, h, n, d_k), K (B, g, m, d_k) turned with RoPE; V (B, g, m, d_v)
+  Held<T> A;       // (B, h, n, m)
+  Tensor<T> O_h;   // (B, h, n, d_v)
+  Tensor<T> Y;     // (B, n, d_out)
+};
+
+// The forward passes of the naive engine, every step kept by `keep` (which counts the score-sized ones).
+template <class T>
+NaiveForward<T> naive_forward(const Problem& p, const Inputs<T>& in, Keeper<T>& keep, Observer& observer,
+                              DType storage) {
   const auto allows = [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j); };
   const std::span<const T> slopes(in.slopes), pos_q(in.pos_q), pos_k(in.pos_k);  // ALiBi's, or empty
-  Keeper<T> keep(observer, storage);
 
   // pass 1: project the tokens into queries, keys and values, and split them into heads
-  const Heads<T> heads = project_heads(p, in, observer, storage);
+  Heads<T> heads = project_heads(p, in, observer, storage);
 
   // pass 2: query dot key, scaled, with ALiBi's bias added, masked, then a softmax of each row. Each
   // (B, h, n, m) buffer is dropped once the next one is made, so at most two are held at a time.
@@ -32,11 +41,20 @@ AttentionResult<T> run_naive(const Problem& p, Observer& observer, DType storage
   }
 
   // pass 3: average the values with the weights, per head
-  const Tensor<T> O_h = keep(Step::head_outputs, weighted_sum(*A, heads.V));  // (B, h, n, d_v)
+  Tensor<T> O_h = keep(Step::head_outputs, weighted_sum(*A, heads.V));  // (B, h, n, d_v)
 
   // pass 4: merge the heads and project out
   Tensor<T> Y = merge_and_project(p, in, O_h, observer, storage);
-  return {std::move(Y), find_empty_rows(p), keep.peak(), Tensor<T>()};
+  return {std::move(heads), std::move(A), std::move(O_h), std::move(Y)};
+}
+
+template <class T>
+AttentionResult<T> run_naive(const Problem& p, Observer& observer, DType storage = DType::float32) {
+  require_storage<T>("run_naive", storage);
+  const Inputs<T> in(p, storage);
+  Keeper<T> keep(observer, storage);
+  NaiveForward<T> f = naive_forward(p, in, keep, observer, storage);
+  return {std::move(f.Y), find_empty_rows(p), keep.peak(), Tensor<T>()};
 }
 
 }  // namespace attn

@@ -30,7 +30,7 @@ namespace {
 
 constexpr std::array top_keys = {"X",      "tokens",  "W_q",  "W_k",     "W_v",        "W_o",   "b_q",
                                  "b_k",    "b_v",     "b_o",  "n_heads", "n_kv_heads", "scale", "mask",
-                                 "layout", "context", "rope", "alibi",   "description"};
+                                 "layout", "context", "rope", "alibi",   "description", "dY"};
 
 // The input format (docs/input-format.md), read with the pieces of JsonReader.
 class Reader : public JsonReader {
@@ -394,7 +394,24 @@ class Reader : public JsonReader {
     p.mask = mask(root.contains("mask") ? &root.at("mask") : nullptr, p);
     if (root.contains("rope")) p.rope = rope(root.at("rope"), p);
     if (root.contains("alibi")) p.alibi = alibi(root.at("alibi"), p);
+    if (root.contains("dY")) read_upstream(root.at("dY"), p);
     return p;
+  }
+
+  // The backward pass's upstream gradient dY = ∂L/∂Y: the output's shape, n × d_out (B × n × d_out for a
+  // batch), d_out being W_o's width or h·d_v without it.
+  void read_upstream(const json& j, Problem& p) const {
+    const bool batched = j.is_array() && !j.empty() && j[0].is_array() && !j[0].empty() && j[0][0].is_array();
+    if (batched != p.batched)
+      fail("/dY", p.batched ? fmt::format("expected a batch of {} (as X), found a single matrix", p.B)
+                            : "expected one n × d_out matrix (X is a single sequence), found a batch");
+    Tensor<double> dY = sequence(j, "/dY", p.batched);
+    if (dY.dim(0) != p.B || dY.dim(1) != p.n || dY.dim(2) != p.d_out)
+      fail("/dY", fmt::format("expected the output's shape {} × {}{} (dY = ∂L/∂Y), found {} × {}{}",
+                              p.n, p.d_out, p.batched ? fmt::format(" per batch item of {}", p.B) : "", dY.dim(1),
+                              dY.dim(2), p.batched ? fmt::format(" per batch item of {}", dY.dim(0)) : ""));
+    p.dY = std::move(dY);
+    p.upstream = Upstream::input;
   }
 
   // An object of known keys, with the four that every input needs.

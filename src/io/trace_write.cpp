@@ -96,6 +96,14 @@ ojson config_json(const Trace& t) {
                   {"dtype", name_of(t.dtype)},
                   {"engine", name_of(t.engine)},
                   {"head", t.head ? ojson(*t.head) : ojson(nullptr)}};
+  if (t.backward) {
+    const std::string_view source = p.upstream == Upstream::input    ? "input"
+                                    : p.upstream == Upstream::seeded ? "grad_seed"
+                                                                     : "ones";
+    config["backward"] = {{"dY", source},
+                          {"grad_seed", p.upstream == Upstream::seeded ? ojson(p.grad_seed) : ojson(nullptr)},
+                          {"loss", "L = Σ Y ⊙ dY"}};
+  }
   if (p.rope)
     config["rope"] = {{"theta", p.rope->theta},
                       {"style", std::string(to_string(p.rope->style))},
@@ -285,6 +293,10 @@ void write_input(TextWriter& w, const Problem& p, int indent) {
     key("alibi");
     w.value(p.alibi->standard ? ojson(true) : ojson(p.alibi->slopes), indent + 2);
   }
+  if (!p.dY.empty()) {
+    key("dY");
+    w.data(as_written(p.dY, p.batched), false, indent + 2);
+  }
   w.append("\n");
   w.pad(indent);
   w.append("}");
@@ -407,6 +419,60 @@ void write_compare(TextWriter& w, const CompareRecord& c, bool batched) {
   output("flash", c.flash, float32);
   output("reference", c.reference, false);
   w.append("\n    }");
+  if (c.backward) {
+    w.key("backward", 4, false);
+    ojson gradients = ojson::array();
+    for (const GradientCheck& g : c.gradients)
+      gradients.push_back({{"step", std::string(step_info(g.step).name)},
+                           {"naive_error", g.naive_vs_ref.max_abs},
+                           {"flash_error", g.flash_vs_ref.max_abs},
+                           {"flash_vs_naive", g.flash_vs_naive.max_abs},
+                           {"max_reference", g.max_ref},
+                           {"noise", g.noise},
+                           {"bound", g.bound},
+                           {"pass", g.pass}});
+    w.value(ojson{{"rule", "per gradient: max|flash - ref| <= 2 * max|naive - ref| + noise"},
+                  {"largest_logit", c.largest_logit},
+                  {"pass", c.gradients_pass},
+                  {"gradients", std::move(gradients)}},
+            4);
+  }
+  w.append("\n  }");
+}
+
+// FlashAttention-2's backward: D, then every tile with P recomputed, dP, dS and the running gradients.
+void write_flash_backward(TextWriter& w, const FlashBackwardRecord& f, bool float32) {
+  const auto matrix = [&](std::string_view name, const Tensor<double>& t, int indent) {
+    w.key(name, indent, false);
+    w.data(t, float32, indent);
+  };
+  w.append("{");
+  w.key("block_q", 4, true);
+  w.append(fmt::format("{}", f.tile_size.Br));
+  w.key("block_k", 4, false);
+  w.append(fmt::format("{}", f.tile_size.Bc));
+  matrix("D", f.D, 4);
+  w.key("tiles", 4, false);
+  w.append("[");
+  for (std::size_t k = 0; k < f.tiles.size(); ++k) {
+    const FlashBackwardTile& t = f.tiles[k];
+    w.append(k == 0 ? "\n      {" : ",\n      {");
+    w.append(
+        fmt::format("\"batch\": {}, \"head\": {}, \"i\": {}, \"j\": {}, \"rows\": [{}, {}], \"cols\": [{}, {}], "
+                    "\"skipped\": {}",
+                    t.batch, t.head, t.i, t.j, t.row_begin, t.row_end, t.col_begin, t.col_end, t.skipped));
+    if (!t.skipped) {
+      matrix("P", t.P, 8);
+      matrix("dP", t.dP, 8);
+      matrix("dS", t.dS, 8);
+      matrix("dQ_add", t.dQ_add, 8);
+      matrix("dK_j", t.dK_j, 8);
+      matrix("dV_j", t.dV_j, 8);
+      w.append("\n      ");
+    }
+    w.append("}");
+  }
+  w.append(f.tiles.empty() ? "]" : "\n    ]");
   w.append("\n  }");
 }
 
@@ -441,7 +507,7 @@ std::string trace_to_json(const Trace& t, const std::string& generator) {
     w.key("shape", 6, false);
     w.value(ojson(s.value.shape()), 6);
     w.key("dims", 6, false);
-    w.value(ojson(dim_names(s.step, p.batched)), 6);
+    w.value(ojson(dim_names(s.step, p.batched, p.layout)), 6);
     w.key("dtype", 6, false);
     w.append(json(name_of(t.dtype)).dump());
     w.key("data", 6, false);
@@ -456,6 +522,10 @@ std::string trace_to_json(const Trace& t, const std::string& generator) {
   if (t.flash) {
     w.key("flash", 2, false);
     write_flash(w, *t.flash, float32);
+  }
+  if (t.flash_backward) {
+    w.key("flash_backward", 2, false);
+    write_flash_backward(w, *t.flash_backward, float32);
   }
   if (t.compare) {
     w.key("compare", 2, false);

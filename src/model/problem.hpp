@@ -3,6 +3,7 @@
 // Values are kept in double; an engine rounds them to its own scalar type.
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,10 @@
 namespace attn {
 
 enum class Layout { in_out, out_in };
+
+// Where the backward pass's upstream gradient dY = ∂L/∂Y comes from: 1 everywhere (L = ΣY), the
+// input's "dY", or a seeded standard normal (--grad-seed).
+enum class Upstream { ones, input, seeded };
 
 struct Problem {
   std::string description;
@@ -49,6 +54,12 @@ struct Problem {
   Layout layout = Layout::in_out;
   std::optional<Rope> rope;    // rotary position embeddings of q and k, when the input has `rope`
   std::optional<Alibi> alibi;  // ALiBi's bias on the scaled scores, when the input has `alibi`
+
+  // The backward pass's dY (B, n, d_out): the input's "dY" or drawn from grad_seed; empty when it is 1
+  // everywhere (engine/backward.hpp, upstream_gradient).
+  Tensor<double> dY;
+  Upstream upstream = Upstream::ones;
+  std::uint64_t grad_seed = 0;  // Upstream::seeded only
 
   bool has_output_projection() const { return !W_o.empty(); }
 };

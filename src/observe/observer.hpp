@@ -34,6 +34,22 @@ struct QueryTileDone {
   const Tensor<T>* lse = nullptr;  // (Br) m + log l
 };
 
+// One tile of the flash backward pass: key tile j (columns [col_begin, col_end)) against query tile i
+// (rows [row_begin, row_end)) of one head. ref: FlashAttention-2 (arXiv:2307.08691), Algorithm 2.
+// A skipped tile (the mask rules it out entirely) has no matrices.
+template <class T>
+struct BackwardTileEvent {
+  std::size_t batch, head, i, j;
+  std::size_t row_begin, row_end, col_begin, col_end;
+  bool skipped = false;
+  const Tensor<T>* P = nullptr;       // (Br, Bc) exp(S - lse): the weights, recomputed from the saved lse
+  const Tensor<T>* dP = nullptr;      // (Br, Bc) dO_i·V_jᵀ: this tile of d_weights
+  const Tensor<T>* dS = nullptr;      // (Br, Bc) P ⊙ (dP - D_i): this tile of d_masked
+  const Tensor<T>* dQ_add = nullptr;  // (Br, d_k) what this tile adds to dQ_i: scale · dS·K_j
+  const Tensor<T>* dK_j = nullptr;    // (Bc, d_k) the key tile's running dK_j, after this tile
+  const Tensor<T>* dV_j = nullptr;    // (Bc, d_v) and its running dV_j
+};
+
 class Observer {
  public:
   virtual ~Observer() = default;
@@ -52,6 +68,13 @@ class Observer {
   virtual void on_query_tile_done(const QueryTileDone<double>&) {}
   virtual void on_lse(const Tensor<float>&) {}
   virtual void on_lse(const Tensor<double>&) {}
+
+  // The flash backward pass: D = rowsum(dO ⊙ O) of every row (B, h, n) first, then every tile.
+  virtual bool wants_backward_tiles() const { return false; }
+  virtual void on_backward_rows(const Tensor<float>&) {}
+  virtual void on_backward_rows(const Tensor<double>&) {}
+  virtual void on_backward_tile(const BackwardTileEvent<float>&) {}
+  virtual void on_backward_tile(const BackwardTileEvent<double>&) {}
 };
 
 // Watches nothing, keeps nothing: the engines' fast path.

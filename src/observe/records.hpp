@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include <vector>
+
 #include "model/run.hpp"
+#include "observe/steps.hpp"
 #include "tensor/tensor.hpp"
 
 namespace attn {
@@ -29,6 +32,16 @@ struct ErrorStats {
 // double for float64).
 constexpr std::string_view reference_name(DType t) { return t == DType::float64 ? "long double (80-bit)" : "float64"; }
 
+// One gradient judged by compare --backward: naive's and flash's backward against the wider reference.
+struct GradientCheck {
+  Step step;
+  ErrorStats naive_vs_ref, flash_vs_ref, flash_vs_naive;
+  double max_ref = 0;  // max |reference|: the size of the gradient
+  double noise = 0;    // the noise floor of this gradient (docs/backward.md)
+  double bound = 0;    // 2 · max|naive - ref| + noise
+  bool pass = false;   // flash_vs_ref.max_abs <= bound
+};
+
 // Naive vs flash vs a wider reference on the same problem, and the verdict (attn-trace compare).
 struct CompareRecord {
   DType dtype = DType::float32;  // the working dtype of naive and flash
@@ -40,6 +53,15 @@ struct CompareRecord {
   double bound = 0;                        // 2 · max|naive - ref| + noise
   bool pass = false;                       // flash_vs_ref.max_abs <= bound
   Tensor<double> naive, flash, reference;  // the three outputs (B, n, d_out); the reference rounded to double
+  // compare --backward: every gradient that both engines form, in the order of the backward pass; the
+  // verdict then holds only if every one of them passes too.
+  std::vector<GradientCheck> gradients;
+  bool backward = false;
+  bool gradients_pass = true;  // every gradient passes its rule
+  double largest_logit = 0;  // the largest |exponent| of the softmax the noise floors assume (docs/backward.md)
 };
+
+// compare's verdict: the output's rule, and with --backward every gradient's.
+inline bool passes(const CompareRecord& c) { return c.pass && c.gradients_pass; }
 
 }  // namespace attn

@@ -1,6 +1,7 @@
 #include "observe/steps.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -23,11 +24,13 @@ Axis axis_of(Dim dim) {
   }
 }
 
+std::array<StepInfo, gradient_step_count> gradient_rows();
+
 // One row per step: a table of data, which readability-function-size would count as one long function.
-std::array<StepInfo, step_count> rows() {  // NOLINT(readability-function-size)
+std::array<StepInfo, table_size> rows() {  // NOLINT(readability-function-size)
   using enum Dim;
   using S = Step;
-  std::array<StepInfo, step_count> steps = {{
+  const std::array<StepInfo, step_count> forward = {{
       {S::q,
        "q",
        "Q = X·W_q + b_q",
@@ -160,16 +163,112 @@ std::array<StepInfo, step_count> rows() {  // NOLINT(readability-function-size)
        {S::concat},
        Op::projection},
   }};
+  std::array<StepInfo, table_size> steps;
+  std::copy(forward.begin(), forward.end(), steps.begin());
+  const std::array<StepInfo, gradient_step_count> backward = gradient_rows();
+  std::copy(backward.begin(), backward.end(), steps.begin() + step_count);
   for (StepInfo& info : steps)
     for (const Dim d : info.dims) info.axes.push_back(axis_of(d));
   return steps;
 }
 
-void set_texts(std::array<StepInfo, step_count>& steps);
+// The backward pass, one row per gradient: each has the shape of what it is the gradient of.
+// ref: FlashAttention-2 (arXiv:2307.08691), Algorithm 2, for the names dO, dP, dS and D.
+std::array<StepInfo, gradient_step_count> gradient_rows() {  // NOLINT(readability-function-size)
+  using enum Dim;
+  using S = Step;
+  const auto grad = [](Step step, std::string_view name, std::string_view formula, std::string_view description,
+                       std::vector<Dim> dims, std::vector<Step> inputs, Op op, Needs needs = Needs::always,
+                       bool tiled = false) {
+    StepInfo info{step, name, formula, description, std::move(dims), std::move(inputs), op};
+    info.needs = needs;
+    info.tiled = tiled;
+    info.pass = Pass::backward;
+    return info;
+  };
+  const auto param = [&grad](Step step, std::string_view name, std::string_view formula, std::string_view description,
+                             std::vector<Dim> dims, std::vector<Step> inputs, Op op, Needs needs) {
+    StepInfo info = grad(step, name, formula, description, std::move(dims), std::move(inputs), op, needs);
+    info.parameter = true;
+    return info;
+  };
+  return {{
+      grad(S::d_output, "d_output", "dY = ∂L/∂Y",
+           "the upstream gradient: how much the loss L = Σ Y ⊙ dY changes with each output number", {query, d_out},
+           {}, Op::relayout),
+      grad(S::d_concat, "d_concat", "dO = dY·W_oᵀ",
+           "each merged head output's gradient: dY back through the output projection", {query, o_width},
+           {S::d_output}, Op::input_gradient),
+      grad(S::d_head_outputs, "d_head_outputs", "dO_h = dO.reshape(n, h, d_v).transpose(0, 1)",
+           "the output gradient split into heads, as the heads were merged", {head, query, d_v}, {S::d_concat},
+           Op::relayout),
+      grad(S::d_weights, "d_weights", "dA = dO_h·V_hᵀ",
+           "how the loss changes with each weight: dA[i][j] = dO_i · v_j, for every key, masked or not",
+           {head, query, key}, {S::d_head_outputs, S::v_heads}, Op::dot_products, Needs::always, true),
+      grad(S::d_v_heads, "d_v_heads", "dV_h = Aᵀ·dO_h, summed over the query heads that share a key/value head",
+           "each value's gradient: the output gradients of the queries that read it, weighted by how much they read it",
+           {kv_head, key, d_v}, {S::weights, S::d_head_outputs}, Op::weighted_sum),
+      grad(S::d_masked, "d_masked", "dS'' = A ⊙ (dA - D), D = rowsum(dA ⊙ A)",
+           "the softmax backward: a score's gradient is its weight times how far its dA lies above the row's "
+           "weighted mean D (D = rowsum(dA ⊙ A), so the softmax's m × m Jacobian per row is never formed)",
+           {head, query, key}, {S::weights, S::d_weights}, Op::softmax_backward, Needs::always, true),
+      grad(S::d_scaled, "d_scaled", "dS' = dS'' where allowed, 0 elsewhere",
+           "the mask's backward: a forbidden score's -inf is a constant, so its gradient is 0", {head, query, key},
+           {S::d_masked}, Op::mask, Needs::always, true),
+      grad(S::d_scores, "d_scores", "dS = dS' · scale",
+           "the gradient of the unscaled scores S = Q·Kᵀ: the scale multiplies it as it multiplied S",
+           {head, query, key}, {S::d_scaled}, Op::scale, Needs::always, true),
+      grad(S::d_q_rot, "d_q_rot", "dq_rot = dS·K_h",
+           "the turned queries' gradient: each query moves along the keys it scored, weighted by dS",
+           {head, query, d_k}, {S::d_scores, S::k_rot}, Op::weighted_sum, Needs::rope),
+      grad(S::d_k_rot, "d_k_rot", "dk_rot = dSᵀ·Q_h, summed over the query heads that share a key/value head",
+           "the turned keys' gradient: each key moves along the queries that scored it", {kv_head, key, d_k},
+           {S::d_scores, S::q_rot}, Op::weighted_sum, Needs::rope),
+      grad(S::d_q_heads, "d_q_heads", "dQ_h = dS·K_h",
+           "each query head's gradient: the keys it scored, weighted by the scores' gradients", {head, query, d_k},
+           {S::d_scores, S::k_heads, S::d_q_rot}, Op::weighted_sum),
+      grad(S::d_k_heads, "d_k_heads", "dK_h = dSᵀ·Q_h, summed over the query heads that share a key/value head",
+           "each key head's gradient: the queries that scored it, weighted by the scores' gradients, summed over "
+           "the query heads that read it",
+           {kv_head, key, d_k}, {S::d_scores, S::q_heads, S::d_k_rot}, Op::weighted_sum),
+      grad(S::d_q, "d_q", "dQ = concat(dQ_1, …, dQ_h)", "the query gradient with the heads merged back",
+           {query, q_width}, {S::d_q_heads}, Op::relayout),
+      grad(S::d_k, "d_k", "dK = concat(dK_1, …, dK_g)", "the key gradient with the heads merged back",
+           {key, k_width}, {S::d_k_heads}, Op::relayout),
+      grad(S::d_v, "d_v", "dV = concat(dV_1, …, dV_g)", "the value gradient with the heads merged back",
+           {key, v_width}, {S::d_v_heads}, Op::relayout),
+      grad(S::d_X, "d_X", "dX = dQ·W_qᵀ + dK·W_kᵀ + dV·W_vᵀ",
+           "each input token's gradient: the sum of its three paths, as a query, a key and a value",
+           {query, d_model}, {S::d_q, S::d_k, S::d_v}, Op::input_gradient),
+      grad(S::d_context, "d_context", "dC = dK·W_kᵀ + dV·W_vᵀ",
+           "each context token's gradient: the sum of its two paths, as a key and a value", {key, d_ctx},
+           {S::d_k, S::d_v}, Op::input_gradient, Needs::cross),
+      param(S::d_W_q, "d_W_q", "dW_q = Σ Xᵀ·dQ", "W_q's gradient: every token's input times its query's gradient",
+            {d_model, q_width}, {S::d_q}, Op::weight_gradient, Needs::always),
+      param(S::d_W_k, "d_W_k", "dW_k = Σ Xᵀ·dK", "W_k's gradient: every key token's input times its key's gradient",
+            {d_ctx, k_width}, {S::d_k}, Op::weight_gradient, Needs::always),
+      param(S::d_W_v, "d_W_v", "dW_v = Σ Xᵀ·dV",
+            "W_v's gradient: every key token's input times its value's gradient", {d_ctx, v_width}, {S::d_v},
+            Op::weight_gradient, Needs::always),
+      param(S::d_W_o, "d_W_o", "dW_o = Σ Oᵀ·dY",
+            "W_o's gradient: every merged head output times the output's gradient", {o_width, d_out},
+            {S::d_output, S::concat}, Op::weight_gradient, Needs::w_o),
+      param(S::d_b_q, "d_b_q", "db_q = Σ dQ", "b_q's gradient: the query gradients summed over every token",
+            {q_width}, {S::d_q}, Op::bias_gradient, Needs::b_q),
+      param(S::d_b_k, "d_b_k", "db_k = Σ dK", "b_k's gradient: the key gradients summed over every key token",
+            {k_width}, {S::d_k}, Op::bias_gradient, Needs::b_k),
+      param(S::d_b_v, "d_b_v", "db_v = Σ dV", "b_v's gradient: the value gradients summed over every key token",
+            {v_width}, {S::d_v}, Op::bias_gradient, Needs::b_v),
+      param(S::d_b_o, "d_b_o", "db_o = Σ dY", "b_o's gradient: the output's gradients summed over every token",
+            {d_out}, {S::d_output}, Op::bias_gradient, Needs::b_o),
+  }};
+}
 
-const std::array<StepInfo, step_count>& table() {
-  static const std::array<StepInfo, step_count> steps = [] {
-    std::array<StepInfo, step_count> t = rows();
+void set_texts(std::array<StepInfo, table_size>& steps);
+
+const std::array<StepInfo, table_size>& table() {
+  static const std::array<StepInfo, table_size> steps = [] {
+    std::array<StepInfo, table_size> t = rows();
     set_texts(t);
     return t;
   }();
@@ -265,8 +364,68 @@ std::string output_description(const Problem& p) {
   return "the result: the merged heads as they are, since the input has no output projection";
 }
 
+// ------------------------------------------------------------------------------ the backward's texts
+
+std::string d_output_description(const Problem& p) {
+  switch (p.upstream) {
+    case Upstream::input: return "the upstream gradient ∂L/∂Y, L = Σ Y ⊙ dY: the input's dY";
+    case Upstream::seeded:
+      return fmt::format("the upstream gradient ∂L/∂Y, L = Σ Y ⊙ dY: dY drawn from a standard normal, seed {}",
+                         p.grad_seed);
+    case Upstream::ones: break;
+  }
+  return "the upstream gradient ∂L/∂Y: 1 everywhere, the loss being L = ΣY (no dY in the input, no --grad-seed)";
+}
+
+std::string d_concat_formula(const Problem& p) {
+  return p.has_output_projection() ? "dO = dY·W_oᵀ" : "dO = dY (no W_o: the output is the merged heads)";
+}
+
+std::string d_scaled_formula(const Problem& p) {
+  const std::string_view what = p.alibi ? " (ALiBi's bias is a constant: it passes the gradient on)" : "";
+  return p.mask.kind == MaskKind::none ? fmt::format("dS' = dS''{} (mask: none)", what)
+                                       : fmt::format("dS' = dS'' where allowed, 0 elsewhere{}", what);
+}
+
+std::string d_scores_formula(const Problem& p) {
+  return p.scale_given ? fmt::format("dS = dS' · {}", p.scale) : fmt::format("dS = dS' / √{}", p.d_k);
+}
+
+std::string d_q_heads_formula(const Problem& p) {
+  return p.rope ? "dQ_h = RoPE(dq_rot, -pos): each pair turned back by its angle (the rotation's transpose)"
+                : "dQ_h = dS·K_h";
+}
+
+std::string d_k_heads_formula(const Problem& p) {
+  return p.rope ? "dK_h = RoPE(dk_rot, -pos): each pair turned back by its angle (the rotation's transpose)"
+                : "dK_h = dSᵀ·Q_h, summed over the query heads that share a key/value head";
+}
+
+std::string d_x_formula(const Problem& p) {
+  return p.cross ? "dX = dQ·W_qᵀ (the keys and values come from the context: dC holds their paths)"
+                 : "dX = dQ·W_qᵀ + dK·W_kᵀ + dV·W_vᵀ";
+}
+
+std::string d_x_description(const Problem& p) {
+  return p.cross ? "each query token's gradient: its one path, as a query"
+                 : std::string(table()[slot(Step::d_X)].description);
+}
+
+// dW = Σ Xᵀ·dY in the input's layout: in × out, or its transpose for out_in.
+std::string weight_gradient_formula(const Problem& p, std::string_view weight, std::string_view source,
+                                    std::string_view gradient) {
+  return p.layout == Layout::out_in
+             ? fmt::format("d{} = Σ d{}ᵀ·{} (out × in, as the input stores {})", weight, gradient, source, weight)
+             : fmt::format("d{} = Σ {}ᵀ·d{}", weight, source, gradient);
+}
+
+std::string d_w_q_formula(const Problem& p) { return weight_gradient_formula(p, "W_q", "X", "Q"); }
+std::string d_w_k_formula(const Problem& p) { return weight_gradient_formula(p, "W_k", source_of(p), "K"); }
+std::string d_w_v_formula(const Problem& p) { return weight_gradient_formula(p, "W_v", source_of(p), "V"); }
+std::string d_w_o_formula(const Problem& p) { return weight_gradient_formula(p, "W_o", "O", "Y"); }
+
 // The rows whose formula or meaning depends on the input.
-void set_texts(std::array<StepInfo, step_count>& steps) {
+void set_texts(std::array<StepInfo, table_size>& steps) {
   const auto row = [&steps](Step s) -> StepInfo& { return steps[slot(s)]; };
   row(Step::q).formula_for = q_formula;
   row(Step::k).formula_for = k_formula;
@@ -280,6 +439,18 @@ void set_texts(std::array<StepInfo, step_count>& steps) {
   row(Step::weights).description_for = softmax_description;
   row(Step::output).formula_for = output_formula;
   row(Step::output).description_for = output_description;
+  row(Step::d_output).description_for = d_output_description;
+  row(Step::d_concat).formula_for = d_concat_formula;
+  row(Step::d_scaled).formula_for = d_scaled_formula;
+  row(Step::d_scores).formula_for = d_scores_formula;
+  row(Step::d_q_heads).formula_for = d_q_heads_formula;
+  row(Step::d_k_heads).formula_for = d_k_heads_formula;
+  row(Step::d_X).formula_for = d_x_formula;
+  row(Step::d_X).description_for = d_x_description;
+  row(Step::d_W_q).formula_for = d_w_q_formula;
+  row(Step::d_W_k).formula_for = d_w_k_formula;
+  row(Step::d_W_v).formula_for = d_w_v_formula;
+  row(Step::d_W_o).formula_for = d_w_o_formula;
 }
 
 std::size_t extent(Dim dim, const Problem& p, bool one_head) {
@@ -295,6 +466,8 @@ std::size_t extent(Dim dim, const Problem& p, bool one_head) {
     case Dim::k_width: return p.g * p.d_k;
     case Dim::v_width: return p.g * p.d_v;
     case Dim::o_width: return p.h * p.d_v;
+    case Dim::d_model: return p.d_model;
+    case Dim::d_ctx: return p.d_context;
   }
   return 0;
 }
@@ -325,6 +498,10 @@ std::string_view to_string(Op op) {
     case Op::mask: return "mask";
     case Op::softmax: return "softmax";
     case Op::weighted_sum: return "weighted_sum";
+    case Op::softmax_backward: return "softmax_backward";
+    case Op::input_gradient: return "input_gradient";
+    case Op::weight_gradient: return "weight_gradient";
+    case Op::bias_gradient: return "bias_gradient";
   }
   return "?";
 }
@@ -343,9 +520,17 @@ std::string_view to_string(Needs needs) {
     case Needs::always: return "always";
     case Needs::rope: return "rope";
     case Needs::alibi: return "alibi";
+    case Needs::cross: return "context";
+    case Needs::w_o: return "W_o";
+    case Needs::b_q: return "b_q";
+    case Needs::b_k: return "b_k";
+    case Needs::b_v: return "b_v";
+    case Needs::b_o: return "b_o";
   }
   return "?";
 }
+
+std::string_view to_string(Pass pass) { return pass == Pass::forward ? "forward" : "backward"; }
 
 const StepInfo& step_info(Step step) { return table()[slot(step)]; }
 
@@ -358,6 +543,17 @@ const std::array<Step, step_count>& all_steps() {
   return steps;
 }
 
+const std::array<Step, gradient_step_count>& gradient_steps() {
+  static const std::array<Step, gradient_step_count> steps = [] {
+    std::array<Step, gradient_step_count> out{};
+    for (std::size_t i = 0; i < gradient_step_count; ++i) out[i] = table()[step_count + i].step;
+    return out;
+  }();
+  return steps;
+}
+
+bool is_gradient_step(Step step) { return step_info(step).pass == Pass::backward; }
+
 std::optional<Step> step_from_name(std::string_view name) {
   for (const StepInfo& info : table())
     if (info.name == name) return info.step;
@@ -366,7 +562,7 @@ std::optional<Step> step_from_name(std::string_view name) {
 
 bool is_score_step(Step step) { return step_info(step).tiled; }
 
-bool is_position_step(Step step) { return step_info(step).needs != Needs::always; }
+bool is_position_step(Step step) { return !is_gradient_step(step) && step_info(step).needs != Needs::always; }
 
 bool depends_on(Step later, Step earlier) {
   for (const Step s : step_info(later).inputs)
@@ -384,17 +580,21 @@ std::string step_description(Step step, const Problem& p) {
   return info.description_for ? info.description_for(p) : std::string(info.description);
 }
 
-std::vector<std::string> dim_names(Step step, bool batched) {
+std::vector<std::string> dim_names(Step step, bool batched, Layout layout) {
+  const StepInfo& info = step_info(step);
   std::vector<std::string> names;
-  if (batched) names.emplace_back("batch");
-  for (const Dim d : step_info(step).dims) names.emplace_back(name_of(d));
+  if (batched && !info.parameter) names.emplace_back("batch");
+  for (const Dim d : info.dims) names.emplace_back(name_of(d));
+  if (info.parameter && names.size() == 2 && layout == Layout::out_in) std::swap(names[0], names[1]);
   return names;
 }
 
 Shape step_shape(Step step, const Problem& p, bool batch_axis, bool one_head) {
+  const StepInfo& info = step_info(step);
   Shape shape;
-  if (batch_axis) shape.push_back(p.B);
-  for (const Dim d : step_info(step).dims) shape.push_back(extent(d, p, one_head));
+  if (batch_axis && !info.parameter) shape.push_back(p.B);
+  for (const Dim d : info.dims) shape.push_back(extent(d, p, one_head));
+  if (info.parameter && shape.size() == 2 && p.layout == Layout::out_in) std::swap(shape[0], shape[1]);
   return shape;
 }
 

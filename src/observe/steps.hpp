@@ -11,14 +11,15 @@
 #include <string_view>
 #include <vector>
 
+#include "model/problem.hpp"
 #include "tensor/tensor.hpp"
 
 namespace attn {
 
-struct Problem;
 
 // In the order of the pipeline. q_rot and k_rot are steps of an input with `rope` only, bias of an input
-// with `alibi` only (step_applies); every other step is in every trace.
+// with `alibi` only (step_applies); every other forward step is in every trace. The backward steps
+// follow (`d_` + what each is the gradient of, in the order of docs/backward.md), each where it applies.
 enum class Step {
   q,
   k,
@@ -35,10 +36,40 @@ enum class Step {
   weights,
   head_outputs,
   concat,
-  output
+  output,
+  // the backward pass: ∂L/∂ each of these, L = Σ Y ⊙ dY
+  d_output,
+  d_concat,
+  d_head_outputs,
+  d_weights,
+  d_v_heads,
+  d_masked,
+  d_scaled,
+  d_scores,
+  d_q_rot,
+  d_k_rot,
+  d_q_heads,
+  d_k_heads,
+  d_q,
+  d_k,
+  d_v,
+  d_X,
+  d_context,
+  d_W_q,
+  d_W_k,
+  d_W_v,
+  d_W_o,
+  d_b_q,
+  d_b_k,
+  d_b_v,
+  d_b_o
 };
 
+// The forward steps, q … output: the first step_count of the table, in every forward trace.
 inline constexpr std::size_t step_count = 16;
+// The backward steps, d_output … d_b_o, after them.
+inline constexpr std::size_t gradient_step_count = 25;
+inline constexpr std::size_t table_size = step_count + gradient_step_count;
 
 // What each axis of a step is, so a printer knows which labels go where.
 enum class Axis { query, key, head, kv_head, feature };
@@ -56,6 +87,8 @@ enum class Dim {
   k_width,  // g·d_k
   v_width,  // g·d_v
   o_width,  // h·d_v: the heads' outputs side by side
+  d_model,  // the width of X
+  d_ctx,    // the width of the context (d_model for self-attention)
 };
 
 // What a step's values can be, for the colour that shows them (render/draw/colormap.hpp).
@@ -76,10 +109,19 @@ enum class Op {
   mask,          // −∞ where forbidden: nothing computed
   softmax,       // exp and a sum along each row
   weighted_sum,  // A·V over the keys
+  // the backward pass's own
+  softmax_backward,  // A ⊙ (dA − rowsum(dA ⊙ A)) along each row
+  input_gradient,    // dY·Wᵀ: a row of gradients back through a weight matrix (summed over the paths)
+  weight_gradient,   // Xᵀ·dY: a weight's gradient, summed over every token of every batch item
+  bias_gradient,     // Σ dY: a bias's gradient, summed over every token of every batch item
 };
 
-// Which inputs have the step: every one, or only those with RoPE or ALiBi.
-enum class Needs { always, rope, alibi };
+// Which inputs have the step: every one, or only those with RoPE, ALiBi, a context (cross-attention),
+// an output projection, or the bias it is the gradient of.
+enum class Needs { always, rope, alibi, cross, w_o, b_q, b_k, b_v, b_o };
+
+// Which pass computes the step.
+enum class Pass { forward, backward };
 
 struct StepInfo {
   Step step;
@@ -93,6 +135,10 @@ struct StepInfo {
   Needs needs = Needs::always;
   bool tiled = false;        // the flash pass never forms it whole: its tiles hold it piece by piece (n × m)
   std::vector<Axis> axes{};  // dims as a printer labels them (filled from dims)
+  Pass pass = Pass::forward;
+  // A parameter's gradient (d_W_q … d_b_o): no batch axis (summed over the batch), and a weight's in the
+  // input file's layout (out_in swaps its two axes).
+  bool parameter = false;
   // The formula and the meaning as they apply to one input (bias terms only when present, the scale
   // as set, the mask by name); nullptr: `formula` and `description` as they are.
   std::string (*formula_for)(const Problem&) = nullptr;
@@ -105,15 +151,24 @@ std::string_view to_string(Op op);
 std::string_view to_string(ValueClass values);
 std::string_view to_string(Needs needs);
 
+std::string_view to_string(Pass pass);
+
 const StepInfo& step_info(Step step);
+// The forward steps, q … output, in pipeline order.
 const std::array<Step, step_count>& all_steps();
+// The backward steps, d_output … d_b_o, in the order the backward pass reports them.
+const std::array<Step, gradient_step_count>& gradient_steps();
+// Every step of either pass by its name.
 std::optional<Step> step_from_name(std::string_view name);
+
+// d_output … d_b_o.
+bool is_gradient_step(Step step);
 
 // The n × m steps (scores, scaled, bias, masked, weights): the matrices the flash pass never forms whole;
 // its tiles hold them piece by piece.
 bool is_score_step(Step step);
 
-// The steps that only some inputs have: q_rot and k_rot (RoPE), bias (ALiBi).
+// The forward steps that only some inputs have: q_rot and k_rot (RoPE), bias (ALiBi).
 bool is_position_step(Step step);
 
 // Does `later` use the value of `earlier`, directly or through other steps?
@@ -125,11 +180,13 @@ std::string step_formula(Step step, const Problem& p);
 std::string step_description(Step step, const Problem& p);
 
 // The dimension names of docs/trace-format.md's `dims`: "batch" when `batched`, "query", "key", "head",
-// "kv_head", then the feature axis by its role ("d_k", "d_v", "d_out", "feature").
-std::vector<std::string> dim_names(Step step, bool batched);
+// "kv_head", then the feature axis by its role ("d_k", "d_v", "d_out", "feature"). A parameter's gradient
+// has no batch axis, and a weight's has its two axes swapped in the out_in layout.
+std::vector<std::string> dim_names(Step step, bool batched, Layout layout = Layout::in_out);
 
-// The shape of `step` for `p`: with a leading batch axis when `batch_axis`, and head axes of extent 1
-// when only one head was kept (`one_head`).
+// The shape of `step` for `p`: with a leading batch axis when `batch_axis` (never for a parameter's
+// gradient), head axes of extent 1 when only one head was kept (`one_head`), and a weight's gradient in
+// the input's layout.
 Shape step_shape(Step step, const Problem& p, bool batch_axis, bool one_head = false);
 
 }  // namespace attn

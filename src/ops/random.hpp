@@ -3,6 +3,7 @@
 // written out, because std's engines are portable but its distributions differ between standard
 // libraries, and every figure the tool prints from a seed must be the same on every machine.
 
+#include <cmath>
 #include <cstdint>
 
 namespace attn {
@@ -18,6 +19,17 @@ class SplitMix64 {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
+  }
+
+  // A uniform number in (0, 1): the top 53 bits, plus half a step so that it is never 0 (log(0) below).
+  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1p-53; }
+
+  // A standard normal number, by Box and Muller's transform ("A note on the generation of random normal
+  // deviates", 1958): two uniforms give sqrt(-2·log u1)·cos(2π·u2). One number per two draws: simple,
+  // and the same on every machine as far as libm's log, sqrt and cos agree (to an ulp).
+  double standard_normal() {
+    const double u1 = uniform(), u2 = uniform();
+    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * 3.14159265358979323846 * u2);
   }
 
   // A whole number in [lo, hi], hi - lo < 2^32, from the top 32 bits (multiply and shift, as Lemire's

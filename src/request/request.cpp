@@ -21,10 +21,13 @@ void check_tiles_need_flash(const TraceOptions& o) {
 
 Step step_by_name(std::string_view option, const std::string& name) {
   if (const std::optional<Step> step = step_from_name(name)) return *step;
-  std::vector<std::string_view> names;
+  std::vector<std::string_view> names, gradients;
   for (const Step s : all_steps()) names.push_back(step_info(s).name);
-  throw UsageError(fmt::format("{}: unknown step \"{}\"{}; the steps are {}", option, name, did_you_mean(name, names),
-                               fmt::join(names, ",")));
+  for (const Step s : gradient_steps()) gradients.push_back(step_info(s).name);
+  std::vector<std::string_view> every = names;
+  every.insert(every.end(), gradients.begin(), gradients.end());
+  throw UsageError(fmt::format("{}: unknown step \"{}\"{}; the steps are {} (and with --backward {})", option, name,
+                               did_you_mean(name, every), fmt::join(names, ","), fmt::join(gradients, ",")));
 }
 
 StepFilter trace_filter(const TraceOptions& options, const Problem& problem, bool has_tiles, TraceSource source) {
@@ -52,11 +55,15 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem, boo
       continue;
     }
     const Step step = step_by_name("--steps", name);
+    if (is_gradient_step(step) && source == TraceSource::run && !options.backward)
+      throw UsageError(fmt::format("--steps {}: a step of the backward pass; add --backward", name));
     if (!step_applies(step, problem)) {
       std::vector<std::string_view> names;
-      for (const Step s : steps_of(problem)) names.push_back(step_info(s).name);
-      throw UsageError(fmt::format("--steps {}: this input has no \"{}\", so no step {}; its steps are {}", name,
-                                   step == Step::bias ? "alibi" : "rope", name, fmt::join(names, ",")));
+      for (const Step s : is_gradient_step(step) ? gradient_steps_of(problem) : steps_of(problem))
+        names.push_back(step_info(s).name);
+      throw UsageError(fmt::format("--steps {}: this input has no \"{}\", so no step {}; its {} are {}", name,
+                                   to_string(step_info(step).needs), name,
+                                   is_gradient_step(step) ? "gradients" : "steps", fmt::join(names, ",")));
     }
     if (is_score_step(step)) filter.tiles = true;
     filter.only.push_back(step);
@@ -67,13 +74,13 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem, boo
 
 RunRequest run_request(const TraceOptions& options, const Problem& problem, StepFilter filter) {
   return {options.engine, options.dtype, asked_tiles(problem.n, problem.m, options.block_q, options.block_k),
-          std::move(filter)};
+          std::move(filter), options.backward};
 }
 
 RunRequest plan_run(const TraceOptions& o, const Problem& p) {
   // pass 1: what to run: --steps and --head as a filter, the engine, the dtype, the tiles
   StepFilter filter = trace_filter(o, p, o.engine != Engine::naive);
-  RunRequest request{o.engine, o.dtype, asked_tiles(p.n, p.m, o.block_q, o.block_k), std::move(filter)};
+  RunRequest request{o.engine, o.dtype, asked_tiles(p.n, p.m, o.block_q, o.block_k), std::move(filter), o.backward};
   // pass 2: the verdicts, refused in the order a reader meets them: the input's range, then the memory
   const MemoryVerdict memory =
       memory_verdict(o, request, p, {.naive = o.engine != Engine::flash, .flash = o.engine != Engine::naive});

@@ -3,6 +3,7 @@
 // (CLI11 is known in apps/ only); this layer turns them and the problem into what to run.
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -42,6 +43,8 @@ struct TraceOptions {
   std::optional<DocFormat> format;                    // --format: a document of the steps; empty for the terminal text
   std::string json_out;                               // --json: "" none, "-" stdout instead of the text
   std::string max_memory = "4G";                      // refuse input or runs estimated to need more
+  bool backward = false;                              // --backward: the gradients too
+  std::optional<std::uint64_t> grad_seed;             // --grad-seed: dY from a seeded standard normal
 };
 
 }  // namespace attn

@@ -32,9 +32,16 @@ Tensor<double> TraceCollector::as_traced(Tensor<double> value, bool has_head_axi
   return value;
 }
 
+void TraceCollector::expect_backward(std::optional<TileSize> flash) {
+  trace_.backward = true;
+  if (flash) trace_.flash_backward = FlashBackwardRecord{*flash, {}, {}};
+}
+
 void TraceCollector::keep(Step step, Tensor<double> value) {
   const Axis first = step_info(step).axes.front();
-  value = as_traced(std::move(value), first == Axis::head || first == Axis::kv_head, first == Axis::kv_head);
+  // A parameter's gradient has neither a batch axis nor a head axis: it is kept whole.
+  if (!step_info(step).parameter)
+    value = as_traced(std::move(value), first == Axis::head || first == Axis::kv_head, first == Axis::kv_head);
   if (trace_.flash && step == Step::output) {
     trace_.flash->output = value;
     if (!filter_.keeps(step)) return;
@@ -49,6 +56,8 @@ void TraceCollector::keep(Step step, Tensor<double> value) {
 }
 
 void TraceCollector::keep_lse(Tensor<double> lse) { trace_.flash->lse = as_traced(std::move(lse), true, false); }
+
+void TraceCollector::keep_rows(Tensor<double> D) { trace_.flash_backward->D = as_traced(std::move(D), true, false); }
 
 namespace {
 
@@ -85,15 +94,20 @@ void TraceCollector::warn_non_finite() {
 
 Trace TraceCollector::finish(std::vector<EmptyRow> empty_rows) && {
   const Problem& p = *trace_.problem;
+  // Backward: L still depends on the row's weights (through O = A·V), but its softmax cannot move.
+  const std::string_view gradients =
+      trace_.backward ? "; its d_weights is dO·Vᵀ like any row's, and its d_masked, d_scaled and d_scores are zero "
+                        "(the softmax of a row with nothing to attend cannot move)"
+                      : "";
   for (const EmptyRow& row : empty_rows) {
     const std::string& token = p.tokens[row.batch][row.query];
     trace_.warnings.push_back(
         p.batched ? fmt::format("batch item {}, query {} (\"{}\"): the mask leaves no key to attend, so its "
-                                "weights and head output are zero",
-                                row.batch, row.query, token)
+                                "weights and head output are zero{}",
+                                row.batch, row.query, token, gradients)
                   : fmt::format("query {} (\"{}\"): the mask leaves no key to attend, so its weights and "
-                                "head output are zero",
-                                row.query, token));
+                                "head output are zero{}",
+                                row.query, token, gradients));
   }
   trace_.empty_rows = std::move(empty_rows);
   warn_non_finite();

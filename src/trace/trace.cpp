@@ -14,6 +14,12 @@ bool step_applies(Step step, const Problem& p) {
   switch (step_info(step).needs) {
     case Needs::rope: return p.rope.has_value();
     case Needs::alibi: return p.alibi.has_value();
+    case Needs::cross: return p.cross;
+    case Needs::w_o: return p.has_output_projection();
+    case Needs::b_q: return !p.b_q.empty();
+    case Needs::b_k: return !p.b_k.empty();
+    case Needs::b_v: return !p.b_v.empty();
+    case Needs::b_o: return !p.b_o.empty();
     case Needs::always: return true;
   }
   return true;
@@ -22,6 +28,13 @@ bool step_applies(Step step, const Problem& p) {
 std::vector<Step> steps_of(const Problem& p) {
   std::vector<Step> steps;
   for (const Step s : all_steps())
+    if (step_applies(s, p)) steps.push_back(s);
+  return steps;
+}
+
+std::vector<Step> gradient_steps_of(const Problem& p) {
+  std::vector<Step> steps;
+  for (const Step s : gradient_steps())
     if (step_applies(s, p)) steps.push_back(s);
   return steps;
 }

@@ -46,6 +46,21 @@ struct FlashRecord {
   Tensor<double> output;           // the shape of the output step
 };
 
+// One tile of the flash backward pass, as docs/trace-format.md's `flash_backward.tiles` lists it.
+struct FlashBackwardTile {
+  std::size_t batch, head, i, j;
+  std::size_t row_begin, row_end, col_begin, col_end;
+  bool skipped = false;
+  Tensor<double> P, dP, dS, dQ_add, dK_j, dV_j;
+};
+
+// FlashAttention-2's backward pass: D = rowsum(dO ⊙ O) of every row, then the tiles, key tile by key tile.
+struct FlashBackwardRecord {
+  TileSize tile_size;
+  Tensor<double> D;                     // (h, n), with a leading batch axis for a batched input
+  std::vector<FlashBackwardTile> tiles;  // in the order the engine ran them
+};
+
 struct Trace {
   std::shared_ptr<const Problem> problem;
   DType dtype = DType::float32;
@@ -57,14 +72,18 @@ struct Trace {
   // (a key/value head axis holds the head it reads).
   std::optional<std::size_t> head;
   std::optional<FlashRecord> flash;      // when the flash pass ran
+  bool backward = false;                 // the backward pass ran after the forward (run --backward)
+  std::optional<FlashBackwardRecord> flash_backward;  // when the flash backward pass ran
   std::optional<CompareRecord> compare;  // when `compare` judged naive vs flash vs a reference
 };
 
 // What a trace of `p` holds, from the step table's `needs` and `inputs` (observe/steps.hpp).
 // Whether `p` has `step`: q_rot and k_rot with `rope`, bias with `alibi`, every other step always.
 bool step_applies(Step step, const Problem& p);
-// The steps of `p`, in pipeline order: every step that applies to this input.
+// The steps of `p`, in pipeline order: every forward step that applies to this input.
 std::vector<Step> steps_of(const Problem& p);
+// The backward steps of `p` (run --backward), in the order the backward pass reports them.
+std::vector<Step> gradient_steps_of(const Problem& p);
 // The steps `step` of `p` is computed from directly: its inputs that apply, without one that reaches it
 // only through another (with RoPE, scores reads q_rot and k_rot, not q_heads and k_heads).
 std::vector<Step> inputs_of(Step step, const Problem& p);

@@ -99,8 +99,39 @@ void Renderer::compare_section() {
   const std::string rule_text =
       fmt::format("max|flash − ref| = {} {} 2·max|naive − ref| + noise = 2·{} + {} = {}", sci(c.flash_vs_ref.max_abs),
                   c.pass ? "<=" : ">", sci(c.naive_vs_ref.max_abs), sci(c.noise), sci(c.bound));
-  para(fmt::format("  {}  {}", c.pass ? style_.title("verdict: PASS") : style_.warning("verdict: FAIL"), rule_text),
-       "    ");
+  if (!c.backward) {
+    para(fmt::format("  {}  {}", c.pass ? style_.title("verdict: PASS") : style_.warning("verdict: FAIL"), rule_text),
+         "    ");
+    return;
+  }
+  para(fmt::format("  output: {}  {}", c.pass ? "pass" : "FAIL", rule_text), "    ");
+  gradient_checks(c);
+}
+
+// compare --backward: one row per gradient that both engines form, each judged by its own rule.
+void Renderer::gradient_checks(const CompareRecord& c) {
+  line("");
+  heading("compare --backward");
+  para(fmt::format("each gradient judged as the output is: max|flash − ref| <= 2·max|naive − ref| + noise, the "
+                   "noise floor scaling with the largest logit the softmax sees ({}): flash recomputes the weights "
+                   "as exp(S − lse)",
+                   sci(c.largest_logit)),
+       "");
+  line("");
+  line("  {}  {:>11}  {:>11}  {:>11}  {:>11}  {}", pad_right("gradient", 14), "max |ref|", "naive err", "flash err",
+       "bound", "");
+  for (const GradientCheck& g : c.gradients)
+    line("  {}  {:>11}  {:>11}  {:>11}  {:>11}  {}", pad_right(step_info(g.step).name, 14), sci(g.max_ref),
+         sci(g.naive_vs_ref.max_abs), sci(g.flash_vs_ref.max_abs), sci(g.bound), g.pass ? "pass" : "FAIL");
+  line("");
+  const bool all = passes(c);
+  const std::size_t failed = static_cast<std::size_t>(
+      std::count_if(c.gradients.begin(), c.gradients.end(), [](const GradientCheck& g) { return !g.pass; }));
+  const std::string summary =
+      all ? fmt::format("the output and all {} gradients within their bounds", c.gradients.size())
+          : fmt::format("{}{} of {} gradients over their bounds", c.pass ? "" : "the output and ", failed,
+                        c.gradients.size());
+  para(fmt::format("  {}  {}", all ? style_.title("verdict: PASS") : style_.warning("verdict: FAIL"), summary), "    ");
 }
 
 }  // namespace attn::render_detail

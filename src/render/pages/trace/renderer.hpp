@@ -159,6 +159,7 @@ class Renderer {
 
   void compare_section();
   void compare_outputs(const CompareRecord& c);
+  void gradient_checks(const CompareRecord& c);
 
   std::string rule(std::size_t width) const;
 
