@@ -125,6 +125,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   attn::RunRequest request;
   request.dtype = attn::DType::float64;
   request.tile_size = {1 + size % 5, 1 + (size / 5) % 7};
+  request.backward = size % 2 == 0;  // every other input: the backward passes too, held to the same kind of rule
   const attn::Trace trace = attn::record_compare(problem, request);
   const attn::CompareRecord& record = *trace.compare;
   const attn::TileSize blocks = request.tile_size;
@@ -139,6 +140,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         "flash and naive disagree beyond the tolerance rule: tiles {} x {}, max|flash - ref| = {}, "
         "max|naive - ref| = {}, noise = {}",
         blocks.Br, blocks.Bc, record.flash_vs_ref.max_abs, record.naive_vs_ref.max_abs, record.noise);
+    bug(why.c_str());
+  }
+  for (const attn::GradientCheck& g : record.gradients) {
+    if (!finite || !std::isfinite(g.max_ref) || g.pass) continue;
+    const std::string why =
+        fmt::format("flash's {} disagrees beyond the rule: tiles {} x {}, max|flash - ref| = {}, bound = {}",
+                    attn::step_info(g.step).name, blocks.Br, blocks.Bc, g.flash_vs_ref.max_abs, g.bound);
     bug(why.c_str());
   }
 

@@ -115,7 +115,7 @@ _attn_trace() {
         [[ $command == run || $command == report ]] &&
           values='list no-scale no-mask mask-after-softmax softmax-columns shared-qkv wrong-reshape minus-1e9' ;;
       --steps) value_kind=steps ;;
-      --step) values=$(_attn_trace_step_names "${COMP_WORDS[0]}") ;;
+      --step) values=$(_attn_trace_step_names "${COMP_WORDS[0]}" | grep -v '^d_') ;;  # plot draws forward steps
       --x) value_kind=output ;;  # a .npy file
       --json | -o | --output)
         [[ $command == explain && $prev == --output ]] && return 0  # a column number
@@ -124,7 +124,7 @@ _attn_trace() {
       --style) [[ $command == import ]] && values='gpt2 llama bert torch-mha' ;;
       --block-q | --block-k | --head | --batch | --max-memory | --precision | --max-rows | --max-cols | --max-cells | --seed | \
         --samples | --d-k | --d-model | --heads | --kv-heads | --tokens | --context-tokens | --query | --key | --name | \
-        --prefix | --seed | --n | --rope-theta | --m | --repeat | --threads | --sweep)
+        --prefix | --seed | --grad-seed | --n | --rope-theta | --m | --repeat | --threads | --sweep)
         return 0 ;;  # a number: nothing to offer
       *) value_kind=none ;;
     esac
@@ -161,8 +161,8 @@ _attn_trace() {
   # An option name, or a positional argument.
   local options
   case $command in
-    run) options="--engine $_attn_trace_trace_options --format --mistake --help" ;;
-    compare) options="$_attn_trace_trace_options --help" ;;
+    run) options="--engine $_attn_trace_trace_options --format --backward --grad-seed --mistake --help" ;;
+    compare) options="$_attn_trace_trace_options --backward --grad-seed --help" ;;
     show) options="--steps --head $_attn_trace_display_options --format --help" ;;
     plot) options=$_attn_trace_plot_options ;;
     report) options='--engine --dtype --block-q --block-k --steps --head --max-memory -o --output --mistake --color-scale --help' ;;

@@ -78,13 +78,19 @@ class TraceReader {
       if (!step_applies(*step, *t.problem))
         fail(pointer_key(ptr, "name"),
              fmt::format("the step \"{}\" belongs to an input with \"{}\", and this trace's input has none",
-                         step_info(*step).name, *step == Step::bias ? "alibi" : "rope"));
+                         step_info(*step).name, to_string(step_info(*step).needs)));
+      if (is_gradient_step(*step)) t.backward = true;
       const std::optional<DType> step_dtype = dtype_from_name(string_at(s, ptr, "dtype"));
       const bool float32 = step_dtype && computes_in_float32(*step_dtype);
       t.steps.push_back(
           {*step, string_at(s, ptr, "formula"), string_at(s, ptr, "description"), tensor_at(s, ptr, float32)});
     }
     if (doc.contains("flash")) t.flash = flash(doc.at("flash"), computes_in_float32(t.dtype));
+    if (config.contains("backward")) t.backward = true;
+    if (doc.contains("flash_backward")) {
+      t.backward = true;
+      t.flash_backward = flash_backward(doc.at("flash_backward"), computes_in_float32(t.dtype));
+    }
     if (doc.contains("compare")) t.compare = compare(doc.at("compare"));
     if (doc.contains("empty_rows")) {
       const json& rows = doc.at("empty_rows");
@@ -186,6 +192,47 @@ class TraceReader {
       tile.O = values(t, at, "O", {r, p.d_v}, float32);
     }
     return tile;
+  }
+
+  // /flash_backward: D and every tile of FlashAttention-2's backward pass.
+  FlashBackwardRecord flash_backward(const json& f, bool float32) const {
+    const std::string ptr = "/flash_backward";
+    if (!f.is_object()) fail(ptr, "expected an object");
+    const Problem& p = *problem_;
+    FlashBackwardRecord out;
+    out.tile_size = {whole(f, ptr, "block_q"), whole(f, ptr, "block_k")};
+    out.D = nested(f, ptr, "D", float32);
+    Shape rows = traced_shape(Step::scores, p, one_head_);  // D is (h, n), like a head step's first axes
+    rows.pop_back();
+    if (out.D.shape() != rows)
+      fail(pointer_key(ptr, "D"), fmt::format("expected the shape {} for this input, found {}", rows, out.D.shape()));
+    const std::string tiles_ptr = pointer_key(ptr, "tiles");
+    if (!f.contains("tiles") || !f.at("tiles").is_array()) fail(tiles_ptr, "expected a list of tiles");
+    for (std::size_t k = 0; k < f.at("tiles").size(); ++k) {
+      const json& t = f.at("tiles")[k];
+      const std::string at = pointer_index(tiles_ptr, k);
+      if (!t.is_object()) fail(at, "expected a tile object");
+      FlashBackwardTile tile{whole(t, at, "batch"), whole(t, at, "head"), whole(t, at, "i"), whole(t, at, "j"), 0, 0, 0, 0};
+      std::tie(tile.row_begin, tile.row_end) = range(t, at, "rows");
+      std::tie(tile.col_begin, tile.col_end) = range(t, at, "cols");
+      if (tile.batch >= p.B || tile.head >= p.h || tile.row_begin >= tile.row_end || tile.row_end > p.n ||
+          tile.col_begin >= tile.col_end || tile.col_end > p.m)
+        fail(at, "the tile lies outside the input's batch, heads, queries or keys");
+      if (!t.contains("skipped") || !t.at("skipped").is_boolean())
+        fail(pointer_key(at, "skipped"), "expected true or false");
+      tile.skipped = t.at("skipped").get<bool>();
+      if (!tile.skipped) {
+        const std::size_t r = tile.row_end - tile.row_begin, c = tile.col_end - tile.col_begin;
+        tile.P = values(t, at, "P", {r, c}, float32);
+        tile.dP = values(t, at, "dP", {r, c}, float32);
+        tile.dS = values(t, at, "dS", {r, c}, float32);
+        tile.dQ_add = values(t, at, "dQ_add", {r, p.d_k}, float32);
+        tile.dK_j = values(t, at, "dK_j", {c, p.d_k}, float32);
+        tile.dV_j = values(t, at, "dV_j", {c, p.d_v}, float32);
+      }
+      out.tiles.push_back(std::move(tile));
+    }
+    return out;
   }
 
   FlashRecord flash(const json& f, bool float32) const {

@@ -421,21 +421,26 @@ void write_compare(TextWriter& w, const CompareRecord& c, bool batched) {
   w.append("\n    }");
   if (c.backward) {
     w.key("backward", 4, false);
-    ojson gradients = ojson::array();
-    for (const GradientCheck& g : c.gradients)
-      gradients.push_back({{"step", std::string(step_info(g.step).name)},
-                           {"naive_error", g.naive_vs_ref.max_abs},
-                           {"flash_error", g.flash_vs_ref.max_abs},
-                           {"flash_vs_naive", g.flash_vs_naive.max_abs},
-                           {"max_reference", g.max_ref},
-                           {"noise", g.noise},
-                           {"bound", g.bound},
-                           {"pass", g.pass}});
-    w.value(ojson{{"rule", "per gradient: max|flash - ref| <= 2 * max|naive - ref| + noise"},
-                  {"largest_logit", c.largest_logit},
-                  {"pass", c.gradients_pass},
-                  {"gradients", std::move(gradients)}},
-            4);
+    w.append("{");
+    w.key("rule", 6, true);
+    w.append("\"per gradient: max|flash - ref| <= 2 * max|naive - ref| + noise\"");
+    w.key("largest_logit", 6, false);
+    w.append(number(c.largest_logit));
+    w.key("pass", 6, false);
+    w.append(c.gradients_pass ? "true" : "false");
+    w.key("gradients", 6, false);
+    w.append("[");
+    for (std::size_t k = 0; k < c.gradients.size(); ++k) {
+      const GradientCheck& g = c.gradients[k];
+      w.append(k == 0 ? "\n        " : ",\n        ");
+      w.append(fmt::format("{{\"step\": \"{}\", \"naive_error\": {}, \"flash_error\": {}, \"flash_vs_naive\": {}, "
+                           "\"max_reference\": {}, \"noise\": {}, \"bound\": {}, \"pass\": {}}}",
+                           step_info(g.step).name, number(g.naive_vs_ref.max_abs), number(g.flash_vs_ref.max_abs),
+                           number(g.flash_vs_naive.max_abs), number(g.max_ref), number(g.noise), number(g.bound),
+                           g.pass));
+    }
+    w.append(c.gradients.empty() ? "]" : "\n      ]");
+    w.append("\n    }");
   }
   w.append("\n  }");
 }
@@ -547,7 +552,9 @@ namespace attn {
 
 std::string steps_to_json(const std::string& generator) {
   ojson steps = ojson::array();
-  for (const Step s : all_steps()) {
+  std::vector<Step> every(all_steps().begin(), all_steps().end());
+  every.insert(every.end(), gradient_steps().begin(), gradient_steps().end());
+  for (const Step s : every) {
     const StepInfo& info = step_info(s);
     ojson inputs = ojson::array();
     for (const Step in : info.inputs) inputs.push_back(std::string(step_info(in).name));
@@ -559,7 +566,9 @@ std::string steps_to_json(const std::string& generator) {
                      {"op", std::string(to_string(info.op))},
                      {"values", std::string(to_string(info.values))},
                      {"needs", std::string(to_string(info.needs))},
-                     {"tiled", info.tiled}});
+                     {"tiled", info.tiled},
+                     {"pass", std::string(to_string(info.pass))},
+                     {"parameter", info.parameter}});
   }
   const ojson out = {{"format", "attn-trace.steps"},
                      {"version", steps_format_version},

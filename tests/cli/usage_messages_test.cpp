@@ -157,6 +157,8 @@ TEST_CASE("Every piece of advice names an option of the command that gives it", 
       {"plot", cat_sat, "--engine", "flash", "--step", "weights"},
       {"new", "--heads", "3", "--d-model", "8"},
       {"import", mha, "--style", "torch-mha", "--prefix", ""},
+      {"run", cat_sat, "--steps", "d_weights"},
+      {"compare", cat_sat, "--grad-seed", "3"},
   };
   std::set<std::string> seen;
   for (const std::vector<std::string>& args : provocations) {

@@ -27,6 +27,7 @@ import jsonschema
 # The pipeline's steps, as the tool's one table lists them (`attn-trace steps --json`): filled in main().
 STEP_NAMES = []
 STEP_DIMS = {}
+PARAMETERS = set()
 
 
 def nesting_errors(data, shape, where):
@@ -54,7 +55,12 @@ def step_errors(trace):
         shape = step["shape"]
         if len(step["dims"]) != len(shape):
             errors.append(f"{where}: dims {step['dims']} name {len(step['dims'])} axes, shape {shape} has {len(shape)}")
-        table_dims = (["batch"] if trace["config"]["batch"] is not None else []) + STEP_DIMS[step["name"]]
+        table_dims = STEP_DIMS[step["name"]]
+        if step["name"] in PARAMETERS:  # a parameter's gradient: no batch axis, in the input's layout
+            if trace["config"]["layout"] == "out_in" and len(table_dims) == 2:
+                table_dims = table_dims[::-1]
+        elif trace["config"]["batch"] is not None:
+            table_dims = ["batch"] + table_dims
         if step["dims"] != table_dims:
             errors.append(f"{where}: dims {step['dims']}, but the step table (attn-trace steps) says {table_dims}")
         if step["dtype"] != dtype:
@@ -284,6 +290,7 @@ def main():
     table = json.loads(subprocess.run([binary, "steps", "--json"], check=True, capture_output=True, text=True).stdout)
     STEP_NAMES.extend(s["name"] for s in table["steps"])
     STEP_DIMS.update((s["name"], s["dims"]) for s in table["steps"])
+    PARAMETERS.update(s["name"] for s in table["steps"] if s["parameter"])
     schema_names = schema["$defs"]["step"]["properties"]["name"]["enum"]
     if schema_names != STEP_NAMES:
         print(f"FAIL {schema_path}: the step names {schema_names} are not the step table's {STEP_NAMES}", file=sys.stderr)
@@ -320,6 +327,10 @@ def main():
                      ("compare", [file, "--dtype", "bfloat16"], "both")]
             if heads > 1:
                 runs.append(("run", [file, "--engine", "both", "--head", str(heads - 1)], "both"))
+            # the backward pass: its steps, the flash backward's tiles, and compare's gradients
+            runs += [("run", [file, "--backward"], "naive"),
+                     ("run", [file, "--backward", "--engine", "both", "--grad-seed", "3"], "both"),
+                     ("compare", [file, "--backward", "--block-q", "2", "--block-k", "3"], "both")]
             for command, args, engine in runs:
                 label = f"{command} " + " ".join([path.name, *args[1:]])
                 try:

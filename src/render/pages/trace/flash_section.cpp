@@ -122,6 +122,70 @@ void Renderer::flash_final(const FlashFinal& done) {
   table({values, r, d + 1, rows, cols, "O / l"});
 }
 
+// FlashAttention-2's backward: D, then every tile in the order of the walk (key tile by key tile), or
+// the first and last few past summary_past.
+void Renderer::flash_backward_section() {
+  const FlashBackwardRecord& f = *t_.flash_backward;
+  line("");
+  heading("flash backward");
+  for (const std::string_view formula :
+       {"D = rowsum(dO ⊙ O)   then per key tile j, per query tile i:   P = exp(S − lse)   dV_j += Pᵀ·dO_i",
+        "dP = dO_i·V_jᵀ   dS = P ⊙ (dP − D_i)   dQ_i += scale·dS·K_j   dK_j += scale·dSᵀ·Q_i"})
+    for (const std::string& part : wrap(text(formula), o_.width, "  ")) line("{}", style_.formula(part));
+  para(fmt::format("FlashAttention-2's backward pass (arXiv:2307.08691, Algorithm 2) in tiles of {} × {}: the "
+                   "weights recomputed from the forward's lse, one number per row, instead of an n × m matrix "
+                   "kept; D = rowsum(dO ⊙ O) equals rowsum(dA ⊙ A), so the softmax's backward needs no A. The outer "
+                   "loop runs over key tiles, so dK_j and dV_j are summed in place and dQ_i across them.",
+                   f.tile_size.Br, f.tile_size.Bc),
+       "");
+  // D of every row, per head
+  const Tensor<double> D = with_batch_axis(f.D, 3);  // (B, h, n)
+  for (std::size_t b = 0; b < D.dim(0); ++b)
+    for (std::size_t hd = 0; hd < D.dim(1); ++hd) {
+      const std::size_t head = head_at(t_, false, hd);
+      line("");
+      para(style_.label(fmt::format("── {} · D = rowsum(dO ⊙ O)", tile_place(b, head))), "   ");
+      const std::vector<std::string> rows = token_range(p_.tokens[b], 0, p_.n);
+      table({std::span<const double>(&D(b, hd, 0), p_.n), p_.n, 1, rows, {"D"}, ""});
+    }
+  const bool summary = !o_.all_tiles && f.tiles.size() > summary_past;
+  bool gap = false;
+  for (std::size_t k = 0; k < f.tiles.size(); ++k) {
+    if (!summary || k < summary_ends || k + summary_ends >= f.tiles.size()) {
+      flash_backward_tile(f.tiles[k]);
+    } else if (!std::exchange(gap, true)) {
+      line("");
+      para(style_.faint(fmt::format("── ... {} tiles not shown ...", f.tiles.size() - 2 * summary_ends)), "   ");
+    }
+  }
+  if (summary) {
+    line("");
+    para(fmt::format("{} of {} backward tiles shown: --steps tiles shows every one; --json OUT keeps them all",
+                     2 * summary_ends, f.tiles.size()),
+         "");
+  }
+}
+
+void Renderer::flash_backward_tile(const FlashBackwardTile& tile) {
+  const auto rows = token_range(p_.tokens[tile.batch], tile.row_begin, tile.row_end);
+  const auto cols = token_range(p_.context_tokens[tile.batch], tile.col_begin, tile.col_end);
+  line("");
+  para(style_.label(fmt::format("── {} · key tile {} ({}) × query tile {} ({})", tile_place(tile.batch, tile.head),
+                                tile.j, fmt::join(cols, ", "), tile.i, fmt::join(rows, ", "))),
+       "   ");
+  if (tile.skipped) {
+    para("  skipped: the mask rules out every query-key pair of this tile", "  ", /*faint=*/true);
+    return;
+  }
+  const std::size_t r = rows.size(), c = cols.size();
+  table({tile.P.values(), r, c, rows, cols, "P = exp(S − lse)"});
+  table({tile.dP.values(), r, c, rows, cols, "dP = dO·Vᵀ"});
+  table({tile.dS.values(), r, c, rows, cols, "dS = P ⊙ (dP − D)"});
+  table({tile.dQ_add.values(), r, tile.dQ_add.dim(1), rows, numbered(tile.dQ_add.dim(1)), "dQ_i += scale·dS·K_j"});
+  table({tile.dK_j.values(), c, tile.dK_j.dim(1), cols, numbered(tile.dK_j.dim(1)), "dK_j"});
+  table({tile.dV_j.values(), c, tile.dV_j.dim(1), cols, numbered(tile.dV_j.dim(1)), "dV_j"});
+}
+
 // When both engines ran: how far the flash output is from the naive one.
 void Renderer::comparison() {
   if (!t_.flash || t_.engine != Engine::both) return;

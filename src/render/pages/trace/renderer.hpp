@@ -138,6 +138,10 @@ class Renderer {
   std::string tile_place(std::size_t b, std::size_t head) const;
 
   void flash_tile(const FlashTile& tile);
+  // ---- the flash backward pass ----
+  void flash_backward_section();
+  void softmax_backward_note();
+  void flash_backward_tile(const FlashBackwardTile& tile);
 
   void flash_final(const FlashFinal& done);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -23,15 +24,21 @@ std::string Renderer::run() {
   // The flash pass goes where its tiles replace the naive steps: after the heads are split (and turned,
   // with RoPE). When
   // both engines ran, it follows the whole naive trace.
-  bool flash_done = !t_.flash;
+  // The backward's tiles likewise replace the gradients of the weights and scores: after d_head_outputs.
+  bool flash_done = !t_.flash, backward_done = !t_.flash_backward;
   for (const StepRecord& rec : t_.steps) {
     if (!flash_done && t_.engine == Engine::flash && rec.step > Step::k_rot) {
       flash_section();
       flash_done = true;
     }
+    if (!backward_done && t_.engine == Engine::flash && rec.step > Step::d_head_outputs) {
+      flash_backward_section();
+      backward_done = true;
+    }
     step(rec);
   }
   if (!flash_done) flash_section();
+  if (!backward_done) flash_backward_section();
   comparison();
   compare_section();
   footer();
@@ -91,7 +98,7 @@ void Renderer::header() {
 void Renderer::step(const StepRecord& rec) {
   const StepInfo& info = step_info(rec.step);
   const Shape& shape = rec.value.shape();
-  const std::vector<std::string> dims = dim_names(rec.step, p_.batched);
+  const std::vector<std::string> dims = dim_names(rec.step, p_.batched, p_.layout);
 
   line("");
   heading(info.name);
@@ -116,6 +123,34 @@ void Renderer::step(const StepRecord& rec) {
          "  ");
     for (const Panel& panel : angles) matrix(panel);
   }
+  if (rec.step == Step::d_masked) softmax_backward_note();
+}
+
+namespace {
+
+// Whether every row of `t` (along its last axis) holds one number, to a part in 10⁹.
+bool rows_hold_one_number(const Tensor<double>& t) {
+  const std::size_t m = t.shape().back();
+  for (std::size_t r = 0; m > 0 && r < t.size() / m; ++r) {
+    const std::span<const double> row = t.values().subspan(r * m, m);
+    const auto [lo, hi] = std::minmax_element(row.begin(), row.end());
+    if (*hi - *lo > 1e-9 * std::max(1.0, std::fabs(*hi))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// When every row of d_weights holds one number, d_masked is 0 everywhere: say why, since it looks like a bug.
+void Renderer::softmax_backward_note() {
+  const StepRecord* dA = find_step(t_, Step::d_weights);
+  if (dA == nullptr || !rows_hold_one_number(dA->value)) return;
+  line("");
+  para("  Every row of d_weights holds one number c, so D = rowsum(dA ⊙ A) = c (the weights sum to 1) and "
+       "dA − D = 0: every score's gradient is 0. Moving weight from one key to another cannot change L when "
+       "every key's value pulls L alike (in \"The cat sat\" with dY = 1, every row of V is [1, 1], so every "
+       "dA = dO·v = 1 + 1 = 2).",
+       "  ", /*faint=*/true);
 }
 
 void Renderer::heading(std::string_view name) {
