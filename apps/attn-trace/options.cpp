@@ -226,8 +226,7 @@ Trace run_problem(const TraceOptions& o, const std::shared_ptr<const Problem>& p
 }
 
 std::shared_ptr<const Problem> as_run(const TraceOptions& o, Problem problem) {
-  if (o.grad_seed && !o.backward)
-    throw UsageError("--grad-seed: it draws the backward pass's dY; add --backward");
+  if (o.grad_seed && !o.backward) throw UsageError("--grad-seed: it draws the backward pass's dY; add --backward");
   if (o.grad_seed) problem = with_grad_seed(std::move(problem), *o.grad_seed);
   return std::make_shared<const Problem>(std::move(problem));
 }

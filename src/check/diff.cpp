@@ -113,7 +113,8 @@ Terms terms_of(const Problem& p, const Values<double>& x, const Tensor<double>& 
     case Op::weighted_sum:
       return {weighted_sum(magnitude(x[slot(in[0])]), magnitude(x[slot(in[1])])), static_cast<double>(p.m)};
     case Op::relayout:
-    case Op::mask: return {magnitude(own), 0};  // nothing summed
+    case Op::mask:
+      return {magnitude(own), 0};  // nothing summed
     // diff reads forward steps only (docs/diff.md): the backward's ops never reach here
     case Op::softmax_backward:
     case Op::input_gradient:

@@ -81,8 +81,8 @@ void backward_projections(const Problem& p, const Inputs<T>& in, HeadGradients<T
 
   // pass 10: through the projections. X reaches L along three paths in self-attention (as a query, a
   // key and a value), so its gradient is their sum; with a context, the key and value paths are C's.
-  const Tensor<T> dX_q = d_project_input(dQ, in.W_q);                                          // (B, n, d_model)
-  const Tensor<T> dC = add(d_project_input(dK, in.W_k), d_project_input(dV, in.W_v));          // (B, m, d_context)
+  const Tensor<T> dX_q = d_project_input(dQ, in.W_q);                                  // (B, n, d_model)
+  const Tensor<T> dC = add(d_project_input(dK, in.W_k), d_project_input(dV, in.W_v));  // (B, m, d_context)
   if (p.cross) {
     keep(Step::d_X, dX_q);
     keep(Step::d_context, dC);
@@ -115,7 +115,7 @@ AttentionResult<T> run_naive_backward(const Problem& p, Observer& observer, DTyp
   // pass 6: back through the weighted sum O_h = A·V_h
   HeadGradients<T> g;
   Held<T> dS = keep.held(Step::d_weights, d_weighted_sum_weights(dO_h, f.heads.V));  // dA (B, h, n, m)
-  g.dV = keep(Step::d_v_heads, d_weighted_sum_values(*f.A, dO_h, p.g));               // (B, g, m, d_v)
+  g.dV = keep(Step::d_v_heads, d_weighted_sum_values(*f.A, dO_h, p.g));              // (B, g, m, d_v)
 
   // pass 7: the softmax's backward (D = rowsum(dA ⊙ A): no m × m Jacobian per row), the mask's, the scale's
   dS = keep.held(Step::d_masked, d_softmax_rows(*f.A, *dS));
@@ -124,7 +124,7 @@ AttentionResult<T> run_naive_backward(const Problem& p, Observer& observer, DTyp
   dS = keep.held(Step::d_scores, scale(*dS, static_cast<T>(p.scale)));
 
   // pass 8: back through S = Q·Kᵀ to the heads the scores read
-  g.dQ = keep(p.rope ? Step::d_q_rot : Step::d_q_heads, d_scores_queries(*dS, f.heads.K));  // (B, h, n, d_k)
+  g.dQ = keep(p.rope ? Step::d_q_rot : Step::d_q_heads, d_scores_queries(*dS, f.heads.K));    // (B, h, n, d_k)
   g.dK = keep(p.rope ? Step::d_k_rot : Step::d_k_heads, d_scores_keys(*dS, f.heads.Q, p.g));  // (B, g, m, d_k)
   dS.drop();
 
@@ -249,7 +249,8 @@ AttentionResult<T> run_flash_backward(const Problem& p, Observer& observer, Tile
   HeadGradients<T> g{Tensor<T>(f.heads.Q.shape()), Tensor<T>(f.heads.K.shape()), Tensor<T>(f.heads.V.shape())};
   ByteMeter meter;
   for (std::size_t b = 0; b < p.B; ++b)
-    for (std::size_t hd = 0; hd < p.h; ++hd) flash_backward_head(p, in, f, dO_h, D, b, hd, tiles, g, observer, meter, storage);
+    for (std::size_t hd = 0; hd < p.h; ++hd)
+      flash_backward_head(p, in, f, dO_h, D, b, hd, tiles, g, observer, meter, storage);
   g.dV = keep(Step::d_v_heads, std::move(g.dV));
   g.dQ = keep(p.rope ? Step::d_q_rot : Step::d_q_heads, std::move(g.dQ));
   g.dK = keep(p.rope ? Step::d_k_rot : Step::d_k_heads, std::move(g.dK));

@@ -28,8 +28,8 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr std::array top_keys = {"X",      "tokens",  "W_q",  "W_k",     "W_v",        "W_o",   "b_q",
-                                 "b_k",    "b_v",     "b_o",  "n_heads", "n_kv_heads", "scale", "mask",
+constexpr std::array top_keys = {"X",      "tokens",  "W_q",  "W_k",     "W_v",         "W_o",   "b_q",
+                                 "b_k",    "b_v",     "b_o",  "n_heads", "n_kv_heads",  "scale", "mask",
                                  "layout", "context", "rope", "alibi",   "description", "dY"};
 
 // The input format (docs/input-format.md), read with the pieces of JsonReader.
@@ -407,9 +407,9 @@ class Reader : public JsonReader {
                             : "expected one n × d_out matrix (X is a single sequence), found a batch");
     Tensor<double> dY = sequence(j, "/dY", p.batched);
     if (dY.dim(0) != p.B || dY.dim(1) != p.n || dY.dim(2) != p.d_out)
-      fail("/dY", fmt::format("expected the output's shape {} × {}{} (dY = ∂L/∂Y), found {} × {}{}",
-                              p.n, p.d_out, p.batched ? fmt::format(" per batch item of {}", p.B) : "", dY.dim(1),
-                              dY.dim(2), p.batched ? fmt::format(" per batch item of {}", dY.dim(0)) : ""));
+      fail("/dY", fmt::format("expected the output's shape {} × {}{} (dY = ∂L/∂Y), found {} × {}{}", p.n, p.d_out,
+                              p.batched ? fmt::format(" per batch item of {}", p.B) : "", dY.dim(1), dY.dim(2),
+                              p.batched ? fmt::format(" per batch item of {}", dY.dim(0)) : ""));
     p.dY = std::move(dY);
     p.upstream = Upstream::input;
   }

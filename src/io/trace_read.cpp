@@ -212,7 +212,8 @@ class TraceReader {
       const json& t = f.at("tiles")[k];
       const std::string at = pointer_index(tiles_ptr, k);
       if (!t.is_object()) fail(at, "expected a tile object");
-      FlashBackwardTile tile{whole(t, at, "batch"), whole(t, at, "head"), whole(t, at, "i"), whole(t, at, "j"), 0, 0, 0, 0};
+      FlashBackwardTile tile{
+          whole(t, at, "batch"), whole(t, at, "head"), whole(t, at, "i"), whole(t, at, "j"), 0, 0, 0, 0};
       std::tie(tile.row_begin, tile.row_end) = range(t, at, "rows");
       std::tie(tile.col_begin, tile.col_end) = range(t, at, "cols");
       if (tile.batch >= p.B || tile.head >= p.h || tile.row_begin >= tile.row_end || tile.row_end > p.n ||

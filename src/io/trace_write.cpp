@@ -433,11 +433,11 @@ void write_compare(TextWriter& w, const CompareRecord& c, bool batched) {
     for (std::size_t k = 0; k < c.gradients.size(); ++k) {
       const GradientCheck& g = c.gradients[k];
       w.append(k == 0 ? "\n        " : ",\n        ");
-      w.append(fmt::format("{{\"step\": \"{}\", \"naive_error\": {}, \"flash_error\": {}, \"flash_vs_naive\": {}, "
-                           "\"max_reference\": {}, \"noise\": {}, \"bound\": {}, \"pass\": {}}}",
-                           step_info(g.step).name, number(g.naive_vs_ref.max_abs), number(g.flash_vs_ref.max_abs),
-                           number(g.flash_vs_naive.max_abs), number(g.max_ref), number(g.noise), number(g.bound),
-                           g.pass));
+      w.append(
+          fmt::format("{{\"step\": \"{}\", \"naive_error\": {}, \"flash_error\": {}, \"flash_vs_naive\": {}, "
+                      "\"max_reference\": {}, \"noise\": {}, \"bound\": {}, \"pass\": {}}}",
+                      step_info(g.step).name, number(g.naive_vs_ref.max_abs), number(g.flash_vs_ref.max_abs),
+                      number(g.flash_vs_naive.max_abs), number(g.max_ref), number(g.noise), number(g.bound), g.pass));
     }
     w.append(c.gradients.empty() ? "]" : "\n      ]");
     w.append("\n    }");

@@ -58,7 +58,7 @@ struct CompareRecord {
   std::vector<GradientCheck> gradients;
   bool backward = false;
   bool gradients_pass = true;  // every gradient passes its rule
-  double largest_logit = 0;  // the largest |exponent| of the softmax the noise floors assume (docs/backward.md)
+  double largest_logit = 0;    // the largest |exponent| of the softmax the noise floors assume (docs/backward.md)
 };
 
 // compare's verdict: the output's rule, and with --backward every gradient's.

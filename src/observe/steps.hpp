@@ -16,7 +16,6 @@
 
 namespace attn {
 
-
 // In the order of the pipeline. q_rot and k_rot are steps of an input with `rope` only, bias of an input
 // with `alibi` only (step_applies); every other forward step is in every trace. The backward steps
 // follow (`d_` + what each is the gradient of, in the order of docs/backward.md), each where it applies.

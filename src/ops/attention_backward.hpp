@@ -44,8 +44,8 @@ Tensor<T> d_project_input(const Tensor<T>& dY, const Tensor<T>& W) {
 // -> (d_in, d_out)
 template <class T>
 Tensor<T> d_project_weight(const Tensor<T>& X, const Tensor<T>& dY) {
-  detail::require(X.rank() == 3 && dY.rank() == 3 && X.dim(0) == dY.dim(0) && X.dim(1) == dY.dim(1),
-                  "d_project_weight", fmt::format("X {} and dY {}: the tokens differ", X.shape(), dY.shape()));
+  detail::require(X.rank() == 3 && dY.rank() == 3 && X.dim(0) == dY.dim(0) && X.dim(1) == dY.dim(1), "d_project_weight",
+                  fmt::format("X {} and dY {}: the tokens differ", X.shape(), dY.shape()));
   const std::size_t B = X.dim(0), n = X.dim(1), d_in = X.dim(2), d_out = dY.dim(2);
   Tensor<T> dW({d_in, d_out});
   for (std::size_t b = 0; b < B; ++b)
@@ -110,8 +110,8 @@ Tensor<T> d_rotate(const Tensor<T>& dY, const Tensor<T>& cos, const Tensor<T>& s
 // dQ[b][hd][i][c] = Σ_j dS[b][hd][i][j] · K[b][kv][j][c],  kv = kv_head_of(hd)
 template <class T>
 Tensor<T> d_scores_queries(const Tensor<T>& dS, const Tensor<T>& K) {
-  detail::require(dS.rank() == 4 && K.rank() == 4 && dS.dim(0) == K.dim(0) && dS.dim(3) == K.dim(2) &&
-                      K.dim(1) > 0 && dS.dim(1) % K.dim(1) == 0,
+  detail::require(dS.rank() == 4 && K.rank() == 4 && dS.dim(0) == K.dim(0) && dS.dim(3) == K.dim(2) && K.dim(1) > 0 &&
+                      dS.dim(1) % K.dim(1) == 0,
                   "d_scores_queries", fmt::format("dS {} and K {} do not fit", dS.shape(), K.shape()));
   return weighted_sum(dS, K);  // the same sum as O = P·V: over the keys, with dS in the weights' place
 }
@@ -123,7 +123,8 @@ template <class T>
 Tensor<T> d_scores_keys(const Tensor<T>& dS, const Tensor<T>& Q, std::size_t g) {
   detail::require(dS.rank() == 4 && Q.rank() == 4 && dS.dim(0) == Q.dim(0) && dS.dim(1) == Q.dim(1) &&
                       dS.dim(2) == Q.dim(2) && g > 0 && dS.dim(1) % g == 0,
-                  "d_scores_keys", fmt::format("dS {} and Q {} with {} key heads do not fit", dS.shape(), Q.shape(), g));
+                  "d_scores_keys",
+                  fmt::format("dS {} and Q {} with {} key heads do not fit", dS.shape(), Q.shape(), g));
   const std::size_t B = dS.dim(0), h = dS.dim(1), n = dS.dim(2), m = dS.dim(3), d = Q.dim(3);
   Tensor<T> dK({B, g, m, d});
   for (std::size_t b = 0; b < B; ++b)

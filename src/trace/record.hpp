@@ -13,8 +13,8 @@ namespace attn {
 struct RunRequest {
   Engine engine = Engine::naive;
   DType dtype = DType::float32;
-  TileSize tile_size;  // the flash pass's tiles (flash, both and compare)
-  StepFilter filter;   // which steps, head and tiles the trace keeps
+  TileSize tile_size;     // the flash pass's tiles (flash, both and compare)
+  StepFilter filter;      // which steps, head and tiles the trace keeps
   bool backward = false;  // the backward pass too (run --backward, compare --backward)
 };
 

@@ -57,7 +57,7 @@ struct FlashBackwardTile {
 // FlashAttention-2's backward pass: D = rowsum(dO ⊙ O) of every row, then the tiles, key tile by key tile.
 struct FlashBackwardRecord {
   TileSize tile_size;
-  Tensor<double> D;                     // (h, n), with a leading batch axis for a batched input
+  Tensor<double> D;                      // (h, n), with a leading batch axis for a batched input
   std::vector<FlashBackwardTile> tiles;  // in the order the engine ran them
 };
 
@@ -71,10 +71,10 @@ struct Trace {
   // Set when only one query head was kept: every head axis then has extent 1 and holds this head
   // (a key/value head axis holds the head it reads).
   std::optional<std::size_t> head;
-  std::optional<FlashRecord> flash;      // when the flash pass ran
-  bool backward = false;                 // the backward pass ran after the forward (run --backward)
+  std::optional<FlashRecord> flash;                   // when the flash pass ran
+  bool backward = false;                              // the backward pass ran after the forward (run --backward)
   std::optional<FlashBackwardRecord> flash_backward;  // when the flash backward pass ran
-  std::optional<CompareRecord> compare;  // when `compare` judged naive vs flash vs a reference
+  std::optional<CompareRecord> compare;               // when `compare` judged naive vs flash vs a reference
 };
 
 // What a trace of `p` holds, from the step table's `needs` and `inputs` (observe/steps.hpp).

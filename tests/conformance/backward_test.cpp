@@ -132,13 +132,12 @@ void check_gradients(const Case& c, const std::string& run, const Gradients& got
         FAIL_CHECK(fmt::format("{}: {}: {} at flat index {}: got {}, autograd {} (error {:.3g} > {:.3g})", c.name, run,
                                name, k, a, e, std::abs(a - e), tol * size));
     }
-    if (bad > max_reported) FAIL_CHECK(fmt::format("{}: {}: {}: {} more mismatches", c.name, run, name, bad - max_reported));
+    if (bad > max_reported)
+      FAIL_CHECK(fmt::format("{}: {}: {}: {} more mismatches", c.name, run, name, bad - max_reported));
   }
 }
 
-std::vector<TileSize> tilings(const Problem& p) {
-  return {default_tiles(p.n, p.m), {3, 2}, {1, 1}, {64, 64}};
-}
+std::vector<TileSize> tilings(const Problem& p) { return {default_tiles(p.n, p.m), {3, 2}, {1, 1}, {64, 64}}; }
 
 }  // namespace
 

@@ -99,8 +99,8 @@ TEST_CASE("Every gradient of both engines matches central finite differences of 
           const double numeric = (loss(up) - loss(down)) / (2 * eps);
           // The problem holds weights in_out; the gradient is in the input's layout (in_out here).
           const double analytic = grad.values()[k];
-          INFO((flash ? "flash " : "naive ") << step_info(leaf.step).name << " entry " << k << ": analytic "
-                                             << analytic << ", finite differences " << numeric);
+          INFO((flash ? "flash " : "naive ") << step_info(leaf.step).name << " entry " << k << ": analytic " << analytic
+                                             << ", finite differences " << numeric);
           CHECK(std::abs(analytic - numeric) <= tol * std::max(1.0, std::abs(numeric)));
         }
       }

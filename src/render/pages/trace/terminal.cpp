@@ -146,11 +146,12 @@ void Renderer::softmax_backward_note() {
   const StepRecord* dA = find_step(t_, Step::d_weights);
   if (dA == nullptr || !rows_hold_one_number(dA->value)) return;
   line("");
-  para("  Every row of d_weights holds one number c, so D = rowsum(dA ⊙ A) = c (the weights sum to 1) and "
-       "dA − D = 0: every score's gradient is 0. Moving weight from one key to another cannot change L when "
-       "every key's value pulls L alike (in \"The cat sat\" with dY = 1, every row of V is [1, 1], so every "
-       "dA = dO·v = 1 + 1 = 2).",
-       "  ", /*faint=*/true);
+  para(
+      "  Every row of d_weights holds one number c, so D = rowsum(dA ⊙ A) = c (the weights sum to 1) and "
+      "dA − D = 0: every score's gradient is 0. Moving weight from one key to another cannot change L when "
+      "every key's value pulls L alike (in \"The cat sat\" with dY = 1, every row of V is [1, 1], so every "
+      "dA = dO·v = 1 + 1 = 2).",
+      "  ", /*faint=*/true);
 }
 
 void Renderer::heading(std::string_view name) {
