@@ -4,6 +4,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -15,6 +17,8 @@
 #include "lessons/explain.hpp"
 #include "options.hpp"
 #include "render/pages/explain.hpp"
+#include "text/words.hpp"
+#include "trace/trace.hpp"
 
 namespace attn::cli {
 
@@ -24,6 +28,8 @@ struct ExplainOptions {
   TraceOptions trace;  // FILE, --engine, --dtype, the tiles, --json, --max-memory, --precision, --color
   std::optional<std::string> query, key;
   std::optional<std::size_t> head, batch, output;
+  std::string grad;                // --grad STEP
+  std::vector<std::size_t> index;  // --index I,J,…
 };
 
 std::string count_range(std::size_t count, std::string_view one, std::string_view many) {
@@ -52,8 +58,56 @@ void check_ranges(const ExplainOptions& o, const Problem& p) {
         fmt::format("--output {}: the output has {} (d_out)", *o.output, count_range(p.d_out, "column", "columns")));
 }
 
+// explain --grad STEP --index I,J,…: one gradient entry of the naive backward pass, term by term.
+int run_gradient(const ExplainOptions& o) {
+  const TraceOptions& t = o.trace;
+  for (const auto& [given, option] : {std::pair{o.query.has_value(), "--query"}, std::pair{o.key.has_value(), "--key"},
+                                      std::pair{o.output.has_value(), "--output"}, std::pair{o.head.has_value(), "--head"},
+                                      std::pair{o.batch.has_value(), "--batch"}})
+    if (given)
+      throw UsageError(fmt::format("{}: --grad names its entry by --index alone (every axis of the gradient, in order)",
+                                   option));
+  if (t.engine != Engine::naive || t.block_q || t.block_k)
+    throw UsageError("--engine: --grad explains the naive backward pass, whose gradients are whole; leave it out");
+  const Step step = step_by_name("--grad", o.grad);
+  if (!is_gradient_step(step))
+    throw UsageError(fmt::format("--grad {}: a forward step; a gradient is d_ + a step or a weight (d_{}), and "
+                                 "--query with --key explains a weight",
+                                 o.grad, o.grad));
+  TraceOptions backward = t;
+  backward.backward = true;
+  const std::shared_ptr<const Problem> problem = load_input(backward);
+  const Problem& p = *problem;
+  if (!step_applies(step, p))
+    throw UsageError(fmt::format("--grad {}: this input has no \"{}\", so no gradient {}", o.grad,
+                                 to_string(step_info(step).needs), o.grad));
+  const Shape shape = gradient_index_shape(step, p);
+  const std::vector<std::string> dims = dim_names(step, p.batched, p.layout);
+  bool inside = o.index.size() == shape.size();
+  for (std::size_t a = 0; inside && a < shape.size(); ++a) inside = o.index[a] < shape[a];
+  if (!inside) {
+    std::vector<std::string> axes;
+    for (std::size_t a = 0; a < shape.size(); ++a) axes.push_back(fmt::format("{} 0 to {}", dims[a], shape[a] - 1));
+    throw UsageError(fmt::format("--index {}: {} has {} ({}), so --index takes {} numbers",
+                                 o.index.empty() ? std::string("missing") : fmt::format("{}", fmt::join(o.index, ",")),
+                                 o.grad, plural(shape.size(), "axis", "axes"), fmt::join(axes, ", "), shape.size()));
+  }
+  check_range(p, display_name(t.file), t.dtype);
+  StepFilter filter;
+  const RunRequest request = run_request(backward, p, filter);
+  check_memory(t, request, p, {.naive = true, .flash = false, .runs = 2});
+  const GradientExplanation e = explain_gradient(problem, {.step = step, .index = o.index, .dtype = t.dtype});
+  if (!t.json_out.empty()) write_result(t.json_out, gradient_explanation_to_json(e, generator()));
+  const std::string title = fmt::format("{}, {}, naive backward", display_name(t.file), name_of(t.dtype));
+  if (t.json_out != "-") write_result("", render_gradient_explanation(e, title, render_options(t)));
+  return 0;
+}
+
 int run(const ExplainOptions& o) {
   const TraceOptions& t = o.trace;
+  if (!o.grad.empty()) return run_gradient(o);
+  if (!o.index.empty()) throw UsageError("--index: it places a --grad entry; add --grad STEP");
+  if (t.grad_seed) throw UsageError("--grad-seed: it draws the upstream gradient of --grad; add --grad STEP");
   check_tiles_need_flash(t);
   if (o.output && o.key)
     throw UsageError("--key: --output explains one output number, which every key feeds; give --key or --output");
@@ -135,6 +189,19 @@ Runner add_explain(CLI::App& app) {
          "beside it to compare)")
       ->check(CLI::IsMember({"naive", "flash"}))
       ->default_str("naive");
+  cmd->add_option("--grad", options->grad,
+                  "explain one entry of this gradient of the backward pass instead (d_weights, d_W_q, …: attn-trace "
+                  "steps lists them), term by term; with --index")
+      ->type_name("STEP");
+  cmd->add_option("--index", options->index,
+                  "with --grad: the entry, one number per axis of the gradient in order (batch first for a batch), "
+                  "comma-separated")
+      ->type_name("I,J,…")
+      ->delimiter(',');
+  cmd->add_option("--grad-seed", t.grad_seed,
+                  "with --grad: draw dY from a standard normal with this seed, in place of the input's dY (or of 1 "
+                  "everywhere)")
+      ->check(whole_number);
   add_dtype_option(*cmd, t.dtype, /*half=*/false, "the arithmetic");
   add_tile_options(*cmd, t);
   cmd->add_option("--json", t.json_out,
@@ -153,7 +220,9 @@ Runner add_explain(CLI::App& app) {
       "  attn-trace explain data/the_cat_sat.json --query 1 --key 0 --engine flash\n"
       "  attn-trace explain data/gqa.json --query tea --key like --head 3\n"
       "  attn-trace explain data/gpt_causal.json --query cat --output 0\n"
-      "  attn-trace explain data/bert_bias.json --query dog --key my --head 1 --json explain.json");
+      "  attn-trace explain data/bert_bias.json --query dog --key my --head 1 --json explain.json\n"
+      "  attn-trace explain data/the_cat_sat.json --grad d_weights --index 0,1,0\n"
+      "  attn-trace explain data/gqa.json --grad d_W_q --index 2,5 --grad-seed 7");
   return [cmd, options] { return cmd->parsed() ? run(*options) : -1; };
 }
 

@@ -116,6 +116,7 @@ _attn_trace() {
           values='list no-scale no-mask mask-after-softmax softmax-columns shared-qkv wrong-reshape minus-1e9' ;;
       --steps) value_kind=steps ;;
       --step) values=$(_attn_trace_step_names "${COMP_WORDS[0]}" | grep -v '^d_') ;;  # plot draws forward steps
+      --grad) [[ $command == explain ]] && values=$(_attn_trace_step_names "${COMP_WORDS[0]}" | grep '^d_') ;;
       --x) value_kind=output ;;  # a .npy file
       --json | -o | --output)
         [[ $command == explain && $prev == --output ]] && return 0  # a column number
@@ -124,7 +125,7 @@ _attn_trace() {
       --style) [[ $command == import ]] && values='gpt2 llama bert torch-mha' ;;
       --block-q | --block-k | --head | --batch | --max-memory | --precision | --max-rows | --max-cols | --max-cells | --seed | \
         --samples | --d-k | --d-model | --heads | --kv-heads | --tokens | --context-tokens | --query | --key | --name | \
-        --prefix | --seed | --grad-seed | --n | --rope-theta | --m | --repeat | --threads | --sweep)
+        --prefix | --seed | --grad-seed | --index | --n | --rope-theta | --m | --repeat | --threads | --sweep)
         return 0 ;;  # a number: nothing to offer
       *) value_kind=none ;;
     esac
@@ -169,8 +170,8 @@ _attn_trace() {
     example) options='--list --help' ;;
     properties) options='--dtype --seed --json --max-memory --help' ;;
     scaling) options='--d-k --samples --seed --json --max-memory --precision --help' ;;
-    explain) options='--query --key --head --batch --output --engine --dtype --block-q --block-k --json --max-memory
-                      --precision --color --help' ;;
+    explain) options='--query --key --head --batch --output --grad --index --grad-seed --engine --dtype --block-q
+                      --block-k --json --max-memory --precision --color --help' ;;
     import) options='--style --prefix --x --seed --n --heads --kv-heads --tokens --mask --rope-theta -o --output
                      --max-memory --help' ;;
     diff) options='--name --dtype --bfloat16 --json --max-memory --precision --color --help' ;;

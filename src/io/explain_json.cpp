@@ -141,3 +141,34 @@ std::string output_explanation_to_json(const OutputExplanation& e, const std::st
 }
 
 }  // namespace attn
+
+namespace attn {
+
+std::string gradient_explanation_to_json(const GradientExplanation& e, const std::string& generator) {
+  ojson j = header(generator, "gradient", e.dtype, Engine::naive);
+  ojson terms = ojson::array();
+  for (const GradientTerm& t : e.terms)
+    terms.push_back({{"a_name", t.a_name},
+                     {"a", json_number(t.a)},
+                     {"b_name", t.b_name},
+                     {"b", json_number(t.b)},
+                     {"product", json_number(t.product)}});
+  const std::string_view upstream = e.upstream == Upstream::input    ? "input"
+                                    : e.upstream == Upstream::seeded ? "grad_seed"
+                                                                     : "ones";
+  j["step"] = std::string(step_info(e.step).name);
+  j["index"] = e.index;
+  j["where"] = e.where;
+  j["dY"] = std::string(upstream);
+  j["grad_seed"] = e.upstream == Upstream::seeded ? ojson(e.grad_seed) : ojson(nullptr);
+  j["formula"] = e.formula;
+  j["sum"] = e.sum;
+  j["terms"] = std::move(terms);
+  j["finish"] = e.finish;
+  j["recomputed"] = json_number(e.recomputed);
+  j["value"] = json_number(e.value);
+  j["notes"] = e.notes;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace attn

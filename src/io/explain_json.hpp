@@ -24,6 +24,7 @@
 #include <string>
 
 #include "lessons/explain.hpp"
+#include "lessons/explain_gradient.hpp"
 
 namespace attn {
 
@@ -31,5 +32,7 @@ inline constexpr int explain_format_version = 1;
 
 std::string explanation_to_json(const Explanation& e, const std::string& generator);
 std::string output_explanation_to_json(const OutputExplanation& e, const std::string& generator);
+// explain --grad: {"format": "attn-trace.explain", "kind": "gradient", …}.
+std::string gradient_explanation_to_json(const GradientExplanation& e, const std::string& generator);
 
 }  // namespace attn

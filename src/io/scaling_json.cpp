@@ -15,7 +15,9 @@ std::string scaling_to_json(const ScalingResult& result) {
                     {"raw_mean_grad", json_number(r.raw_mean_grad)},
                     {"scaled_mean_grad", json_number(r.scaled_mean_grad)},
                     {"raw_max_weight", json_number(r.raw_max_weight)},
-                    {"scaled_max_weight", json_number(r.scaled_max_weight)}});
+                    {"scaled_max_weight", json_number(r.scaled_max_weight)},
+                    {"raw_grad_norm", json_number(r.raw_grad_norm)},
+                    {"scaled_grad_norm", json_number(r.scaled_grad_norm)}});
   const nlohmann::ordered_json j = {{"format", "attn-trace.scaling"},
                                     {"version", 1},
                                     {"samples", result.samples},

@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "ops/attention.hpp"
+#include "ops/attention_backward.hpp"
 
 namespace attn {
 
@@ -75,6 +76,19 @@ double mean_softmax_gradient(std::span<const double> x) {
   return sum / static_cast<double>(x.size());
 }
 
+double softmax_gradient_norm(std::span<const double> x, std::span<const double> v, double factor) {
+  detail::require(x.size() == v.size() && !x.empty(), "softmax_gradient_norm",
+                  fmt::format("{} scores and {} values", x.size(), v.size()));
+  std::vector<double> scaled(x.begin(), x.end());
+  for (double& s : scaled) s *= factor;
+  const Tensor<double> A({scaled.size()}, softmax(scaled));
+  const Tensor<double> dA({v.size()}, std::vector<double>(v.begin(), v.end()));
+  const Tensor<double> dS = d_softmax_rows(A, dA);  // ∂L/∂(x·factor): what the softmax passes back
+  double sum = 0;
+  for (const double g : dS.values()) sum += g * g;
+  return std::sqrt(sum);
+}
+
 std::vector<double> row_dots(std::span<const double> q, std::span<const double> k, std::size_t d_k) {
   detail::require(d_k > 0 && q.size() == k.size() && q.size() % d_k == 0, "row_dots",
                   fmt::format("q has {} values, k {}, d_k is {}: expected two (N, d_k)", q.size(), k.size(), d_k));
@@ -101,6 +115,9 @@ ScalingResult scaling_experiment(std::span<const std::size_t> d_ks, std::size_t 
   detail::require(samples >= 2, "scaling_experiment", fmt::format("needs at least 2 samples, has {}", samples));
   ScalingResult result{samples, seed, {}};
   NormalSampler normal(seed);
+  NormalSampler values(seed + 1);  // wraps to 0 for the largest seed
+  std::vector<double> reads(samples);  // (N) v: what L reads each weight with
+  for (double& x : reads) x = values.next();
   for (const std::size_t d_k : d_ks) {
     detail::require(d_k >= 1, "scaling_experiment", "d_k must be at least 1");
     // pass 1: q, k (N, d_k) with standard normal entries, q first, row by row
@@ -116,7 +133,8 @@ ScalingResult scaling_experiment(std::span<const std::size_t> d_ks, std::size_t 
     const std::vector<double> raw_s = softmax(raw), scaled_s = softmax(scaled);
     result.rows.push_back({d_k, variance(raw), variance(scaled), mean_softmax_gradient(raw),
                            mean_softmax_gradient(scaled), *std::max_element(raw_s.begin(), raw_s.end()),
-                           *std::max_element(scaled_s.begin(), scaled_s.end())});
+                           *std::max_element(scaled_s.begin(), scaled_s.end()), softmax_gradient_norm(raw, reads, 1.0),
+                           softmax_gradient_norm(raw, reads, 1.0 / root)});
   }
   return result;
 }

@@ -40,6 +40,9 @@ double variance(std::span<const double> x);
 // s = softmax(x): s_i = exp(x_i − max x) / Σ_j exp(x_j − max x); subtracting the max is so exp never overflows.
 std::vector<double> softmax(std::span<const double> x);  // (N) -> (N)
 
+// ‖∂L/∂z‖₂ for L = Σ_j softmax(z)_j · v_j, z = x·factor: the softmax's backward s ⊙ (v − s·v). x, v (N).
+double softmax_gradient_norm(std::span<const double> x, std::span<const double> v, double factor);
+
 // mean(s ⊙ (1 − s)) for s = softmax(x): the explainer's "gradient", the diagonal of the softmax's Jacobian.
 // 1 − s of the largest weight is taken as the others' share, Σ_{j≠max} exp(x_j − max) / Σ_j, because
 // 1 − s cancels to rounding noise when s is within a hair of 1, exactly when the scores saturate.
@@ -58,6 +61,11 @@ struct ScalingRow {
   double scaled_mean_grad = 0;  // ... of the scaled scores, ≈ 1/N
   double raw_max_weight = 0;    // the largest weight: near 1 when one sample takes everything
   double scaled_max_weight = 0;
+  // The backward pass's real gradient: ‖∂L/∂z‖₂ of the logits z the softmax sees (z = q·k raw, q·k/√d_k
+  // scaled) for L = Σ_j a_j·v_j, v a fixed standard normal vector (one value per sample), by the
+  // softmax's backward of ops/attention_backward.hpp: how much gradient the softmax passes back at all.
+  double raw_grad_norm = 0;
+  double scaled_grad_norm = 0;
 };
 
 struct ScalingResult {
@@ -71,7 +79,8 @@ struct ScalingResult {
 std::size_t scaling_memory(std::size_t samples, std::span<const std::size_t> d_ks);
 
 // The experiment: one NormalSampler seeded with `seed`, drawing, for each d_k in turn, q (N, d_k) then
-// k (N, d_k) row by row; the draws continue from one d_k to the next, as the explainer's loop does.
+// k (N, d_k) row by row; the draws continue from one d_k to the next, as the explainer's loop does. The
+// loss's v (N) comes from a second NormalSampler seeded with seed + 1, the same for every d_k.
 // Needs samples >= 2 and every d_k >= 1.
 ScalingResult scaling_experiment(std::span<const std::size_t> d_ks, std::size_t samples, std::uint64_t seed);
 

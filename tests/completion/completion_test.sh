@@ -101,8 +101,9 @@ expect_exactly "--engine --dtype --block-q --block-k --steps --head --max-memory
   attn-trace report x.json --
 expect_exactly "naive flash both" attn-trace report x.json --engine ''
 expect_exactly "text markdown latex csv" attn-trace show t.json --format ''
-expect_exactly "--query --key --head --batch --output --engine --dtype --block-q --block-k --json --max-memory
-                --precision --color --help" attn-trace explain x.json --
+expect_exactly "--query --key --head --batch --output --grad --index --grad-seed --engine --dtype --block-q --block-k
+                --json --max-memory --precision --color --help" attn-trace explain x.json --
+expect_exactly "d_W_q d_W_k d_W_v d_W_o" attn-trace explain x.json --grad d_W
 expect_exactly "naive flash" attn-trace explain x.json --engine ''
 expect_exactly "--name --dtype --bfloat16 --json --max-memory --precision --color --help" attn-trace diff x.json d/ --
 expect_exactly "float32 float64 float16 bfloat16" attn-trace diff x.json d/ --dtype ''

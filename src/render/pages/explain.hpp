@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "lessons/explain.hpp"
+#include "lessons/explain_gradient.hpp"
 #include "render/draw/options.hpp"
 
 namespace attn {
@@ -16,5 +17,8 @@ namespace attn {
 // the point (whole numbers without); plain ASCII when !options.unicode.
 std::string render_explanation(const Explanation& e, std::string_view title, const RenderOptions& options);
 std::string render_output_explanation(const OutputExplanation& e, std::string_view title, const RenderOptions& options);
+// explain --grad: one gradient entry, its sum term by term (the largest 12 of a longer one), the engine's value.
+std::string render_gradient_explanation(const GradientExplanation& e, std::string_view title,
+                                        const RenderOptions& options);
 
 }  // namespace attn

@@ -1,0 +1,309 @@
+#include "lessons/explain_gradient.hpp"
+
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "engine/backward.hpp"
+#include "engine/compare.hpp"
+#include "engine/compare_backward.hpp"
+#include "trace/trace.hpp"
+
+namespace attn {
+
+namespace {
+
+// What one explanation reads: the naive backward's steps (batch axis first) and the rounded inputs.
+struct Sources {
+  const Problem& p;   // the rounded inputs, weights in_out
+  const StepKeeper<double>& at;
+  std::size_t b;      // the batch item (0 for a parameter, whose sum runs over every item)
+
+  std::string q_tok(std::size_t bb, std::size_t i) const { return p.tokens[bb][i]; }
+  std::string k_tok(std::size_t bb, std::size_t j) const { return p.context_tokens[bb][j]; }
+  std::string item(std::size_t bb) const { return p.batched ? fmt::format("b{} ", bb) : ""; }
+  std::string head(std::size_t hd) const { return p.h > 1 ? fmt::format("h{} ", hd) : ""; }
+  std::string kv(std::size_t g) const { return p.g > 1 ? fmt::format("kv{} ", g) : ""; }
+};
+
+void add(GradientExplanation& e, std::string a_name, double a, std::string b_name, double b) {
+  e.terms.push_back({std::move(a_name), std::move(b_name), a, b, a * b});
+}
+
+double summed(const GradientExplanation& e) {
+  double sum = 0;
+  for (const GradientTerm& t : e.terms) sum += t.product;
+  return sum;
+}
+
+// dY·Wᵀ for row `row` of `dY` (B, rows, d_out) and input feature r of W (d_in, d_out): Σ_c dY[r][c]·W[r][c].
+void back_through(GradientExplanation& e, const Sources& s, const Tensor<double>& dY, std::string_view dy_name,
+                  std::size_t row, const std::string& row_tok, const Tensor<double>& W, std::string_view w_name,
+                  std::size_t r) {
+  for (std::size_t c = 0; c < W.dim(1); ++c)
+    add(e, fmt::format("{}{}[{}][{}]", s.item(s.b), dy_name, row_tok, c), dY(s.b, row, c),
+        fmt::format("{}[{}][{}]", w_name, r, c), W(r, c));
+}
+
+// Σ_b Σ_i X[b][i][r]·dY[b][i][c]: a weight's gradient over every token of every item.
+void over_tokens(GradientExplanation& e, const Sources& s, const Tensor<double>& X, std::string_view x_name,
+                 const Tensor<double>& dY, std::string_view dy_name, std::size_t r, std::size_t c, bool keys) {
+  for (std::size_t bb = 0; bb < X.dim(0); ++bb)
+    for (std::size_t i = 0; i < X.dim(1); ++i) {
+      const std::string tok = keys ? s.k_tok(bb, i) : s.q_tok(bb, i);
+      add(e, fmt::format("{}{}[{}][{}]", s.item(bb), x_name, tok, r), X(bb, i, r),
+          fmt::format("{}[{}][{}]", dy_name, tok, c), dY(bb, i, c));
+    }
+}
+
+// The projections' gradients: d_X, d_context, d_W_*, d_b_*. `ix` is batch-first (in_out for weights).
+void explain_projection(GradientExplanation& e, const Sources& s, const std::vector<std::size_t>& ix) {
+  const Problem& p = s.p;
+  const Tensor<double>& dQ = s.at[Step::d_q];
+  const Tensor<double>& dK = s.at[Step::d_k];
+  const Tensor<double>& dV = s.at[Step::d_v];
+  const Tensor<double>& dY = s.at[Step::d_output];
+  switch (e.step) {
+    case Step::d_X: {
+      const std::size_t i = ix[1], r = ix[2];
+      e.sum = fmt::format("dX[{}][{}] = Σ_c dQ[{}][c]·W_q[{}][c]{}", s.q_tok(s.b, i), r, s.q_tok(s.b, i), r,
+                          p.cross ? "" : " + Σ_c dK·W_k + Σ_c dV·W_v (the same token as a key and a value)");
+      back_through(e, s, dQ, "dQ", i, s.q_tok(s.b, i), p.W_q, "W_q", r);
+      if (!p.cross) {
+        back_through(e, s, dK, "dK", i, s.q_tok(s.b, i), p.W_k, "W_k", r);
+        back_through(e, s, dV, "dV", i, s.q_tok(s.b, i), p.W_v, "W_v", r);
+      }
+      return;
+    }
+    case Step::d_context: {
+      const std::size_t j = ix[1], r = ix[2];
+      e.sum = fmt::format("dC[{}][{}] = Σ_c dK[{}][c]·W_k[{}][c] + Σ_c dV[{}][c]·W_v[{}][c]", s.k_tok(s.b, j), r,
+                          s.k_tok(s.b, j), r, s.k_tok(s.b, j), r);
+      back_through(e, s, dK, "dK", j, s.k_tok(s.b, j), p.W_k, "W_k", r);
+      back_through(e, s, dV, "dV", j, s.k_tok(s.b, j), p.W_v, "W_v", r);
+      return;
+    }
+    case Step::d_W_q:
+    case Step::d_W_k:
+    case Step::d_W_v:
+    case Step::d_W_o: {
+      const std::size_t r = ix[0], c = ix[1];
+      const bool q = e.step == Step::d_W_q, o = e.step == Step::d_W_o;
+      const std::string_view x = q ? "X" : o ? "O" : p.cross ? "C" : "X";
+      const std::string_view g = q ? "dQ" : e.step == Step::d_W_k ? "dK" : e.step == Step::d_W_v ? "dV" : "dY";
+      e.sum = fmt::format("d{}[{}][{}] = Σ_b Σ_t {}[t][{}]·{}[t][{}]", step_info(e.step).name.substr(2), r, c, x, r,
+                          g, c);
+      const Tensor<double> concat = merge_heads(cast<double>(s.at[Step::head_outputs]));
+      const Tensor<double>& X = q ? p.X : o ? concat : p.C;
+      const Tensor<double>& G = q ? dQ : e.step == Step::d_W_k ? dK : e.step == Step::d_W_v ? dV : dY;
+      over_tokens(e, s, X, x, G, g, r, c, !q && !o);
+      if (p.layout == Layout::out_in)
+        e.notes.push_back(fmt::format("the input stores {} out × in, so this is entry [{}][{}] of the gradient as the "
+                                      "file holds it",
+                                      step_info(e.step).name.substr(2), c, r));
+      return;
+    }
+    default: break;
+  }
+  // a bias: Σ_b Σ_t dY[t][c]
+  const std::size_t c = ix[0];
+  const bool keys = e.step == Step::d_b_k || e.step == Step::d_b_v;
+  const Tensor<double>& G = e.step == Step::d_b_q ? dQ : e.step == Step::d_b_k ? dK : e.step == Step::d_b_v ? dV : dY;
+  const std::string_view g = e.step == Step::d_b_q ? "dQ" : e.step == Step::d_b_k ? "dK" : e.step == Step::d_b_v ? "dV" : "dY";
+  e.sum = fmt::format("d{}[{}] = Σ_b Σ_t {}[t][{}]: every token added the same bias", step_info(e.step).name.substr(2),
+                      c, g, c);
+  for (std::size_t bb = 0; bb < G.dim(0); ++bb)
+    for (std::size_t t = 0; t < G.dim(1); ++t)
+      add(e, fmt::format("{}{}[{}][{}]", s.item(bb), g, keys ? s.k_tok(bb, t) : s.q_tok(bb, t), c), G(bb, t, c), "1", 1);
+}
+
+// The gradients inside attention: d_concat … d_k_heads. `ix` is batch-first.
+void explain_attention(GradientExplanation& e, const Sources& s, const std::vector<std::size_t>& ix) {
+  const Problem& p = s.p;
+  const std::size_t b = ix[0];
+  const Tensor<double>& A = s.at[Step::weights];
+  const Tensor<double>& dO = s.at[Step::d_head_outputs];
+  const Tensor<double>& dA = s.at[Step::d_weights];
+  const Tensor<double>& dS = s.at[Step::d_scores];
+  const Tensor<double>& Q = s.at[p.rope ? Step::q_rot : Step::q_heads];
+  const Tensor<double>& K = s.at[p.rope ? Step::k_rot : Step::k_heads];
+  const Tensor<double>& V = s.at[Step::v_heads];
+  switch (e.step) {
+    case Step::d_concat: {
+      const std::size_t i = ix[1], c = ix[2];
+      e.sum = fmt::format("dO[{}][{}] = Σ_k dY[{}][k]·W_o[{}][k]", s.q_tok(b, i), c, s.q_tok(b, i), c);
+      back_through(e, s, s.at[Step::d_output], "dY", i, s.q_tok(b, i), p.W_o, "W_o", c);
+      return;
+    }
+    case Step::d_weights: {
+      const std::size_t hd = ix[1], i = ix[2], j = ix[3], kv = kv_head_of(hd, p.h, p.g);
+      e.sum = fmt::format("dA[{}][{}] = Σ_c dO[{}][c]·V[{}][c]", s.q_tok(b, i), s.k_tok(b, j), s.q_tok(b, i),
+                          s.k_tok(b, j));
+      for (std::size_t c = 0; c < p.d_v; ++c)
+        add(e, fmt::format("{}dO[{}][{}]", s.head(hd), s.q_tok(b, i), c), dO(b, hd, i, c),
+            fmt::format("{}V[{}][{}]", s.kv(kv), s.k_tok(b, j), c), V(b, kv, j, c));
+      return;
+    }
+    case Step::d_v_heads: {
+      const std::size_t kv = ix[1], j = ix[2], c = ix[3];
+      e.sum = fmt::format("dV[{}][{}] = Σ_heads Σ_i A[i][{}]·dO[i][{}]", s.k_tok(b, j), c, s.k_tok(b, j), c);
+      for (std::size_t hd = 0; hd < p.h; ++hd) {
+        if (kv_head_of(hd, p.h, p.g) != kv) continue;
+        for (std::size_t i = 0; i < p.n; ++i)
+          add(e, fmt::format("{}A[{}][{}]", s.head(hd), s.q_tok(b, i), s.k_tok(b, j)), A(b, hd, i, j),
+              fmt::format("dO[{}][{}]", s.q_tok(b, i), c), dO(b, hd, i, c));
+      }
+      return;
+    }
+    case Step::d_masked:
+    case Step::d_scaled:
+    case Step::d_scores: {
+      const std::size_t hd = ix[1], i = ix[2], j = ix[3];
+      e.sum = fmt::format("D = Σ_j' dA[{}][j']·A[{}][j'], then dS''[{}][{}] = A·(dA − D)", s.q_tok(b, i),
+                          s.q_tok(b, i), s.q_tok(b, i), s.k_tok(b, j));
+      for (std::size_t jj = 0; jj < p.m; ++jj)
+        add(e, fmt::format("{}dA[{}][{}]", s.head(hd), s.q_tok(b, i), s.k_tok(b, jj)), dA(b, hd, i, jj),
+            fmt::format("A[{}][{}]", s.q_tok(b, i), s.k_tok(b, jj)), A(b, hd, i, jj));
+      const double D = summed(e), a = A(b, hd, i, j), da = dA(b, hd, i, j);
+      const bool allowed = p.mask.allows(b, i, j);
+      double value = a * (da - D);
+      e.finish = fmt::format("A·(dA − D) = {:.6g}·({:.6g} − {:.6g})", a, da, D);
+      if (a == 0) e.finish += allowed ? " (a weight of 0: the softmax cannot move it)" : " (the mask forbids this pair)";
+      if (e.step != Step::d_masked && !allowed) {
+        value = 0;
+        e.finish += "; the mask forbids this pair, so its gradient is 0";
+      }
+      if (e.step == Step::d_scores) {
+        value *= p.scale;
+        e.finish += fmt::format(", times the scale {:.6g}", p.scale);
+      }
+      e.recomputed = value;
+      return;
+    }
+    case Step::d_q_rot:
+    case Step::d_q_heads: {
+      const std::size_t hd = ix[1], i = ix[2], c = ix[3], kv = kv_head_of(hd, p.h, p.g);
+      if (e.step == Step::d_q_heads && p.rope) break;
+      e.sum = fmt::format("dQ[{}][{}] = Σ_j dS[{}][j]·K[j][{}]", s.q_tok(b, i), c, s.q_tok(b, i), c);
+      for (std::size_t j = 0; j < p.m; ++j)
+        add(e, fmt::format("{}dS[{}][{}]", s.head(hd), s.q_tok(b, i), s.k_tok(b, j)), dS(b, hd, i, j),
+            fmt::format("{}K[{}][{}]", s.kv(kv), s.k_tok(b, j), c), K(b, kv, j, c));
+      return;
+    }
+    case Step::d_k_rot:
+    case Step::d_k_heads: {
+      const std::size_t kv = ix[1], j = ix[2], c = ix[3];
+      if (e.step == Step::d_k_heads && p.rope) break;
+      e.sum = fmt::format("dK[{}][{}] = Σ_heads Σ_i dS[i][{}]·Q[i][{}]", s.k_tok(b, j), c, s.k_tok(b, j), c);
+      for (std::size_t hd = 0; hd < p.h; ++hd) {
+        if (kv_head_of(hd, p.h, p.g) != kv) continue;
+        for (std::size_t i = 0; i < p.n; ++i)
+          add(e, fmt::format("{}dS[{}][{}]", s.head(hd), s.q_tok(b, i), s.k_tok(b, j)), dS(b, hd, i, j),
+              fmt::format("Q[{}][{}]", s.q_tok(b, i), c), Q(b, hd, i, c));
+      }
+      return;
+    }
+    default: break;
+  }
+  // d_q_heads and d_k_heads with RoPE: the turned gradient turned back, two terms per turned feature
+  const bool keys = e.step == Step::d_k_heads;
+  const std::size_t hd = ix[1], t = ix[2], c = ix[3];
+  const Rope& r = *p.rope;
+  const Tensor<double>& cos = keys ? r.cos_k : r.cos_q;
+  const Tensor<double>& sin = keys ? r.sin_k : r.sin_q;
+  const Tensor<double>& d_rot = s.at[keys ? Step::d_k_rot : Step::d_q_rot];
+  const std::string tok = keys ? s.k_tok(b, t) : s.q_tok(b, t);
+  const std::string_view name = keys ? "dk_rot" : "dq_rot";
+  for (std::size_t pair = 0; pair < cos.dim(1); ++pair) {
+    const auto [a, other] = rope_pair(r.style, pair, cos.dim(1));
+    if (c != a && c != other) continue;
+    // dx_a = dy_a·cos + dy_b·sin, dx_b = dy_b·cos − dy_a·sin
+    e.sum = fmt::format("{}[{}][{}] turned back by −pos·θ_{}", keys ? "dK" : "dQ", tok, c, pair);
+    add(e, fmt::format("{}[{}][{}]", name, tok, c), d_rot(b, hd, t, c), fmt::format("cos(pos·θ_{})", pair),
+        cos(t, pair));
+    const std::size_t partner = c == a ? other : a;
+    add(e, fmt::format("{}[{}][{}]", name, tok, partner), d_rot(b, hd, t, partner),
+        fmt::format("{}sin(pos·θ_{})", c == a ? "" : "−", pair), c == a ? sin(t, pair) : -sin(t, pair));
+    return;
+  }
+  e.sum = fmt::format("{}[{}][{}]: a feature RoPE does not turn passes its gradient through", keys ? "dK" : "dQ", tok,
+                      c);
+  add(e, fmt::format("{}[{}][{}]", name, tok, c), d_rot(b, hd, t, c), "1", 1);
+}
+
+template <class T>
+GradientExplanation explain_in(const Problem& original, const GradientRequest& r) {
+  const Problem p = rounded_inputs<T>(original, r.dtype);
+  NullObserver none;
+  StepKeeper<double> at(none);
+  run_naive_backward<T>(original, at, r.dtype);
+  GradientExplanation e;
+  e.dtype = r.dtype;
+  e.step = r.step;
+  e.index = r.index;
+  e.formula = step_formula(r.step, original);
+  e.upstream = original.upstream;
+  e.grad_seed = original.grad_seed;
+  const StepInfo& info = step_info(r.step);
+  // the index batch-first, and a weight's in in_out
+  std::vector<std::size_t> ix = r.index;
+  if (!info.parameter && !p.batched) ix.insert(ix.begin(), 0);
+  if (info.parameter && ix.size() == 2 && p.layout == Layout::out_in) std::swap(ix[0], ix[1]);
+  const std::vector<std::string> dims = dim_names(r.step, p.batched, p.layout);
+  std::vector<std::string> words;
+  const std::size_t item = p.batched ? r.index[0] : 0;
+  for (std::size_t a = 0; a < r.index.size(); ++a) {
+    const std::size_t k = r.index[a];
+    if (!info.parameter && dims[a] == "query") words.push_back(fmt::format("query {} ({})", k, p.tokens[item][k]));
+    else if (!info.parameter && dims[a] == "key") words.push_back(fmt::format("key {} ({})", k, p.context_tokens[item][k]));
+    else words.push_back(fmt::format("{} {}", dims[a], k));
+  }
+  e.where = fmt::format("{}", fmt::join(words, ", "));
+  const Tensor<double>& value = at[r.step];
+  std::size_t flat = 0;
+  for (std::size_t a = 0; a < ix.size(); ++a) flat = flat * value.dim(a) + ix[a];
+  e.value = value.values()[flat];
+  const Sources s{p, at, info.parameter ? 0 : ix[0]};
+  switch (info.op) {
+    case Op::input_gradient:
+    case Op::weight_gradient:
+    case Op::bias_gradient:
+      if (r.step != Step::d_concat) {
+        explain_projection(e, s, ix);
+        break;
+      }
+      [[fallthrough]];
+    default:
+      if (r.step == Step::d_output) {
+        e.sum = "dY: the upstream gradient, given, not computed";
+      } else if (info.op == Op::relayout) {
+        e.sum = "a relayout of the heads: the same number as the step it comes from, at its place there";
+      } else {
+        explain_attention(e, s, ix);
+      }
+  }
+  if (e.finish.empty()) e.recomputed = e.terms.empty() ? e.value : summed(e);
+  return e;
+}
+
+}  // namespace
+
+Shape gradient_index_shape(Step step, const Problem& p) { return traced_shape(step, p, false); }
+
+GradientExplanation explain_gradient(const std::shared_ptr<const Problem>& problem, const GradientRequest& request) {
+  const Problem& p = *problem;
+  if (!is_gradient_step(request.step) || !step_applies(request.step, p))
+    throw std::invalid_argument(fmt::format("explain_gradient: {} is no gradient of this input",
+                                            step_info(request.step).name));
+  const Shape shape = gradient_index_shape(request.step, p);
+  bool inside = request.index.size() == shape.size();
+  for (std::size_t a = 0; inside && a < shape.size(); ++a) inside = request.index[a] < shape[a];
+  if (!inside)
+    throw std::invalid_argument(fmt::format("explain_gradient: index [{}] outside the shape {}",
+                                            fmt::join(request.index, ", "), shape));
+  return request.dtype == DType::float64 ? explain_in<double>(p, request) : explain_in<float>(p, request);
+}
+
+}  // namespace attn
