@@ -45,6 +45,8 @@ struct RunShape {
   bool tiles_traced = false;           // the flash tiles are kept
   bool json = false;                   // the trace is also written as JSON text
   TileSize tile_size;
+  bool backward = false;                  // the backward pass runs after the forward
+  std::size_t gradient_score_steps_traced = 0;  // of d_weights, d_masked, d_scaled, d_scores (naive)
 };
 
 // Values of one engine run that do not depend on the engine: inputs, projections, heads, outputs.
@@ -75,8 +77,19 @@ inline MemoryEstimate estimate_memory(const Problem& p, const RunShape& shape) {
   const std::size_t naive = checked_add(shared_values(p), checked_mul(2, scores));  // two score buffers at a time
   const std::size_t flash =
       checked_add(shared_values(p), product(2, shape.tile_size.Br, checked_add(shape.tile_size.Bc, p.d_v + 3)));
-  if (shape.naive) e.engine = std::max(e.engine, checked_mul(naive, shape.scalar));
-  if (shape.flash) e.engine = std::max(e.engine, checked_mul(flash, shape.scalar));
+  // The backward pass holds a gradient of every shared value beside it (the parameters' too), and naive
+  // three score buffers at a time (A, dA, and the next of dS'', dS', dS).
+  const std::size_t backward_naive = checked_add(checked_mul(2, shared_values(p)), checked_mul(3, scores));
+  const std::size_t backward_flash =
+      checked_add(checked_mul(2, shared_values(p)), product(3, shape.tile_size.Br, checked_add(shape.tile_size.Bc, p.d_k)));
+  if (shape.naive) e.engine = std::max(e.engine, checked_mul(shape.backward ? backward_naive : naive, shape.scalar));
+  if (shape.flash) e.engine = std::max(e.engine, checked_mul(shape.backward ? backward_flash : flash, shape.scalar));
+  // compare --backward keeps every step of both engines in double and of its reference one precision up:
+  // nine score-sized steps (five forward, four backward) and every shared value and its gradient.
+  if (shape.backward && shape.reference_scalar) {
+    const std::size_t every = checked_add(checked_mul(9, scores), checked_mul(2, shared_values(p)));
+    e.engine = checked_add(e.engine, checked_mul(every, checked_add(16, shape.reference_scalar)));
+  }
   // compare's reference: naive one precision up, while the noise floor keeps Q, K, V, the head outputs
   // and a bound for each, in double: about twice the shared values again.
   if (shape.reference_scalar)
@@ -87,6 +100,18 @@ inline MemoryEstimate estimate_memory(const Problem& p, const RunShape& shape) {
   std::size_t kept = 0;
   if (shape.shared_traced) kept = shared_values(p);
   kept = checked_add(kept, checked_mul(shape.score_steps_traced, scores));
+  if (shape.backward) {
+    kept = checked_add(kept, checked_mul(2, shared_values(p)));  // the gradients of the shared steps, at most
+    kept = checked_add(kept, checked_mul(shape.gradient_score_steps_traced, scores));
+  }
+  if (shape.flash && shape.tiles_traced && shape.backward) {
+    const std::size_t Tr = (n + shape.tile_size.Br - 1) / shape.tile_size.Br,
+                      Tc = (m + shape.tile_size.Bc - 1) / shape.tile_size.Bc;
+    const std::size_t per_tile = checked_add(product(3, shape.tile_size.Br, shape.tile_size.Bc),
+                                             checked_add(product(shape.tile_size.Br, p.d_k),
+                                                         product(shape.tile_size.Bc, checked_add(p.d_k, p.d_v))));
+    kept = checked_add(kept, product(B, h, Tr, Tc, per_tile));
+  }
   if (shape.flash && shape.tiles_traced) {
     const std::size_t Tr = (n + shape.tile_size.Br - 1) / shape.tile_size.Br,
                       Tc = (m + shape.tile_size.Bc - 1) / shape.tile_size.Bc;

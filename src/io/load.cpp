@@ -559,6 +559,7 @@ void check_range(const Problem& p, const std::string& file, DType dtype) {
   };
   sequence(p.X, "/X");
   if (p.cross) sequence(p.C, "/context/X");
+  if (!p.dY.empty()) sequence(p.dY, "/dY");
   weight(p.W_q, "W_q");
   weight(p.W_k, "W_k");
   weight(p.W_v, "W_v");

@@ -54,6 +54,9 @@ MemoryVerdict memory_verdict(const TraceOptions& o, const RunRequest& r, const P
     if (is_score_step(s)) ++score_steps;
     else shared = true;
   }
+  std::size_t gradient_score_steps = 0;  // of d_weights … d_scores
+  for (const Step s : gradient_steps())
+    if (r.backward && step_applies(s, p) && r.filter.keeps(s) && is_score_step(s)) ++gradient_score_steps;
   // pass 2: the run as asked, the flash engine alone as asked, and the flash engine keeping the output
   RunShape asked;
   asked.naive = scope.naive;
@@ -64,10 +67,13 @@ MemoryVerdict memory_verdict(const TraceOptions& o, const RunRequest& r, const P
   asked.shared_traced = shared;
   asked.tiles_traced = scope.flash && r.filter.tiles;
   asked.json = !o.json_out.empty();
+  asked.backward = r.backward;
+  asked.gradient_score_steps_traced = scope.naive ? gradient_score_steps : 0;
   RunShape flash = asked;
   flash.naive = false;
   flash.flash = true;
   flash.score_steps_traced = 0;
+  flash.gradient_score_steps_traced = 0;
   flash.tiles_traced = r.filter.tiles;
   RunShape lean = flash;
   lean.shared_traced = true;  // the output
