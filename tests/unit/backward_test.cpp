@@ -193,3 +193,30 @@ TEST_CASE("A row the mask empties has d_weights dO·Vᵀ and zero d_masked, d_sc
     CHECK(kept[Step::d_scores](0, 0, 1, j) == 0.0);
   }
 }
+
+TEST_CASE("In float16 and bfloat16 every gradient is stored as a value of the half type, and flash passes the rule",
+          "[backward][half]") {
+  for (std::uint32_t seed = 1; seed <= 10; ++seed) {
+    std::mt19937 rng(500 + seed);
+    Problem p = random_problem(rng, sweep_dims(rng));
+    random_mask(rng, p);
+    give_upstream(rng, p);
+    for (const DType storage : {DType::float16, DType::bfloat16}) {
+      INFO("seed " << seed << " " << name_of(storage));
+      NullObserver none;
+      StepKeeper<double> naive(none), flash(none);
+      run_naive_backward<float>(p, naive, storage);
+      run_flash_backward<float>(p, flash, {2, 2}, storage);
+      for (const Step s : gradient_steps())
+        for (const StepKeeper<double>* keeper : {&naive, &flash}) {
+          if (!keeper->has(s)) continue;
+          for (const double x : (*keeper)[s].values()) {
+            INFO(step_info(s).name << " holds " << x);
+            CHECK(static_cast<double>(stored(storage, static_cast<float>(x))) == x);
+          }
+        }
+      const CompareRecord c = compare_backward<float>(p, {2, 2}, none, none, storage);
+      CHECK(passes(c));
+    }
+  }
+}
