@@ -61,19 +61,21 @@ void check_ranges(const ExplainOptions& o, const Problem& p) {
 // explain --grad STEP --index I,J,…: one gradient entry of the naive backward pass, term by term.
 int run_gradient(const ExplainOptions& o) {
   const TraceOptions& t = o.trace;
-  for (const auto& [given, option] : {std::pair{o.query.has_value(), "--query"}, std::pair{o.key.has_value(), "--key"},
-                                      std::pair{o.output.has_value(), "--output"}, std::pair{o.head.has_value(), "--head"},
-                                      std::pair{o.batch.has_value(), "--batch"}})
+  for (const auto& [given, option] :
+       {std::pair{o.query.has_value(), "--query"}, std::pair{o.key.has_value(), "--key"},
+        std::pair{o.output.has_value(), "--output"}, std::pair{o.head.has_value(), "--head"},
+        std::pair{o.batch.has_value(), "--batch"}})
     if (given)
-      throw UsageError(fmt::format("{}: --grad names its entry by --index alone (every axis of the gradient, in order)",
-                                   option));
+      throw UsageError(
+          fmt::format("{}: --grad names its entry by --index alone (every axis of the gradient, in order)", option));
   if (t.engine != Engine::naive || t.block_q || t.block_k)
     throw UsageError("--engine: --grad explains the naive backward pass, whose gradients are whole; leave it out");
   const Step step = step_by_name("--grad", o.grad);
   if (!is_gradient_step(step))
-    throw UsageError(fmt::format("--grad {}: a forward step; a gradient is d_ + a step or a weight (d_{}), and "
-                                 "--query with --key explains a weight",
-                                 o.grad, o.grad));
+    throw UsageError(
+        fmt::format("--grad {}: a forward step; a gradient is d_ + a step or a weight (d_{}), and "
+                    "--query with --key explains a weight",
+                    o.grad, o.grad));
   TraceOptions backward = t;
   backward.backward = true;
   const std::shared_ptr<const Problem> problem = load_input(backward);

@@ -45,7 +45,7 @@ struct RunShape {
   bool tiles_traced = false;           // the flash tiles are kept
   bool json = false;                   // the trace is also written as JSON text
   TileSize tile_size;
-  bool backward = false;                  // the backward pass runs after the forward
+  bool backward = false;                        // the backward pass runs after the forward
   std::size_t gradient_score_steps_traced = 0;  // of d_weights, d_masked, d_scaled, d_scores (naive)
 };
 
@@ -80,8 +80,8 @@ inline MemoryEstimate estimate_memory(const Problem& p, const RunShape& shape) {
   // The backward pass holds a gradient of every shared value beside it (the parameters' too), and naive
   // three score buffers at a time (A, dA, and the next of dS'', dS', dS).
   const std::size_t backward_naive = checked_add(checked_mul(2, shared_values(p)), checked_mul(3, scores));
-  const std::size_t backward_flash =
-      checked_add(checked_mul(2, shared_values(p)), product(3, shape.tile_size.Br, checked_add(shape.tile_size.Bc, p.d_k)));
+  const std::size_t backward_flash = checked_add(
+      checked_mul(2, shared_values(p)), product(3, shape.tile_size.Br, checked_add(shape.tile_size.Bc, p.d_k)));
   if (shape.naive) e.engine = std::max(e.engine, checked_mul(shape.backward ? backward_naive : naive, shape.scalar));
   if (shape.flash) e.engine = std::max(e.engine, checked_mul(shape.backward ? backward_flash : flash, shape.scalar));
   // compare --backward keeps every step of both engines in double and of its reference one precision up:
@@ -107,9 +107,9 @@ inline MemoryEstimate estimate_memory(const Problem& p, const RunShape& shape) {
   if (shape.flash && shape.tiles_traced && shape.backward) {
     const std::size_t Tr = (n + shape.tile_size.Br - 1) / shape.tile_size.Br,
                       Tc = (m + shape.tile_size.Bc - 1) / shape.tile_size.Bc;
-    const std::size_t per_tile = checked_add(product(3, shape.tile_size.Br, shape.tile_size.Bc),
-                                             checked_add(product(shape.tile_size.Br, p.d_k),
-                                                         product(shape.tile_size.Bc, checked_add(p.d_k, p.d_v))));
+    const std::size_t per_tile = checked_add(
+        product(3, shape.tile_size.Br, shape.tile_size.Bc),
+        checked_add(product(shape.tile_size.Br, p.d_k), product(shape.tile_size.Bc, checked_add(p.d_k, p.d_v))));
     kept = checked_add(kept, product(B, h, Tr, Tc, per_tile));
   }
   if (shape.flash && shape.tiles_traced) {

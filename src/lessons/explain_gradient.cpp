@@ -17,9 +17,9 @@ namespace {
 
 // What one explanation reads: the naive backward's steps (batch axis first) and the rounded inputs.
 struct Sources {
-  const Problem& p;   // the rounded inputs, weights in_out
+  const Problem& p;  // the rounded inputs, weights in_out
   const StepKeeper<double>& at;
-  std::size_t b;      // the batch item (0 for a parameter, whose sum runs over every item)
+  std::size_t b;  // the batch item (0 for a parameter, whose sum runs over every item)
 
   std::string q_tok(std::size_t bb, std::size_t i) const { return p.tokens[bb][i]; }
   std::string k_tok(std::size_t bb, std::size_t j) const { return p.context_tokens[bb][j]; }
@@ -93,16 +93,17 @@ void explain_projection(GradientExplanation& e, const Sources& s, const std::vec
       const bool q = e.step == Step::d_W_q, o = e.step == Step::d_W_o;
       const std::string_view x = q ? "X" : o ? "O" : p.cross ? "C" : "X";
       const std::string_view g = q ? "dQ" : e.step == Step::d_W_k ? "dK" : e.step == Step::d_W_v ? "dV" : "dY";
-      e.sum = fmt::format("d{}[{}][{}] = Σ_b Σ_t {}[t][{}]·{}[t][{}]", step_info(e.step).name.substr(2), r, c, x, r,
-                          g, c);
+      e.sum =
+          fmt::format("d{}[{}][{}] = Σ_b Σ_t {}[t][{}]·{}[t][{}]", step_info(e.step).name.substr(2), r, c, x, r, g, c);
       const Tensor<double> concat = merge_heads(cast<double>(s.at[Step::head_outputs]));
       const Tensor<double>& X = q ? p.X : o ? concat : p.C;
       const Tensor<double>& G = q ? dQ : e.step == Step::d_W_k ? dK : e.step == Step::d_W_v ? dV : dY;
       over_tokens(e, s, X, x, G, g, r, c, !q && !o);
       if (p.layout == Layout::out_in)
-        e.notes.push_back(fmt::format("the input stores {} out × in, so this is entry [{}][{}] of the gradient as the "
-                                      "file holds it",
-                                      step_info(e.step).name.substr(2), c, r));
+        e.notes.push_back(
+            fmt::format("the input stores {} out × in, so this is entry [{}][{}] of the gradient as the "
+                        "file holds it",
+                        step_info(e.step).name.substr(2), c, r));
       return;
     }
     default: break;
@@ -111,12 +112,73 @@ void explain_projection(GradientExplanation& e, const Sources& s, const std::vec
   const std::size_t c = ix[0];
   const bool keys = e.step == Step::d_b_k || e.step == Step::d_b_v;
   const Tensor<double>& G = e.step == Step::d_b_q ? dQ : e.step == Step::d_b_k ? dK : e.step == Step::d_b_v ? dV : dY;
-  const std::string_view g = e.step == Step::d_b_q ? "dQ" : e.step == Step::d_b_k ? "dK" : e.step == Step::d_b_v ? "dV" : "dY";
+  const std::string_view g = e.step == Step::d_b_q   ? "dQ"
+                             : e.step == Step::d_b_k ? "dK"
+                             : e.step == Step::d_b_v ? "dV"
+                                                     : "dY";
   e.sum = fmt::format("d{}[{}] = Σ_b Σ_t {}[t][{}]: every token added the same bias", step_info(e.step).name.substr(2),
                       c, g, c);
   for (std::size_t bb = 0; bb < G.dim(0); ++bb)
     for (std::size_t t = 0; t < G.dim(1); ++t)
-      add(e, fmt::format("{}{}[{}][{}]", s.item(bb), g, keys ? s.k_tok(bb, t) : s.q_tok(bb, t), c), G(bb, t, c), "1", 1);
+      add(e, fmt::format("{}{}[{}][{}]", s.item(bb), g, keys ? s.k_tok(bb, t) : s.q_tok(bb, t), c), G(bb, t, c), "1",
+          1);
+}
+
+// d_masked, d_scaled, d_scores: the row's D term by term, then A·(dA − D), the mask and the scale.
+void explain_softmax_backward(GradientExplanation& e, const Sources& s, const std::vector<std::size_t>& ix) {
+  const Problem& p = s.p;
+  const std::size_t b = ix[0];
+  const Tensor<double>& A = s.at[Step::weights];
+  const Tensor<double>& dA = s.at[Step::d_weights];
+  const std::size_t hd = ix[1], i = ix[2], j = ix[3];
+  e.sum = fmt::format("D = Σ_j' dA[{}][j']·A[{}][j'], then dS''[{}][{}] = A·(dA − D)", s.q_tok(b, i), s.q_tok(b, i),
+                      s.q_tok(b, i), s.k_tok(b, j));
+  for (std::size_t jj = 0; jj < p.m; ++jj)
+    add(e, fmt::format("{}dA[{}][{}]", s.head(hd), s.q_tok(b, i), s.k_tok(b, jj)), dA(b, hd, i, jj),
+        fmt::format("A[{}][{}]", s.q_tok(b, i), s.k_tok(b, jj)), A(b, hd, i, jj));
+  const double D = summed(e), a = A(b, hd, i, j), da = dA(b, hd, i, j);
+  const bool allowed = p.mask.allows(b, i, j);
+  double value = a * (da - D);
+  e.finish = fmt::format("A·(dA − D) = {:.6g}·({:.6g} − {:.6g})", a, da, D);
+  if (a == 0) e.finish += allowed ? " (a weight of 0: the softmax cannot move it)" : " (the mask forbids this pair)";
+  if (e.step != Step::d_masked && !allowed) {
+    value = 0;
+    e.finish += "; the mask forbids this pair, so its gradient is 0";
+  }
+  if (e.step == Step::d_scores) {
+    value *= p.scale;
+    e.finish += fmt::format(", times the scale {:.6g}", p.scale);
+  }
+  e.recomputed = value;
+}
+
+// d_q_heads and d_k_heads with RoPE: the turned gradient turned back, two terms per turned feature.
+void explain_turned_back(GradientExplanation& e, const Sources& s, const std::vector<std::size_t>& ix) {
+  const Problem& p = s.p;
+  const std::size_t b = ix[0];
+  const bool keys = e.step == Step::d_k_heads;
+  const std::size_t hd = ix[1], t = ix[2], c = ix[3];
+  const Rope& r = *p.rope;
+  const Tensor<double>& cos = keys ? r.cos_k : r.cos_q;
+  const Tensor<double>& sin = keys ? r.sin_k : r.sin_q;
+  const Tensor<double>& d_rot = s.at[keys ? Step::d_k_rot : Step::d_q_rot];
+  const std::string tok = keys ? s.k_tok(b, t) : s.q_tok(b, t);
+  const std::string_view name = keys ? "dk_rot" : "dq_rot";
+  for (std::size_t pair = 0; pair < cos.dim(1); ++pair) {
+    const auto [a, other] = rope_pair(r.style, pair, cos.dim(1));
+    if (c != a && c != other) continue;
+    // dx_a = dy_a·cos + dy_b·sin, dx_b = dy_b·cos − dy_a·sin
+    e.sum = fmt::format("{}[{}][{}] turned back by −pos·θ_{}", keys ? "dK" : "dQ", tok, c, pair);
+    add(e, fmt::format("{}[{}][{}]", name, tok, c), d_rot(b, hd, t, c), fmt::format("cos(pos·θ_{})", pair),
+        cos(t, pair));
+    const std::size_t partner = c == a ? other : a;
+    add(e, fmt::format("{}[{}][{}]", name, tok, partner), d_rot(b, hd, t, partner),
+        fmt::format("{}sin(pos·θ_{})", c == a ? "" : "−", pair), c == a ? sin(t, pair) : -sin(t, pair));
+    return;
+  }
+  e.sum =
+      fmt::format("{}[{}][{}]: a feature RoPE does not turn passes its gradient through", keys ? "dK" : "dQ", tok, c);
+  add(e, fmt::format("{}[{}][{}]", name, tok, c), d_rot(b, hd, t, c), "1", 1);
 }
 
 // The gradients inside attention: d_concat … d_k_heads. `ix` is batch-first.
@@ -125,7 +187,6 @@ void explain_attention(GradientExplanation& e, const Sources& s, const std::vect
   const std::size_t b = ix[0];
   const Tensor<double>& A = s.at[Step::weights];
   const Tensor<double>& dO = s.at[Step::d_head_outputs];
-  const Tensor<double>& dA = s.at[Step::d_weights];
   const Tensor<double>& dS = s.at[Step::d_scores];
   const Tensor<double>& Q = s.at[p.rope ? Step::q_rot : Step::q_heads];
   const Tensor<double>& K = s.at[p.rope ? Step::k_rot : Step::k_heads];
@@ -159,29 +220,7 @@ void explain_attention(GradientExplanation& e, const Sources& s, const std::vect
     }
     case Step::d_masked:
     case Step::d_scaled:
-    case Step::d_scores: {
-      const std::size_t hd = ix[1], i = ix[2], j = ix[3];
-      e.sum = fmt::format("D = Σ_j' dA[{}][j']·A[{}][j'], then dS''[{}][{}] = A·(dA − D)", s.q_tok(b, i),
-                          s.q_tok(b, i), s.q_tok(b, i), s.k_tok(b, j));
-      for (std::size_t jj = 0; jj < p.m; ++jj)
-        add(e, fmt::format("{}dA[{}][{}]", s.head(hd), s.q_tok(b, i), s.k_tok(b, jj)), dA(b, hd, i, jj),
-            fmt::format("A[{}][{}]", s.q_tok(b, i), s.k_tok(b, jj)), A(b, hd, i, jj));
-      const double D = summed(e), a = A(b, hd, i, j), da = dA(b, hd, i, j);
-      const bool allowed = p.mask.allows(b, i, j);
-      double value = a * (da - D);
-      e.finish = fmt::format("A·(dA − D) = {:.6g}·({:.6g} − {:.6g})", a, da, D);
-      if (a == 0) e.finish += allowed ? " (a weight of 0: the softmax cannot move it)" : " (the mask forbids this pair)";
-      if (e.step != Step::d_masked && !allowed) {
-        value = 0;
-        e.finish += "; the mask forbids this pair, so its gradient is 0";
-      }
-      if (e.step == Step::d_scores) {
-        value *= p.scale;
-        e.finish += fmt::format(", times the scale {:.6g}", p.scale);
-      }
-      e.recomputed = value;
-      return;
-    }
+    case Step::d_scores: explain_softmax_backward(e, s, ix); return;
     case Step::d_q_rot:
     case Step::d_q_heads: {
       const std::size_t hd = ix[1], i = ix[2], c = ix[3], kv = kv_head_of(hd, p.h, p.g);
@@ -207,30 +246,7 @@ void explain_attention(GradientExplanation& e, const Sources& s, const std::vect
     }
     default: break;
   }
-  // d_q_heads and d_k_heads with RoPE: the turned gradient turned back, two terms per turned feature
-  const bool keys = e.step == Step::d_k_heads;
-  const std::size_t hd = ix[1], t = ix[2], c = ix[3];
-  const Rope& r = *p.rope;
-  const Tensor<double>& cos = keys ? r.cos_k : r.cos_q;
-  const Tensor<double>& sin = keys ? r.sin_k : r.sin_q;
-  const Tensor<double>& d_rot = s.at[keys ? Step::d_k_rot : Step::d_q_rot];
-  const std::string tok = keys ? s.k_tok(b, t) : s.q_tok(b, t);
-  const std::string_view name = keys ? "dk_rot" : "dq_rot";
-  for (std::size_t pair = 0; pair < cos.dim(1); ++pair) {
-    const auto [a, other] = rope_pair(r.style, pair, cos.dim(1));
-    if (c != a && c != other) continue;
-    // dx_a = dy_a·cos + dy_b·sin, dx_b = dy_b·cos − dy_a·sin
-    e.sum = fmt::format("{}[{}][{}] turned back by −pos·θ_{}", keys ? "dK" : "dQ", tok, c, pair);
-    add(e, fmt::format("{}[{}][{}]", name, tok, c), d_rot(b, hd, t, c), fmt::format("cos(pos·θ_{})", pair),
-        cos(t, pair));
-    const std::size_t partner = c == a ? other : a;
-    add(e, fmt::format("{}[{}][{}]", name, tok, partner), d_rot(b, hd, t, partner),
-        fmt::format("{}sin(pos·θ_{})", c == a ? "" : "−", pair), c == a ? sin(t, pair) : -sin(t, pair));
-    return;
-  }
-  e.sum = fmt::format("{}[{}][{}]: a feature RoPE does not turn passes its gradient through", keys ? "dK" : "dQ", tok,
-                      c);
-  add(e, fmt::format("{}[{}][{}]", name, tok, c), d_rot(b, hd, t, c), "1", 1);
+  explain_turned_back(e, s, ix);
 }
 
 template <class T>
@@ -257,7 +273,8 @@ GradientExplanation explain_in(const Problem& original, const GradientRequest& r
   for (std::size_t a = 0; a < r.index.size(); ++a) {
     const std::size_t k = r.index[a];
     if (!info.parameter && dims[a] == "query") words.push_back(fmt::format("query {} ({})", k, p.tokens[item][k]));
-    else if (!info.parameter && dims[a] == "key") words.push_back(fmt::format("key {} ({})", k, p.context_tokens[item][k]));
+    else if (!info.parameter && dims[a] == "key")
+      words.push_back(fmt::format("key {} ({})", k, p.context_tokens[item][k]));
     else words.push_back(fmt::format("{} {}", dims[a], k));
   }
   e.where = fmt::format("{}", fmt::join(words, ", "));
@@ -295,14 +312,14 @@ Shape gradient_index_shape(Step step, const Problem& p) { return traced_shape(st
 GradientExplanation explain_gradient(const std::shared_ptr<const Problem>& problem, const GradientRequest& request) {
   const Problem& p = *problem;
   if (!is_gradient_step(request.step) || !step_applies(request.step, p))
-    throw std::invalid_argument(fmt::format("explain_gradient: {} is no gradient of this input",
-                                            step_info(request.step).name));
+    throw std::invalid_argument(
+        fmt::format("explain_gradient: {} is no gradient of this input", step_info(request.step).name));
   const Shape shape = gradient_index_shape(request.step, p);
   bool inside = request.index.size() == shape.size();
   for (std::size_t a = 0; inside && a < shape.size(); ++a) inside = request.index[a] < shape[a];
   if (!inside)
-    throw std::invalid_argument(fmt::format("explain_gradient: index [{}] outside the shape {}",
-                                            fmt::join(request.index, ", "), shape));
+    throw std::invalid_argument(
+        fmt::format("explain_gradient: index [{}] outside the shape {}", fmt::join(request.index, ", "), shape));
   return request.dtype == DType::float64 ? explain_in<double>(p, request) : explain_in<float>(p, request);
 }
 

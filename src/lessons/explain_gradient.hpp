@@ -26,10 +26,10 @@ struct GradientTerm {
 struct GradientExplanation {
   DType dtype = DType::float32;
   Step step = Step::d_output;
-  std::vector<std::size_t> index;  // as the trace indexes the step (a batch axis only for a batch)
-  std::string where;               // the index in words: "head 0, query cat, key The"
-  std::string formula;             // the step's formula for this input
-  std::string sum;                 // its index form for this entry: "dA[cat][The] = Σ_c dO[cat][c]·V[The][c]"
+  std::vector<std::size_t> index;   // as the trace indexes the step (a batch axis only for a batch)
+  std::string where;                // the index in words: "head 0, query cat, key The"
+  std::string formula;              // the step's formula for this input
+  std::string sum;                  // its index form for this entry: "dA[cat][The] = Σ_c dO[cat][c]·V[The][c]"
   std::vector<GradientTerm> terms;  // in the order of the sum
   // What is done with the sum: "", or e.g. "A[cat][The]·(dA[cat][The] − D)" and its numbers.
   std::string finish;

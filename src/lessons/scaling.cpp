@@ -115,7 +115,7 @@ ScalingResult scaling_experiment(std::span<const std::size_t> d_ks, std::size_t 
   detail::require(samples >= 2, "scaling_experiment", fmt::format("needs at least 2 samples, has {}", samples));
   ScalingResult result{samples, seed, {}};
   NormalSampler normal(seed);
-  NormalSampler values(seed + 1);  // wraps to 0 for the largest seed
+  NormalSampler values(seed + 1);      // wraps to 0 for the largest seed
   std::vector<double> reads(samples);  // (N) v: what L reads each weight with
   for (double& x : reads) x = values.next();
   for (const std::size_t d_k : d_ks) {

@@ -87,14 +87,13 @@ TEST_CASE("explain --grad d_weights follows one entry back to dO and V, and agre
   CHECK(e.at("value").get<double>() == 2.0);
   CHECK(e.at("recomputed").get<double>() == 2.0);
   // Every gradient of gqa.json with a seeded dY: the terms recomputed in double give the engine's value.
-  for (const std::string step : {"d_concat", "d_weights", "d_v_heads", "d_masked", "d_scores", "d_q_heads",
-                                  "d_k_heads", "d_X", "d_W_q", "d_W_k", "d_W_v", "d_W_o"}) {
+  for (const std::string step : {"d_concat", "d_weights", "d_v_heads", "d_masked", "d_scores", "d_q_heads", "d_k_heads",
+                                 "d_X", "d_W_q", "d_W_k", "d_W_v", "d_W_o"}) {
     const std::string index = step == "d_W_q" || step == "d_W_k" || step == "d_W_v" || step == "d_W_o" ? "1,1"
-                              : step == "d_concat" || step == "d_X"                                      ? "2,1"
-                                                                                                          : "1,2,1";
-    const RunResult g =
-        run_binary({"explain", gqa, "--grad", step, "--index", index, "--grad-seed", "3", "--dtype", "float64",
-                    "--json", "-"});
+                              : step == "d_concat" || step == "d_X"                                    ? "2,1"
+                                                                                                       : "1,2,1";
+    const RunResult g = run_binary(
+        {"explain", gqa, "--grad", step, "--index", index, "--grad-seed", "3", "--dtype", "float64", "--json", "-"});
     INFO(step << ": " << g.describe());
     REQUIRE(g.exit_code == 0);
     const nlohmann::json x = nlohmann::json::parse(g.out);

@@ -37,8 +37,8 @@ std::string render_gradient_explanation(const GradientExplanation& e, std::strin
   const auto num = [p](double x) { return format_value(x, p); };
   page.heading(fmt::format("explain {}: one gradient entry, term by term", step_info(e.step).name));
   page.paragraph(visible(title));
-  page.paragraph(fmt::format("L = Σ Y ⊙ dY with {}; {} at {}", upstream_words(e), step_info(e.step).name,
-                             visible(e.where)));
+  page.paragraph(
+      fmt::format("L = Σ Y ⊙ dY with {}; {} at {}", upstream_words(e), step_info(e.step).name, visible(e.where)));
   page.line("");
   page.paragraph(visible(e.formula), "    ");
   page.paragraph(visible(e.sum), "    ");

@@ -101,13 +101,14 @@ void explain(Page& page, const ScalingResult& r, const RenderOptions& o) {
                              big.d_k, p(big.raw_max_weight), p(big.raw_mean_grad), p(big.scaled_mean_grad)),
                  "  ");
   const double ratio = big.raw_grad_norm > 0 ? big.scaled_grad_norm / big.raw_grad_norm : 0;
-  page.paragraph(fmt::format("- The backward pass measures it with a real loss, L = Σ_j a_j·v_j for a fixed random v "
-                             "(seed + 1): ‖∂L/∂z‖, the softmax's backward a ⊙ (v − a·v) of its logits z, is {} raw "
-                             "against {} scaled at d_k = {}: {} times {}. (Through the scale itself, the scores q·k "
-                             "get ∂L/∂z / √d_k of it.)",
-                             p(big.raw_grad_norm), p(big.scaled_grad_norm), big.d_k,
-                             p(ratio >= 1 ? ratio : (ratio > 0 ? 1 / ratio : 0)), ratio >= 1 ? "more scaled" : "more raw"),
-                 "  ");
+  page.paragraph(
+      fmt::format("- The backward pass measures it with a real loss, L = Σ_j a_j·v_j for a fixed random v "
+                  "(seed + 1): ‖∂L/∂z‖, the softmax's backward a ⊙ (v − a·v) of its logits z, is {} raw "
+                  "against {} scaled at d_k = {}: {} times {}. (Through the scale itself, the scores q·k "
+                  "get ∂L/∂z / √d_k of it.)",
+                  p(big.raw_grad_norm), p(big.scaled_grad_norm), big.d_k,
+                  p(ratio >= 1 ? ratio : (ratio > 0 ? 1 / ratio : 0)), ratio >= 1 ? "more scaled" : "more raw"),
+      "  ");
 }
 
 }  // namespace
