@@ -77,6 +77,12 @@ const StepRecord& drawable_record(const Trace& trace, Step step, std::size_t bat
 
 int run(PlotCommand& c) {
   const Step step = step_by_name("--step", c.step);
+  if (c.trace.grad_seed && !is_gradient_step(step))
+    throw UsageError(
+        fmt::format("--grad-seed: it draws dY for a gradient's --step (d_weights, d_W_q, …), and {} is "
+                    "a forward step",
+                    c.step));
+  c.trace.backward = is_gradient_step(step);  // a gradient is drawn from a run of the backward pass
   check_request(c, step);
   c.trace.steps = {c.step};  // an input runs, and a saved trace keeps, the step drawn and no other
   const Trace trace = input_or_trace(c.trace);
@@ -105,7 +111,8 @@ Runner add_plot(CLI::App& app) {
       ->required();
   cmd->add_option("--step", c->step,
                   "the step to draw, by trace name: q,k,v,q_heads,k_heads,v_heads,q_rot,k_rot (rope),scores,scaled,"
-                  "bias (alibi),masked,weights,head_outputs,concat,output")
+                  "bias (alibi),masked,weights,head_outputs,concat,output, or a gradient of the backward pass: "
+                  "d_weights, d_scores, d_W_q, … (attn-trace steps lists them)")
       ->default_str("weights");
   CLI::Option* head =
       cmd->add_option("--head", o.head, "draw query head H (for k_heads and v_heads: the key/value head it reads)")
@@ -121,6 +128,10 @@ Runner add_plot(CLI::App& app) {
       ->check(CLI::IsMember({"naive", "flash", "both"}))
       ->default_str("naive");
   add_dtype_option(*cmd, o.dtype, /*half=*/false, "an input's arithmetic");
+  cmd->add_option("--grad-seed", o.grad_seed,
+                  "for a gradient's --step: draw dY from a standard normal with this seed, in place of the input's "
+                  "dY (or of 1 everywhere)")
+      ->check(whole_number);
   add_color_scale_option(*cmd, o.weight_scale);
   cmd->add_option("--max-cells", c->max_cells,
                   "draw at most this many cells a side, each the mean of a square block of what the mask kept; 0: "
@@ -138,6 +149,7 @@ Runner add_plot(CLI::App& app) {
       "  attn-trace plot data/the_cat_sat.json -o weights.svg\n"
       "  attn-trace plot data/gpt_causal.json --step scores --head 1 -o scores.svg\n"
       "  attn-trace plot data/gqa.json --all-heads -o heads.svg\n"
+      "  attn-trace plot data/gqa.json --step d_scores --grad-seed 1 --all-heads -o d_scores.svg\n"
       "  attn-trace plot data/padded_batch.json --step masked --batch 1 > masked.svg\n"
       "  attn-trace run data/gpt_causal.json --json gpt.json > /dev/null && attn-trace plot gpt.json");
   return [cmd, c] { return cmd->parsed() ? run(*c) : -1; };

@@ -11,7 +11,7 @@
 # The options of each command, as apps/attn-trace/*.cpp declares them.
 _attn_trace_display_options='--max-memory --precision --color --max-rows --max-cols --view --color-scale'
 _attn_trace_trace_options="--dtype --block-q --block-k --steps --head --json $_attn_trace_display_options"
-_attn_trace_plot_options='--step --head --all-heads --batch -o --output --engine --dtype --max-memory --color-scale --max-cells --help'
+_attn_trace_plot_options='--step --head --all-heads --batch -o --output --engine --dtype --grad-seed --max-memory --color-scale --max-cells --help'
 
 # The step names: `attn-trace steps --names` of the attn-trace being completed (the pipeline's one
 # table), found as for the example names below.
@@ -115,7 +115,7 @@ _attn_trace() {
         [[ $command == run || $command == report ]] &&
           values='list no-scale no-mask mask-after-softmax softmax-columns shared-qkv wrong-reshape minus-1e9' ;;
       --steps) value_kind=steps ;;
-      --step) values=$(_attn_trace_step_names "${COMP_WORDS[0]}" | grep -v '^d_') ;;  # plot draws forward steps
+      --step) values=$(_attn_trace_step_names "${COMP_WORDS[0]}") ;;
       --grad) [[ $command == explain ]] && values=$(_attn_trace_step_names "${COMP_WORDS[0]}" | grep '^d_') ;;
       --x) value_kind=output ;;  # a .npy file
       --json | -o | --output)

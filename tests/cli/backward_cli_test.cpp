@@ -114,3 +114,13 @@ TEST_CASE("explain --grad refuses a forward step, a wrong index and --query, in 
   check_usage_error(run_binary({"explain", cat_sat, "--query", "cat", "--key", "The", "--index", "1"}),
                     {"--index: it places a --grad entry; add --grad STEP"});
 }
+
+TEST_CASE("plot draws a gradient from a run of the backward pass, and --grad-seed belongs to a gradient's --step",
+          "[cli][backward][plot]") {
+  const RunResult r = run_binary({"plot", gqa, "--step", "d_scores", "--grad-seed", "1", "--all-heads"});
+  check_success(r);
+  CHECK(contains(r.out, "<svg"));
+  CHECK(contains(r.out, "d_scores"));
+  check_usage_error(run_binary({"plot", gqa, "--step", "weights", "--grad-seed", "1"}),
+                    {"--grad-seed: it draws dY for a gradient's --step"});
+}

@@ -95,7 +95,7 @@ expect_exactly "$trace_options --backward --grad-seed --help" attn-trace compare
 expect_exactly "--steps --head --max-memory --precision --color --max-rows --max-cols --view --color-scale --format --help" \
   attn-trace show t.json --
 expect_exactly "--list --help" attn-trace example --
-expect_exactly "--step --head --all-heads --batch -o --output --engine --dtype --max-memory --color-scale --max-cells --help" \
+expect_exactly "--step --head --all-heads --batch -o --output --engine --dtype --grad-seed --max-memory --color-scale --max-cells --help" \
   attn-trace plot x.json -
 expect_exactly "--engine --dtype --block-q --block-k --steps --head --max-memory --output --mistake --color-scale --help" \
   attn-trace report x.json --
@@ -142,8 +142,8 @@ expect_exactly "auto always" attn-trace run x.json --color a
 expect_exactly "" attn-trace run x.json --head ''
 expect_exactly "" attn-trace run x.json --max-memory ''
 expect_exactly "naive flash both" attn-trace plot x.json --engine ''
-expect_exactly "q k v q_heads k_heads v_heads q_rot k_rot scores scaled bias masked weights head_outputs concat output" \
-  attn-trace plot x.json --step ''
+expect_exactly "q k v q_heads k_heads v_heads q_rot k_rot scores scaled bias masked weights head_outputs concat output
+                d_output d_concat d_head_outputs d_weights d_v_heads d_masked d_scaled d_scores d_q_rot d_k_rot d_q_heads d_k_heads d_q d_k d_v d_X d_context d_W_q d_W_k d_W_v d_W_o d_b_q d_b_k d_b_v d_b_o" attn-trace plot x.json --step ''
 expect_exactly "weights" attn-trace plot x.json --step w
 expect_exactly "" attn-trace plot x.json --batch ''
 
