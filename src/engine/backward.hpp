@@ -260,4 +260,11 @@ AttentionResult<T> run_flash_backward(const Problem& p, Observer& observer, Tile
   return {f.Y, find_empty_rows(p), std::max(f.peak_bytes, meter.peak()), f.lse};
 }
 
+// Compiled once, in engine/instances.cpp, rather than in every file that runs the engine.
+extern template AttentionResult<float> run_naive_backward<float>(const Problem&, Observer&, DType);
+extern template AttentionResult<double> run_naive_backward<double>(const Problem&, Observer&, DType);
+extern template AttentionResult<long double> run_naive_backward<long double>(const Problem&, Observer&, DType);
+extern template AttentionResult<float> run_flash_backward<float>(const Problem&, Observer&, TileSize, DType);
+extern template AttentionResult<double> run_flash_backward<double>(const Problem&, Observer&, TileSize, DType);
+
 }  // namespace attn

@@ -395,4 +395,12 @@ CompareRecord compare_engines(const Problem& p, TileSize tiles, Observer& naive_
   return judge_flash<T>(p, tiles, naive, flash, storage);
 }
 
+// Compiled once, in engine/instances.cpp, rather than in every file that compares the engines.
+extern template CompareRecord judge_flash<float>(const Problem&, TileSize, const AttentionResult<float>&,
+                                                 const AttentionResult<float>&, DType);
+extern template CompareRecord judge_flash<double>(const Problem&, TileSize, const AttentionResult<double>&,
+                                                  const AttentionResult<double>&, DType);
+extern template CompareRecord compare_engines<float>(const Problem&, TileSize, Observer&, Observer&, DType);
+extern template CompareRecord compare_engines<double>(const Problem&, TileSize, Observer&, Observer&, DType);
+
 }  // namespace attn

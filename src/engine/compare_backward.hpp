@@ -197,4 +197,12 @@ CompareRecord compare_backward(const Problem& p, TileSize tiles, Observer& naive
   return c;
 }
 
+// Compiled once, in engine/instances.cpp, rather than in every file that compares the engines.
+extern template void judge_gradients<float>(const Problem&, const StepKeeper<double>&, const StepKeeper<double>&,
+                                            CompareRecord&, DType);
+extern template void judge_gradients<double>(const Problem&, const StepKeeper<double>&, const StepKeeper<double>&,
+                                             CompareRecord&, DType);
+extern template CompareRecord compare_backward<float>(const Problem&, TileSize, Observer&, Observer&, DType);
+extern template CompareRecord compare_backward<double>(const Problem&, TileSize, Observer&, Observer&, DType);
+
 }  // namespace attn

@@ -137,4 +137,8 @@ AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tile
   return {std::move(f.Y), find_empty_rows(p), f.peak_bytes, std::move(f.lse)};
 }
 
+// Compiled once, in engine/instances.cpp, rather than in every file that runs the engine.
+extern template AttentionResult<float> run_flash<float>(const Problem&, Observer&, TileSize, DType);
+extern template AttentionResult<double> run_flash<double>(const Problem&, Observer&, TileSize, DType);
+
 }  // namespace attn

@@ -57,4 +57,9 @@ AttentionResult<T> run_naive(const Problem& p, Observer& observer, DType storage
   return {std::move(f.Y), find_empty_rows(p), keep.peak(), Tensor<T>()};
 }
 
+// Compiled once, in engine/instances.cpp, rather than in every file that runs the engine.
+extern template AttentionResult<float> run_naive<float>(const Problem&, Observer&, DType);
+extern template AttentionResult<double> run_naive<double>(const Problem&, Observer&, DType);
+extern template AttentionResult<long double> run_naive<long double>(const Problem&, Observer&, DType);
+
 }  // namespace attn
