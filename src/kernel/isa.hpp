@@ -12,6 +12,8 @@
   void gemm(const GemmArgs<double>&);                \
   void flash_tile(const FlashTileArgs<float>&);      \
   void flash_tile(const FlashTileArgs<double>&);     \
+  void flash_backward_tile(const FlashBackwardTileArgs<float>&);  \
+  void flash_backward_tile(const FlashBackwardTileArgs<double>&); \
   void softmax_rows(const SoftmaxRowsArgs<float>&);  \
   void softmax_rows(const SoftmaxRowsArgs<double>&); \
   }

@@ -64,6 +64,10 @@ void gemm(Isa isa, const GemmArgs<double>& g, std::size_t threads);
 void flash_tile(Isa isa, const FlashTileArgs<float>& a);
 void flash_tile(Isa isa, const FlashTileArgs<double>& a);
 
+// One query tile's share of one key tile's gradients (args.hpp), on this thread.
+void flash_backward_tile(Isa isa, const FlashBackwardTileArgs<float>& a);
+void flash_backward_tile(Isa isa, const FlashBackwardTileArgs<double>& a);
+
 // Naive's scaled, biased, masked softmax of rows, in place (args.hpp), on this thread.
 void softmax_rows(Isa isa, const SoftmaxRowsArgs<float>& a);
 void softmax_rows(Isa isa, const SoftmaxRowsArgs<double>& a);
