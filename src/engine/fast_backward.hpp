@@ -307,8 +307,9 @@ Tensor<T> d_bias_rows(const std::vector<T>& dY, std::size_t rows, std::size_t d)
 
 }  // namespace fast
 
-// Every gradient of the fast backward pass, by the step names of the traced one (observe/steps.hpp), in
-// the shapes it reports them, with the forward's result.
+// The gradients of the fast backward pass, by the step names of the traced one (observe/steps.hpp), in
+// the shapes it reports them: the inputs' and the parameters', and d_q, d_k, d_v (the heads' gradients
+// merged); with the forward's result.
 template <class T>
 struct FastBackward {
   AttentionResult<T> forward;
@@ -325,49 +326,44 @@ struct FastForwardKept {
 
 // Passes 9 and 10 of the backward on the fast path: through RoPE (its transpose), the split into heads
 // and the projections, to the inputs and the parameters. `concat` is the forward's merged head outputs.
+// The heads' gradients are kept merged (d_q, d_k, d_v, their own vectors moved in), not copied split.
 template <class T>
 void fast_backward_projections(const Problem& p, fast::HeadGradientRows<T> g, const std::vector<T>& concat,
                                const Tensor<T>& dY, const FastOptions& o, FastBackward<T>& out) {
   using fast::in_type;
   const std::size_t B = p.B, n = p.n, m = p.m, h = p.h, kvh = p.g, d_k = p.d_k, d_v = p.d_v;
   const auto keep = [&out](Step s, Tensor<T> v) { out.gradients.emplace_back(s, std::move(v)); };
-  const auto heads_of = [](const std::vector<T>& v, std::size_t items, std::size_t rows, std::size_t heads) {
-    return split_heads(Tensor<T>({items, rows, v.size() / std::max<std::size_t>(items * rows, 1)}, v), heads);
-  };
-  keep(Step::d_v_heads, heads_of(g.dV, B, m, kvh));
-  keep(p.rope ? Step::d_q_rot : Step::d_q_heads, heads_of(g.dQ, B, n, h));
-  keep(p.rope ? Step::d_k_rot : Step::d_k_heads, heads_of(g.dK, B, m, kvh));
   if (p.rope) {  // the rotation's transpose turns the gradients back
     fast::rotate_rows(g.dQ, B, n, h, d_k, p.rope->cos_q, p.rope->sin_q, p.rope->style, true);
     fast::rotate_rows(g.dK, B, m, kvh, d_k, p.rope->cos_k, p.rope->sin_k, p.rope->style, true);
-    keep(Step::d_q_heads, heads_of(g.dQ, B, n, h));
-    keep(Step::d_k_heads, heads_of(g.dK, B, m, kvh));
   }
-  keep(Step::d_q, Tensor<T>({B, n, h * d_k}, g.dQ));
-  keep(Step::d_k, Tensor<T>({B, m, kvh * d_k}, g.dK));
-  keep(Step::d_v, Tensor<T>({B, m, kvh * d_v}, g.dV));
 
   // X reaches L as a query, a key and a value in self-attention: its gradient is the sum of the three
-  const std::vector<T> X = in_type<T>(p.X.values());
-  std::vector<T> C_own;
-  if (p.cross) C_own = in_type<T>(p.C.values());
-  const std::vector<T>& C = p.cross ? C_own : X;
-  std::vector<T> dX(B * n * p.d_model), dC(B * m * p.d_context);
-  fast::d_input_rows(dX, B * n, p.d_model, g.dQ, h * d_k, in_type<T>(p.W_q.values()), false, o);
-  std::vector<T>& dKV = p.cross ? dC : dX;  // the key and value paths: C's, which is X in self-attention
-  fast::d_input_rows(dKV, B * m, p.d_context, g.dK, kvh * d_k, in_type<T>(p.W_k.values()), !p.cross, o);
-  fast::d_input_rows(dKV, B * m, p.d_context, g.dV, kvh * d_v, in_type<T>(p.W_v.values()), true, o);
-  keep(Step::d_X, Tensor<T>({B, n, p.d_model}, std::move(dX)));
-  if (p.cross) keep(Step::d_context, Tensor<T>({B, m, p.d_context}, std::move(dC)));
-  keep(Step::d_W_q, fast::d_weight_rows(p, X, B * n, p.d_model, g.dQ, h * d_k, o));
-  keep(Step::d_W_k, fast::d_weight_rows(p, C, B * m, p.d_context, g.dK, kvh * d_k, o));
-  keep(Step::d_W_v, fast::d_weight_rows(p, C, B * m, p.d_context, g.dV, kvh * d_v, o));
+  {
+    const std::vector<T> X = in_type<T>(p.X.values());
+    std::vector<T> C_own;
+    if (p.cross) C_own = in_type<T>(p.C.values());
+    const std::vector<T>& C = p.cross ? C_own : X;
+    std::vector<T> dX(B * n * p.d_model), dC(p.cross ? B * m * p.d_context : 0);
+    fast::d_input_rows(dX, B * n, p.d_model, g.dQ, h * d_k, in_type<T>(p.W_q.values()), false, o);
+    std::vector<T>& dKV = p.cross ? dC : dX;  // the key and value paths: C's, which is X in self-attention
+    fast::d_input_rows(dKV, B * m, p.d_context, g.dK, kvh * d_k, in_type<T>(p.W_k.values()), !p.cross, o);
+    fast::d_input_rows(dKV, B * m, p.d_context, g.dV, kvh * d_v, in_type<T>(p.W_v.values()), true, o);
+    keep(Step::d_X, Tensor<T>({B, n, p.d_model}, std::move(dX)));
+    if (p.cross) keep(Step::d_context, Tensor<T>({B, m, p.d_context}, std::move(dC)));
+    keep(Step::d_W_q, fast::d_weight_rows(p, X, B * n, p.d_model, g.dQ, h * d_k, o));
+    keep(Step::d_W_k, fast::d_weight_rows(p, C, B * m, p.d_context, g.dK, kvh * d_k, o));
+    keep(Step::d_W_v, fast::d_weight_rows(p, C, B * m, p.d_context, g.dV, kvh * d_v, o));
+  }
   const std::vector<T> dY_rows(dY.values().begin(), dY.values().end());
   if (p.has_output_projection()) keep(Step::d_W_o, fast::d_weight_rows(p, concat, B * n, h * d_v, dY_rows, p.d_out, o));
   if (!p.b_q.empty()) keep(Step::d_b_q, fast::d_bias_rows(g.dQ, B * n, h * d_k));
   if (!p.b_k.empty()) keep(Step::d_b_k, fast::d_bias_rows(g.dK, B * m, kvh * d_k));
   if (!p.b_v.empty()) keep(Step::d_b_v, fast::d_bias_rows(g.dV, B * m, kvh * d_v));
   if (!p.b_o.empty()) keep(Step::d_b_o, fast::d_bias_rows(dY_rows, B * n, p.d_out));
+  keep(Step::d_q, Tensor<T>({B, n, h * d_k}, std::move(g.dQ)));
+  keep(Step::d_k, Tensor<T>({B, m, kvh * d_k}, std::move(g.dK)));
+  keep(Step::d_v, Tensor<T>({B, m, kvh * d_v}, std::move(g.dV)));
 }
 
 // run_fast_backward in its stages, for whoever times them apart (bench): the forward keeping its heads,
@@ -391,8 +387,7 @@ fast::HeadGradientRows<T> fast_attend_backward(const Problem& p, const FastForwa
 }
 
 // The flash forward and FlashAttention-2's backward on the fast path, unwatched, in T (float or double),
-// from dY (the problem's, or 1 everywhere: upstream_gradient). Every gradient the traced backward forms
-// whole is here; d_weights … d_scores, which flash holds only in tiles, are not.
+// from dY (the problem's, or 1 everywhere: upstream_gradient): the gradients of FastBackward.
 template <class T>
 FastBackward<T> run_fast_backward(const Problem& p, FastOptions o) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "the fast kernels are float and double");
@@ -401,11 +396,35 @@ FastBackward<T> run_fast_backward(const Problem& p, FastOptions o) {
   const Tensor<T> dY = upstream_gradient<T>(p, std::is_same_v<T, float> ? DType::float32 : DType::float64);
   const std::vector<T> dO = fast::d_head_outputs(p, dY, o);
   fast::HeadGradientRows<T> g = fast_attend_backward<T>(p, f, dO, o);
+  f.x = fast::Projected<T>();  // Q, K and V are read no more
   FastBackward<T> out;
   fast_backward_projections(p, std::move(g), f.attended.concat, dY, o, out);
   fast::Attended<T> a = std::move(f.attended);
   out.forward = fast_finish<T>(p, std::move(a), o);
   return out;
+}
+
+// The bytes run_fast_backward holds at its peak, from the sizes alone (bench refuses a run over its limit
+// by it): the flash forward's (fast_engine_bytes), with K and V kept beside their packed tiles, then dY,
+// dO, D, the heads' gradients, dX and dC, the weights' gradients, and per thread a key tile packed three
+// ways, its dK_j and dV_j, and a query tile's Q, dO, P, dS and dQ share. An upper bound up to the padding.
+inline std::size_t fast_backward_bytes(const Problem& p, std::size_t scalar, std::size_t threads) {
+  const std::size_t B = p.B, n = p.n, m = p.m, h = p.h, g = p.g, d_k = p.d_k, d_v = p.d_v;
+  std::size_t v = fast_engine_bytes(p, Engine::flash, scalar, threads) / scalar;
+  v = checked_add(v, product(B, m, g, checked_add(d_k, d_v)));                     // K and V kept
+  v = checked_add(v, product(B, n, checked_add(p.d_out, product(h, d_v))));        // dY, dO
+  v = checked_add(v, product(B, h, n));                                            // D
+  v = checked_add(v, product(B, checked_add(product(n, h, d_k), product(m, g, checked_add(d_k, d_v)))));
+  v = checked_add(v, product(B, checked_add(product(n, p.d_model), product(m, p.d_context))));  // dX, dC
+  v = checked_add(v, product(p.d_model, h, d_k));
+  v = checked_add(v, product(p.d_context, g, checked_add(d_k, d_v)));
+  v = checked_add(v, product(h, d_v, p.d_out));
+  const std::size_t Br = std::min(fast_backward_tiles().Br, std::max<std::size_t>(n, 1)) + 48;
+  const std::size_t Bc = std::min(fast_backward_tiles().Bc, std::max<std::size_t>(m, 1)) + 48;
+  const std::size_t wide = checked_add(checked_add(d_k, d_v), 16);
+  const std::size_t per_thread = checked_add(product(Bc, 3, wide), product(Br, checked_add(product(2, Bc), product(2, wide))));
+  v = checked_add(v, product(std::max<std::size_t>(threads, 1), per_thread));
+  return checked_mul(v, scalar);
 }
 
 }  // namespace attn

@@ -549,6 +549,29 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
   }
 }
 
+// ------------------------------------------------------------------------------------------ FMA peak
+
+// What bench measures the processor's FP32 FMA peak with: `iterations` rounds of ACC independent chains
+// acc = acc·x + y, one vector FMA each, with nothing loaded or stored. ACC chains hide the FMA's latency
+// (4 to 5 cycles) on two FMA units: 16 with 32 vector registers, 12 with 16. Returns the accumulators'
+// sum (so that the work cannot be dropped) and the floating-point operations of one round.
+constexpr int ACC = wide != 0 ? 16 : 12;
+
+double fma_loop_impl(std::size_t iterations, std::size_t& flops_per_iteration) {
+  using V = Vec<float>;
+  V acc[ACC];
+  for (int k = 0; k < ACC; ++k) acc[k] = splat(static_cast<float>(k) * 0.001f);
+  const V x = splat(0.999999f), y = splat(0.000001f);  // acc stays near 1: no overflow, no subnormals
+  for (std::size_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 16
+    for (int k = 0; k < ACC; ++k) acc[k] = acc[k] * x + y;
+  }
+  V sum{};
+  for (int k = 0; k < ACC; ++k) sum += acc[k];
+  flops_per_iteration = 2 * static_cast<std::size_t>(ACC) * static_cast<std::size_t>(W<float>);
+  return static_cast<double>(lane_sum<float>(sum));
+}
+
 template <class T>
 Layout layout_impl() {
   return {static_cast<std::size_t>(W<T>), static_cast<std::size_t>(MR), NV * static_cast<std::size_t>(W<T>), MC, KC, NC,
@@ -566,6 +589,9 @@ void flash_tile(const FlashTileArgs<double>& a) { flash_tile_impl(a); }
 void flash_backward_tile(const FlashBackwardTileArgs<float>& a) { flash_backward_tile_impl(a); }
 void flash_backward_tile(const FlashBackwardTileArgs<double>& a) { flash_backward_tile_impl(a); }
 void softmax_rows(const SoftmaxRowsArgs<float>& a) { softmax_rows_impl(a); }
+double fma_loop(std::size_t iterations, std::size_t& flops_per_iteration) {
+  return fma_loop_impl(iterations, flops_per_iteration);
+}
 void softmax_rows(const SoftmaxRowsArgs<double>& a) { softmax_rows_impl(a); }
 
 }  // namespace attn::kernel::ATTN_ISA

@@ -2,6 +2,8 @@
 // The kernels of each instruction set: kernel/isa.cpp compiled once per set, each copy in its own
 // namespace (CMakeLists.txt). kernels.cpp picks the widest the processor runs; the tests call each.
 
+#include <cstddef>
+
 #include "kernel/args.hpp"
 
 #define ATTN_DECLARE_KERNELS(ISA)                    \
@@ -16,6 +18,7 @@
   void flash_backward_tile(const FlashBackwardTileArgs<double>&); \
   void softmax_rows(const SoftmaxRowsArgs<float>&);  \
   void softmax_rows(const SoftmaxRowsArgs<double>&); \
+  double fma_loop(std::size_t, std::size_t&);        \
   }
 
 ATTN_DECLARE_KERNELS(baseline)

@@ -184,4 +184,13 @@ void flash_backward_tile(Isa isa, const FlashBackwardTileArgs<double>& a) { flas
 void softmax_rows(Isa isa, const SoftmaxRowsArgs<float>& a) { softmax_rows_in(isa, a); }
 void softmax_rows(Isa isa, const SoftmaxRowsArgs<double>& a) { softmax_rows_in(isa, a); }
 
+double fma_loop(Isa isa, std::size_t iterations, std::size_t& flops_per_iteration) {
+#if defined(ATTN_X86_KERNELS)
+  if (isa == Isa::avx512) return avx512::fma_loop(iterations, flops_per_iteration);
+  if (isa == Isa::avx2) return avx2::fma_loop(iterations, flops_per_iteration);
+#endif
+  (void)isa;
+  return baseline::fma_loop(iterations, flops_per_iteration);
+}
+
 }  // namespace attn::kernel
