@@ -160,7 +160,7 @@ def report(args):
         mine = run["backward_s"]["median"]
         given, recomputed = p["given_p"]["seconds"]["median"], p["recomputed_p"]["seconds"]["median"]
         share = run.get("backward_peak_share") or 0
-        row = {"n": run["n"], "threads": run["threads"], "ours_s": mine, "ours_gflops": run["backward_gflops"],
+        row = {"n": run["n"], "threads": run["threads"], "ours_forward_s": run["attention_s"]["median"], "ours_s": mine, "ours_gflops": run["backward_gflops"],
                "peak_share": share, "backward_over_forward": run["backward_over_forward"],
                "fma_peak_gflops": o["machine"]["fma_peak"]["gflops"], "numpy_given_p_s": given,
                "numpy_recomputed_p_s": recomputed, "numpy_given_p_over_ours": given / mine,

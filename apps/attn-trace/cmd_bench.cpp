@@ -57,8 +57,8 @@ BenchRequest request_of(const BenchOptions& o, const CLI::App& cmd) {
   if (o.backward && o.engine == "naive")
     throw UsageError("--backward: the fast path's backward is flash's (FlashAttention-2's); leave --engine out");
   if (o.backward && is_half(o.common.dtype))
-    throw UsageError(fmt::format("--backward: the fast backward runs float32 and float64, not {}",
-                                 name_of(o.common.dtype)));
+    throw UsageError(
+        fmt::format("--backward: the fast backward runs float32 and float64, not {}", name_of(o.common.dtype)));
   r.repeats = o.repeat;
   r.threads = o.threads == 0 ? kernel::all_cores() : o.threads;
   if (!o.common.file.empty()) {

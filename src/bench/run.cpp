@@ -226,8 +226,7 @@ std::vector<Engine> engines_of(const BenchRequest& r) {
 
 std::size_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::size_t input_bytes, std::size_t threads,
                            bool backward) {
-  if (backward)
-    return checked_add(fast_backward_bytes(p, scalar_bytes(dtype), threads), input_bytes);
+  if (backward) return checked_add(fast_backward_bytes(p, scalar_bytes(dtype), threads), input_bytes);
   if (fast_supports(dtype)) return checked_add(fast_engine_bytes(p, engine, scalar_bytes(dtype), threads), input_bytes);
   RunShape shape;
   shape.naive = engine == Engine::naive;

@@ -45,9 +45,9 @@ inline TileSize fast_tiles() { return {96, 192}; }
 inline TileSize fast_backward_tiles() { return {96, 192}; }
 
 struct FastOptions {
-  TileSize tiles = fast_tiles();    // flash's tiles
-  std::size_t threads = 1;          // 0: all cores
-  kernel::Isa isa = kernel::isa();  // the kernels' instruction set
+  TileSize tiles = fast_tiles();                    // flash's tiles
+  std::size_t threads = 1;                          // 0: all cores
+  kernel::Isa isa = kernel::isa();                  // the kernels' instruction set
   TileSize backward_tiles = fast_backward_tiles();  // flash's backward's tiles
 };
 
@@ -318,8 +318,8 @@ std::vector<T> tiled_key_positions(const Problem& p, const FlashShape& t) {
   return pos_k;
 }
 
-// What every query tile of the pass reads: the queries, K and V packed in tiles (made here), ALiBi's slopes and positions in T (the key positions per key tile, padded), and whether
-// the mask has gaps.
+// What every query tile of the pass reads: the queries, K and V packed in tiles (made here), ALiBi's slopes and
+// positions in T (the key positions per key tile, padded), and whether the mask has gaps.
 template <class T>
 struct FlashInputs {
   const Problem& p;

@@ -215,9 +215,18 @@ HeadGradientRows<T> attend_flash_backward(const Problem& p, const Projected<T>& 
   const std::vector<T> D = row_dots(p, dO, O);
   std::vector<T> pos_k(p.alibi ? t.Tc * t.cols_pad : 0);
   if (p.alibi)
-    for (std::size_t c = 0; c < m; ++c) pos_k[c / t.Bc * t.cols_pad + c % t.Bc] = static_cast<T>(p.alibi->key_positions[c]);
-  const BackwardInputs<T> in{p,  t, x, lse, dO, D, p.alibi ? in_type<T>(p.alibi->slopes) : std::vector<T>(),
-                             positions<T>(p.alibi, true), std::move(pos_k), mask_has_gaps(p.mask)};
+    for (std::size_t c = 0; c < m; ++c)
+      pos_k[c / t.Bc * t.cols_pad + c % t.Bc] = static_cast<T>(p.alibi->key_positions[c]);
+  const BackwardInputs<T> in{p,
+                             t,
+                             x,
+                             lse,
+                             dO,
+                             D,
+                             p.alibi ? in_type<T>(p.alibi->slopes) : std::vector<T>(),
+                             positions<T>(p.alibi, true),
+                             std::move(pos_k),
+                             mask_has_gaps(p.mask)};
 
   // pass 2: per key tile j of each key/value head, the sweep over the query tiles of its query heads
   HeadGradientRows<T> out{std::vector<T>(B * n * h * d_k), std::vector<T>(B * m * g * d_k),
@@ -269,7 +278,8 @@ std::vector<T> d_head_outputs(const Problem& p, const Tensor<T>& dY, const FastO
   const std::size_t rows = p.B * p.n, hd_v = p.h * p.d_v, d_out = p.d_out;
   std::vector<T> dO(rows * hd_v);
   const auto out = static_cast<std::ptrdiff_t>(d_out), inner = static_cast<std::ptrdiff_t>(hd_v);
-  kernel::gemm(o.isa, kernel::product(rows, hd_v, d_out, dY.values().data(), out, 1, W_o.data(), 1, out, dO.data(), inner),
+  kernel::gemm(o.isa,
+               kernel::product(rows, hd_v, d_out, dY.values().data(), out, 1, W_o.data(), 1, out, dO.data(), inner),
                o.threads);
   return dO;
 }
@@ -281,7 +291,8 @@ Tensor<T> d_weight_rows(const Problem& p, const std::vector<T>& X, std::size_t r
                         const std::vector<T>& dY, std::size_t d_out, const FastOptions& o) {
   std::vector<T> dW(d_in * d_out);
   const auto in = static_cast<std::ptrdiff_t>(d_in), out = static_cast<std::ptrdiff_t>(d_out);
-  kernel::gemm(o.isa, kernel::product(d_in, d_out, rows, X.data(), 1, in, dY.data(), out, 1, dW.data(), out), o.threads);
+  kernel::gemm(o.isa, kernel::product(d_in, d_out, rows, X.data(), 1, in, dY.data(), out, 1, dW.data(), out),
+               o.threads);
   return in_layout(p, Tensor<T>({d_in, d_out}, std::move(dW)));
 }
 
@@ -377,8 +388,8 @@ FastForwardKept<T> fast_forward_keeping(const Problem& p, FastOptions o) {
 }
 
 template <class T>
-fast::HeadGradientRows<T> fast_attend_backward(const Problem& p, const FastForwardKept<T>& f,
-                                               const std::vector<T>& dO, FastOptions o) {
+fast::HeadGradientRows<T> fast_attend_backward(const Problem& p, const FastForwardKept<T>& f, const std::vector<T>& dO,
+                                               FastOptions o) {
   o = fast::checked(o, "fast_attend_backward");
   if (o.backward_tiles.Br == 0 || o.backward_tiles.Bc == 0)
     throw std::invalid_argument(fmt::format("fast_attend_backward: tiles of {} × {}: both sides must be >= 1",
@@ -411,9 +422,9 @@ FastBackward<T> run_fast_backward(const Problem& p, FastOptions o) {
 inline std::size_t fast_backward_bytes(const Problem& p, std::size_t scalar, std::size_t threads) {
   const std::size_t B = p.B, n = p.n, m = p.m, h = p.h, g = p.g, d_k = p.d_k, d_v = p.d_v;
   std::size_t v = fast_engine_bytes(p, Engine::flash, scalar, threads) / scalar;
-  v = checked_add(v, product(B, m, g, checked_add(d_k, d_v)));                     // K and V kept
-  v = checked_add(v, product(B, n, checked_add(p.d_out, product(h, d_v))));        // dY, dO
-  v = checked_add(v, product(B, h, n));                                            // D
+  v = checked_add(v, product(B, m, g, checked_add(d_k, d_v)));               // K and V kept
+  v = checked_add(v, product(B, n, checked_add(p.d_out, product(h, d_v))));  // dY, dO
+  v = checked_add(v, product(B, h, n));                                      // D
   v = checked_add(v, product(B, checked_add(product(n, h, d_k), product(m, g, checked_add(d_k, d_v)))));
   v = checked_add(v, product(B, checked_add(product(n, p.d_model), product(m, p.d_context))));  // dX, dC
   v = checked_add(v, product(p.d_model, h, d_k));
@@ -422,7 +433,8 @@ inline std::size_t fast_backward_bytes(const Problem& p, std::size_t scalar, std
   const std::size_t Br = std::min(fast_backward_tiles().Br, std::max<std::size_t>(n, 1)) + 48;
   const std::size_t Bc = std::min(fast_backward_tiles().Bc, std::max<std::size_t>(m, 1)) + 48;
   const std::size_t wide = checked_add(checked_add(d_k, d_v), 16);
-  const std::size_t per_thread = checked_add(product(Bc, 3, wide), product(Br, checked_add(product(2, Bc), product(2, wide))));
+  const std::size_t per_thread =
+      checked_add(product(Bc, 3, wide), product(Br, checked_add(product(2, Bc), product(2, wide))));
   v = checked_add(v, product(std::max<std::size_t>(threads, 1), per_thread));
   return checked_mul(v, scalar);
 }

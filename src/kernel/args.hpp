@@ -91,7 +91,7 @@ struct FlashBackwardTileArgs {
   const T* k = nullptr;    // (cols_pad, dk_pad)  the key tile
   const T* vt = nullptr;   // (d_v, cols_pad)  the value tile transposed
   T scale = 1;
-  T slope = 0;  // ALiBi as in FlashTileArgs; pos_q null without it
+  T slope = 0;                       // ALiBi as in FlashTileArgs; pos_q null without it
   const T* pos_q = nullptr;          // (rows)
   const T* pos_k = nullptr;          // (cols_pad)
   const std::int64_t* lo = nullptr;  // (rows) the kept columns [lo, hi) of each row

@@ -426,15 +426,16 @@ void product_block(std::size_t K, const T* a, std::size_t a_row, std::size_t a_s
       acc[r][x] = add ? load(c + static_cast<std::size_t>(r) * c_row + static_cast<std::size_t>(x * W<T>)) : Vec<T>{};
   fma_block<T, R, NVC>(acc, K, a, a_row, a_step, b, b_step);
   for (int r = 0; r < R; ++r)
-    for (int x = 0; x < NVC; ++x) store(c + static_cast<std::size_t>(r) * c_row + static_cast<std::size_t>(x * W<T>), acc[r][x]);
+    for (int x = 0; x < NVC; ++x)
+      store(c + static_cast<std::size_t>(r) * c_row + static_cast<std::size_t>(x * W<T>), acc[r][x]);
 }
 
 // C = A·B (add: C += A·B) for `rows` rows (a multiple of R) and `cols` columns (a multiple of W), in
 // register blocks of R rows × NVC vectors, then single vectors for the rest of the columns.
 // C[r][c] (+)= Σ_k A[r·a_row + k·a_step] · B[k·b_step + c]
 template <class T, int R, int NVC>
-void product_rows(std::size_t rows, std::size_t cols, std::size_t K, const T* a, std::size_t a_row,
-                  std::size_t a_step, const T* b, std::size_t b_step, T* c, std::size_t c_row, bool add) {
+void product_rows(std::size_t rows, std::size_t cols, std::size_t K, const T* a, std::size_t a_row, std::size_t a_step,
+                  const T* b, std::size_t b_step, T* c, std::size_t c_row, bool add) {
   constexpr std::size_t w = W<T>;
   for (std::size_t r0 = 0; r0 < rows; r0 += R) {
     const T* ar = a + r0 * a_row;
@@ -564,17 +565,22 @@ double fma_loop_impl(std::size_t iterations, std::size_t& flops_per_iteration) {
   const V x = splat(0.999999f), y = splat(0.000001f);  // acc stays near 1: no overflow, no subnormals
   for (std::size_t it = 0; it < iterations; ++it) {
 #pragma GCC unroll 16
-    for (int k = 0; k < ACC; ++k) acc[k] = acc[k] * x + y;
+    for (V& a : acc) a = a * x + y;
   }
   V sum{};
-  for (int k = 0; k < ACC; ++k) sum += acc[k];
+  for (const V& a : acc) sum += a;
   flops_per_iteration = 2 * static_cast<std::size_t>(ACC) * static_cast<std::size_t>(W<float>);
   return static_cast<double>(lane_sum<float>(sum));
 }
 
 template <class T>
 Layout layout_impl() {
-  return {static_cast<std::size_t>(W<T>), static_cast<std::size_t>(MR), NV * static_cast<std::size_t>(W<T>), MC, KC, NC,
+  return {static_cast<std::size_t>(W<T>),
+          static_cast<std::size_t>(MR),
+          NV * static_cast<std::size_t>(W<T>),
+          MC,
+          KC,
+          NC,
           CB<T>};
 }
 

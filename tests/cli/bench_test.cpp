@@ -227,8 +227,7 @@ TEST_CASE(
   check_success(r);
   CHECK(contains(r.out, "FP32 FMA peak, measured in this run: "));
   const std::vector<std::string> lines = split_lines(r.out);
-  const auto header =
-      std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+  const auto header = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
     const std::vector<std::string> words = words_of(l);
     return !words.empty() && words.front() == "n";
   });

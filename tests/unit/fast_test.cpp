@@ -210,7 +210,6 @@ bool check_fast(const FastConfig& c) {
   return ok;
 }
 
-
 // One config's fast backward in T against the traced naive backward, by compare --backward's rule
 // (judge_gradients): every gradient both form, with a seeded dY.
 template <class T>
@@ -228,10 +227,11 @@ bool check_fast_backward(const FastConfig& c, TileSize backward_tiles) {
   const char* dtype = sizeof(T) == 4 ? "float32" : "float64";
   for (const GradientCheck& g : r.gradients)
     if (!g.pass)
-      FAIL_CHECK(fmt::format("{} fast backward {}: max|fast - ref| = {:.3g} > 2·{:.3g} + {:.3g}\n  config: {} "
-                             "backward tiles {}×{}",
-                             dtype, step_info(g.step).name, g.flash_vs_ref.max_abs, g.naive_vs_ref.max_abs, g.noise,
-                             describe(c), backward_tiles.Br, backward_tiles.Bc));
+      FAIL_CHECK(
+          fmt::format("{} fast backward {}: max|fast - ref| = {:.3g} > 2·{:.3g} + {:.3g}\n  config: {} "
+                      "backward tiles {}×{}",
+                      dtype, step_info(g.step).name, g.flash_vs_ref.max_abs, g.naive_vs_ref.max_abs, g.noise,
+                      describe(c), backward_tiles.Br, backward_tiles.Bc));
   // every gradient of the inputs and the parameters, and the heads' merged
   for (const Step s : {Step::d_q, Step::d_k, Step::d_v, Step::d_X, Step::d_context, Step::d_W_q, Step::d_W_k,
                        Step::d_W_v, Step::d_W_o, Step::d_b_q, Step::d_b_k, Step::d_b_v, Step::d_b_o})
@@ -491,8 +491,8 @@ TEST_CASE("The fast backward gives the same bits on 1, 2 and 3 threads, in every
         for (std::size_t k = 0; k < one.gradients.size(); ++k) {
           const std::span<const float> a = one.gradients[k].second.values();
           const std::span<const float> b = many.gradients[k].second.values();
-          INFO(kernel::name_of(isa) << ", " << to_string(kind) << ", " << threads << " threads: "
-                                    << step_info(one.gradients[k].first).name);
+          INFO(kernel::name_of(isa) << ", " << to_string(kind) << ", " << threads
+                                    << " threads: " << step_info(one.gradients[k].first).name);
           CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
         }
       }
