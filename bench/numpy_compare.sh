@@ -9,6 +9,8 @@
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for that command alone so that OpenBLAS picks its kernel
 # itself; the kernel it picked is reported. For each thread count, attn-trace bench (both engines, each
 # mask) then bench/numpy_attention.py run one after the other; bench/numpy_report.py prints the table.
+# Then the backward, unmasked: attn-trace bench --backward and bench/numpy_backward.py (NumPy's naive
+# backward given the forward's weights) one after the other per thread count, and the ratio of the times.
 #
 # usage: bench/numpy_compare.sh [options] [path/to/attn-trace]   (default: build/release/attn-trace)
 #   --n LIST          queries = keys, comma-separated           (default 4096)
@@ -20,13 +22,16 @@
 #   --block-q B, --block-k B   NumPy tiled's blocks             (default numpy_attention.py's)
 #   --stat S          compare each run's median (default) or min, its fastest repeat
 #   --cache DIR       where the .deb files are kept and unpacked (default build/openblas)
-#   --json OUT        also write every figure as JSON
+#   --json OUT        also write every figure as JSON (the backward's beside it, OUT with .backward.json)
+#   --no-backward     leave the backward out
+#   --backward-only   the backward alone
 # bench/README.md says what is measured.
 set -euo pipefail
 here=$PWD
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 ns=4096 d_model=512 heads=8 threads=1,2 masks=none,causal repeat=3 stat=median cache=build/openblas json="" bin=""
+forward=1 backward=1
 block_args=()
 while (( $# )); do
   case $1 in
@@ -40,6 +45,8 @@ while (( $# )); do
     --stat) stat=$2; shift 2 ;;
     --cache) cache=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
+    --no-backward) backward=0; shift ;;
+    --backward-only) forward=0; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "numpy_compare.sh: unknown option $1 (--help lists them)" >&2; exit 2 ;;
     *) [ -z "$bin" ] || { echo "numpy_compare.sh: one attn-trace at most" >&2; exit 2; }; bin=$1; shift ;;
@@ -109,32 +116,54 @@ env_record=("$(record OMP_WAIT_POLICY)")
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-ours=() numpys=()
+ours=() numpys=() ours_back=() numpys_back=()
 IFS=, read -r -a n_list <<< "$ns"
 IFS=, read -r -a thread_list <<< "$threads"
 IFS=, read -r -a mask_list <<< "$masks"
+numpy_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE LD_LIBRARY_PATH="$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 for n in "${n_list[@]}"; do
   for t in "${thread_list[@]}"; do
-    for mask in "${mask_list[@]}"; do
-      echo "attn-trace bench: n = $n, $mask, $t thread(s)" >&2
-      out=$work/ours-$n-$t-$mask.json
-      "$bin" bench --n "$n" --d-model "$d_model" --heads "$heads" --mask "$mask" --engine both \
-        --threads "$t" --repeat "$repeat" --color never --json "$out" > /dev/null
-      ours+=("$out")
-    done
-    echo "NumPy + OpenBLAS: n = $n, $masks, $t thread(s)" >&2
-    out=$work/numpy-$n-$t.json
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \
-      LD_LIBRARY_PATH="$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-      OPENBLAS_NUM_THREADS="$t" OMP_NUM_THREADS="$t" \
-      "$python" bench/numpy_attention.py --n "$n" --d-model "$d_model" --heads "$heads" --mask "$masks" \
-        --repeat "$repeat" "${block_args[@]}" --json "$out" > /dev/null
-    numpys+=("$out")
+    if (( forward )); then
+      for mask in "${mask_list[@]}"; do
+        echo "attn-trace bench: n = $n, $mask, $t thread(s)" >&2
+        out=$work/ours-$n-$t-$mask.json
+        "$bin" bench --n "$n" --d-model "$d_model" --heads "$heads" --mask "$mask" --engine both \
+          --threads "$t" --repeat "$repeat" --color never --json "$out" > /dev/null
+        ours+=("$out")
+      done
+      echo "NumPy + OpenBLAS: n = $n, $masks, $t thread(s)" >&2
+      out=$work/numpy-$n-$t.json
+      "${numpy_env[@]}" OPENBLAS_NUM_THREADS="$t" OMP_NUM_THREADS="$t" \
+        "$python" bench/numpy_attention.py --n "$n" --d-model "$d_model" --heads "$heads" --mask "$masks" \
+          --repeat "$repeat" "${block_args[@]}" --json "$out" > /dev/null
+      numpys+=("$out")
+    fi
+    if (( backward )); then
+      echo "attn-trace bench --backward: n = $n, $t thread(s)" >&2
+      out=$work/ours-back-$n-$t.json
+      "$bin" bench --backward --n "$n" --d-model "$d_model" --heads "$heads" --threads "$t" --repeat "$repeat" \
+        --color never --json "$out" > /dev/null
+      ours_back+=("$out")
+      echo "NumPy + OpenBLAS naive backward: n = $n, $t thread(s)" >&2
+      out=$work/numpy-back-$n-$t.json
+      "${numpy_env[@]}" OPENBLAS_NUM_THREADS="$t" OMP_NUM_THREADS="$t" \
+        "$python" bench/numpy_backward.py --n "$n" --d-model "$d_model" --heads "$heads" --repeat "$repeat" \
+          --json "$out" > /dev/null
+      numpys_back+=("$out")
+    fi
   done
 done
 
 echo >&2
-report=("$python" bench/numpy_report.py --ours "${ours[@]}" --numpy "${numpys[@]}"
-        --package "$package=$version" --unset "${unset_record[@]}" --env "${env_record[@]}" --stat "$stat")
-[ -z "$json" ] || report+=(--json "$json")
-"${report[@]}"
+if (( forward )); then
+  report=("$python" bench/numpy_report.py --ours "${ours[@]}" --numpy "${numpys[@]}"
+          --package "$package=$version" --unset "${unset_record[@]}" --env "${env_record[@]}" --stat "$stat")
+  [ -z "$json" ] || report+=(--json "$json")
+  "${report[@]}"
+fi
+if (( backward )); then
+  (( forward )) && echo
+  report=("$python" bench/numpy_backward.py --report --ours "${ours_back[@]}" --numpy "${numpys_back[@]}")
+  [ -z "$json" ] || report+=(--json "${json%.json}.backward.json")
+  "${report[@]}"
+fi

@@ -37,6 +37,7 @@ struct BenchOptions {
   std::uint64_t threads = 0;  // all cores
   std::uint64_t seed = 0;
   std::string sweep;
+  bool backward = false;
   TraceOptions common;  // FILE, --dtype, --json, --max-memory, --color
 };
 
@@ -52,6 +53,12 @@ BenchRequest request_of(const BenchOptions& o, const CLI::App& cmd) {
   r.dtype = o.common.dtype;
   r.max_memory = memory_limit(o.common).bytes;
   if (o.repeat == 0) throw UsageError("--repeat 0: each run needs at least one repeat");
+  r.backward = o.backward;
+  if (o.backward && o.engine == "naive")
+    throw UsageError("--backward: the fast path's backward is flash's (FlashAttention-2's); leave --engine out");
+  if (o.backward && is_half(o.common.dtype))
+    throw UsageError(
+        fmt::format("--backward: the fast backward runs float32 and float64, not {}", name_of(o.common.dtype)));
   r.repeats = o.repeat;
   r.threads = o.threads == 0 ? kernel::all_cores() : o.threads;
   if (!o.common.file.empty()) {
@@ -178,6 +185,10 @@ Runner add_bench(CLI::App& app) {
                   "a run estimated to need more than this is not run but listed as refused, with its estimate "
                   "(bytes, or with K, M, G: 512M, 4G)")
       ->default_str("4G");
+  cmd->add_flag("--backward", o.backward,
+                "flash's forward and FlashAttention-2's backward on the fast path, timed apart: their ratio, GFLOP/s "
+                "(the backward's work 2.5 × the forward's) and their share of the FP32 FMA peak, measured first "
+                "(float32, float64)");
   add_color_option(*cmd, o.common);
   cmd->footer(
       "Runs the engines as they are, watched by nobody, on seeded random inputs (or FILE). Per engine: the\n"
@@ -187,7 +198,8 @@ Runner add_bench(CLI::App& app) {
       "Examples:\n"
       "  attn-trace bench --n 2048\n"
       "  attn-trace bench --sweep n=256..4096 --d-model 256 --heads 4\n"
-      "  attn-trace bench --sweep n=512..16384 --engine flash --json bench.json");
+      "  attn-trace bench --sweep n=512..16384 --engine flash --json bench.json\n"
+      "  attn-trace bench --backward --n 4096 --threads 1");
   return [cmd, options] { return cmd->parsed() ? run(*options, *cmd) : -1; };
 }
 

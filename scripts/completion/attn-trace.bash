@@ -176,7 +176,7 @@ _attn_trace() {
                      --max-memory --help' ;;
     diff) options='--name --dtype --bfloat16 --json --max-memory --precision --color --help' ;;
     bench) options='--n --m --d-model --heads --kv-heads --mask --engine --dtype --repeat --threads --seed --sweep --json
-                    --max-memory --color --help' ;;
+                    --max-memory --backward --color --help' ;;
     steps) options='--names --json --help' ;;
     new) options='--tokens --context-tokens --d-model --heads --kv-heads --d-k --mask --output-projection --integers
                   --seed -o --output --max-memory --help' ;;

@@ -1,11 +1,23 @@
 #pragma once
 // What bench says of the machine it measured.
 
+#include <cstddef>
 #include <string>
 
 namespace attn {
 
 // The processor's model name from /proc/cpuinfo ("model name"), or "" when there is none.
 std::string cpu_model();
+
+// The FP32 FMA peak as measured here: `threads` threads at once, each running independent vector FMAs
+// in registers (kernel::fma_loop) in the widest instruction set the processor runs, the fastest of
+// five timed rounds of about 40 ms each, after one round to calibrate (and to wake the cores). Under a
+// second in all.
+struct FmaPeak {
+  double gflops = 0;        // floating-point operations per second / 1e9, a multiply-add counted as two
+  std::size_t threads = 0;  // that ran at once
+  std::string kernels;      // the instruction set ("avx512", "avx2", "baseline")
+};
+FmaPeak measure_fma_peak(std::size_t threads);
 
 }  // namespace attn

@@ -62,6 +62,15 @@ struct BenchRun {
   std::size_t peak_rss_bytes = 0;    // the process's peak during the runs (PeakMethod)
   std::size_t score_bytes = 0;       // AttentionResult::peak_score_bytes
   double max_error = 0;              // against the float64 reference on the sampled rows
+
+  // bench --backward: flash's forward keeping what its backward reads, then FlashAttention-2's backward
+  // (engine/fast_backward.hpp); attention_s is the forward's attention, backward_s the backward's, from
+  // dO to dQ, dK and dV; projection_s all the products around them, forward and backward.
+  bool backward = false;
+  TileSize backward_tiles;
+  Timing backward_s;
+  double backward_flops = 0;   // 2.5 × attention_flops: FlashAttention's count of the backward's work
+  double backward_gflops = 0;  // backward_flops / backward_s.median / 1e9
 };
 
 struct BenchResult {
@@ -77,6 +86,10 @@ struct BenchResult {
   bool sweep = false;
   std::string cpu;             // the processor's model name (/proc/cpuinfo), or ""
   std::size_t cores = 0;       // std::thread::hardware_concurrency
+  bool backward = false;       // bench --backward
+  double fma_peak_gflops = 0;  // bench --backward: the FP32 FMA peak measured in this run (bench/machine.hpp)
+  std::size_t fma_peak_threads = 0;
+  std::string fma_peak_kernels;
   std::vector<BenchRun> runs;  // by n, then naive before flash
 };
 

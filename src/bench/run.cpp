@@ -15,6 +15,7 @@
 #include "bench/timing.hpp"
 #include "engine/estimate.hpp"
 #include "engine/fast.hpp"
+#include "engine/fast_backward.hpp"
 #include "engine/flash.hpp"
 #include "engine/naive.hpp"
 #include "kernel/kernels.hpp"
@@ -122,6 +123,79 @@ void measure(const Problem& p, BenchRun& run, const RowReference& reference, con
   run.attention_gflops = run.attention_s.median > 0 ? run.attention_flops / run.attention_s.median / 1e9 : 0;
 }
 
+// bench --backward, one timed run: the projections, flash's forward attention keeping Q, K, V, O and
+// lse, dO from dY, the backward's attention (passes 6 to 8 of engine/fast_backward.hpp), the
+// projections' gradients, the output. The two attentions are timed apart; everything else is the
+// projections' time.
+template <class T>
+TimedRun<T> timed_backward_run(const Problem& p, const FastOptions& o, double& backward_s) {
+  TimedRun<T> t;
+  const Clock::time_point t0 = Clock::now();
+  FastForwardKept<T> f{fast_project<T>(p, o), {}};
+  const Clock::time_point t1 = Clock::now();
+  f.attended = fast::attend_flash_keeping<T>(p, f.x, o);
+  const Clock::time_point t2 = Clock::now();
+  const Tensor<T> dY = upstream_gradient<T>(p, std::is_same_v<T, float> ? DType::float32 : DType::float64);
+  const std::vector<T> dO = fast::d_head_outputs(p, dY, o);
+  const Clock::time_point t3 = Clock::now();
+  fast::HeadGradientRows<T> g = fast_attend_backward<T>(p, f, dO, o);
+  const Clock::time_point t4 = Clock::now();
+  f.x = fast::Projected<T>();  // Q, K and V are read no more
+  FastBackward<T> grads;
+  fast_backward_projections(p, std::move(g), f.attended.concat, dY, o, grads);
+  sink = sink + static_cast<double>(grads.gradients.front().second.values()[0]);
+  t.result = fast_finish<T>(p, std::move(f.attended), o);
+  const Clock::time_point t5 = Clock::now();
+  t.total = seconds(t5 - t0);
+  t.attention = seconds(t2 - t1);
+  backward_s = seconds(t4 - t3);
+  t.projections = seconds(t1 - t0) + seconds(t3 - t2) + seconds(t5 - t4);
+  return t;
+}
+
+// bench --backward: flash's forward and backward `repeats` times (timed_backward_run), the peak
+// resident memory by `method`, as measure() does for the forward alone.
+template <class T>
+void measure_backward(const Problem& p, BenchRun& run, const RowReference& reference, const BenchRequest& r,
+                      PeakMethod method, Clock::time_point start, const ProgressFn& progress) {
+  std::vector<double> totals, projections, attentions, backwards;
+  if (method == PeakMethod::clear_refs) {
+    reset_peak();
+    run.rss_before_bytes = status_bytes("VmRSS:");
+  }
+  FastOptions o{fast_tiles(), r.threads};
+  o.backward_tiles = run.backward_tiles;
+  for (std::size_t k = 0; k < r.repeats; ++k) {
+    if (progress) progress({run.engine, p.n, k + 1, r.repeats, seconds_since(start)});
+    double backward = 0;
+    const TimedRun<T> t = timed_backward_run<T>(p, o, backward);
+    totals.push_back(t.total);
+    projections.push_back(t.projections);
+    attentions.push_back(t.attention);
+    backwards.push_back(backward);
+    if (k + 1 == r.repeats) {
+      run.score_bytes = t.result.peak_score_bytes;
+      run.max_error = max_error(reference, t.result.output);
+    }
+  }
+  if (method == PeakMethod::clear_refs) {
+    run.peak_rss_bytes = status_bytes("VmHWM:");
+  } else if (method == PeakMethod::fork) {
+    release_free_memory();
+    run.rss_before_bytes = status_bytes("VmRSS:");
+    run.peak_rss_bytes = peak_of_child([&] { run_fast_backward<T>(p, o); });
+  }
+  run.repeats = r.repeats;
+  run.total_s = summarize(totals);
+  run.projection_s = summarize(projections);
+  run.attention_s = summarize(attentions);
+  run.backward_s = summarize(backwards);
+  run.attention_flops = attention_flops(p);
+  run.attention_gflops = run.attention_s.median > 0 ? run.attention_flops / run.attention_s.median / 1e9 : 0;
+  run.backward_flops = 2.5 * run.attention_flops;
+  run.backward_gflops = run.backward_s.median > 0 ? run.backward_flops / run.backward_s.median / 1e9 : 0;
+}
+
 BenchRun describe_run(const Problem& p, Engine engine, const BenchRequest& r) {
   BenchRun run;
   run.engine = engine;
@@ -135,10 +209,13 @@ BenchRun describe_run(const Problem& p, Engine engine, const BenchRequest& r) {
   run.threads = fast_supports(r.dtype) ? r.threads : 1;
   run.tiles = fast_supports(r.dtype) ? fast_tiles() : default_tiles(p.n, p.m);
   run.kernels = fast_supports(r.dtype) ? std::string(kernel::name_of(kernel::isa())) : "traced";
+  run.backward = r.backward;
+  if (r.backward) run.backward_tiles = fast_backward_tiles();
   return run;
 }
 
 std::vector<Engine> engines_of(const BenchRequest& r) {
+  if (r.backward) return {Engine::flash};  // the fast path's backward is flash's
   std::vector<Engine> engines;
   if (r.naive) engines.push_back(Engine::naive);
   if (r.flash) engines.push_back(Engine::flash);
@@ -147,7 +224,9 @@ std::vector<Engine> engines_of(const BenchRequest& r) {
 
 }  // namespace
 
-std::size_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::size_t input_bytes, std::size_t threads) {
+std::size_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::size_t input_bytes, std::size_t threads,
+                           bool backward) {
+  if (backward) return checked_add(fast_backward_bytes(p, scalar_bytes(dtype), threads), input_bytes);
   if (fast_supports(dtype)) return checked_add(fast_engine_bytes(p, engine, scalar_bytes(dtype), threads), input_bytes);
   RunShape shape;
   shape.naive = engine == Engine::naive;
@@ -170,6 +249,13 @@ BenchResult run_bench(const BenchRequest& r, const ProgressFn& progress) {
   out.cpu = cpu_model();
   out.cores = std::thread::hardware_concurrency();
   out.peak_method = r.peak_method.value_or(find_peak_method());
+  out.backward = r.backward;
+  if (r.backward) {  // the peak the backward's GFLOP/s are a share of, on as many threads, in this run
+    const FmaPeak peak = measure_fma_peak(r.threads);
+    out.fma_peak_gflops = peak.gflops;
+    out.fma_peak_threads = peak.threads;
+    out.fma_peak_kernels = peak.kernels;
+  }
   const Clock::time_point start = Clock::now();
 
   // Every engine on one problem; `make` builds its values when a run fits (the sizes alone are in `sizes`).
@@ -178,7 +264,7 @@ BenchResult run_bench(const BenchRequest& r, const ProgressFn& progress) {
     bool any = false;
     for (const Engine engine : engines_of(r)) {
       BenchRun run = describe_run(sizes, engine, r);
-      run.estimated_bytes = bench_estimate(sizes, engine, r.dtype, input_bytes, r.threads);
+      run.estimated_bytes = bench_estimate(sizes, engine, r.dtype, input_bytes, r.threads, r.backward);
       run.refused = run.estimated_bytes > r.max_memory;
       any = any || !run.refused;
       runs.push_back(std::move(run));
@@ -188,7 +274,10 @@ BenchResult run_bench(const BenchRequest& r, const ProgressFn& progress) {
       const RowReference reference = reference_rows(p, out.sample_rows);
       for (BenchRun& run : runs) {
         if (run.refused) continue;
-        if (r.dtype == DType::float64) measure<double>(p, run, reference, r, out.peak_method, start, progress);
+        if (r.backward && r.dtype == DType::float64)
+          measure_backward<double>(p, run, reference, r, out.peak_method, start, progress);
+        else if (r.backward) measure_backward<float>(p, run, reference, r, out.peak_method, start, progress);
+        else if (r.dtype == DType::float64) measure<double>(p, run, reference, r, out.peak_method, start, progress);
         else measure<float>(p, run, reference, r, out.peak_method, start, progress);
       }
     }

@@ -41,14 +41,16 @@ struct BenchRequest {
   std::size_t threads = 1;
   std::size_t max_memory = 0;  // refuse a run whose estimated_bytes is over it
   bool sweep = false;
+  bool backward = false;  // flash's forward and backward on the fast path (float32, float64), and the FMA peak
   std::optional<PeakMethod> peak_method;  // how to measure the peak; default: clear_refs where permitted, else fork
 };
 
 // The memory one engine run of `p` is estimated to need, plus `input_bytes`: the fast path's
 // (engine/fast.hpp, fast_engine_bytes) on `threads` in float32 and float64, the traced engine's
-// (engine/estimate.hpp) in the half types.
+// (engine/estimate.hpp) in the half types; with `backward`, flash's forward and backward on the fast
+// path (engine/fast_backward.hpp, fast_backward_bytes).
 std::size_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::size_t input_bytes,
-                           std::size_t threads = 1);
+                           std::size_t threads = 1, bool backward = false);
 
 // Runs the request: per n, per engine (naive, then flash), refused or measured. The random input of a
 // size is made only when one of its runs fits the limit.

@@ -39,10 +39,16 @@ namespace attn {
 // causal mask wastes little on the diagonal tiles (about Bc / 2n of the work).
 inline TileSize fast_tiles() { return {96, 192}; }
 
+// The tiles the fast backward runs with (engine/fast_backward.hpp), chosen by measurement
+// (docs/performance.md): Br a multiple of every instruction set's row block (12), Bc of its column
+// block (48: whole vectors and whole blocks of the rows that sum dK and dV).
+inline TileSize fast_backward_tiles() { return {96, 192}; }
+
 struct FastOptions {
-  TileSize tiles = fast_tiles();    // flash's tiles
-  std::size_t threads = 1;          // 0: all cores
-  kernel::Isa isa = kernel::isa();  // the kernels' instruction set
+  TileSize tiles = fast_tiles();                    // flash's tiles
+  std::size_t threads = 1;                          // 0: all cores
+  kernel::Isa isa = kernel::isa();                  // the kernels' instruction set
+  TileSize backward_tiles = fast_backward_tiles();  // flash's backward's tiles
 };
 
 // The storage types the fast path computes: float32 and float64. Half types are rounded at every stored
@@ -74,18 +80,21 @@ std::vector<T> project_rows(const std::vector<T>& X, std::size_t rows, std::size
 
 // RoPE in place on (B·T, H·d) rows: every head of token t turned by position t's angles.
 // y[a] = x[a]·cos[t][i] - x[c]·sin[t][i],  y[c] = x[c]·cos[t][i] + x[a]·sin[t][i]   (ops/attention.hpp, rotate)
+// `back`: turned by the negative angles, the rotation's transpose, which is how a gradient goes back
+// through it (ops/attention_backward.hpp, d_rotate).
 template <class T>
 void rotate_rows(std::vector<T>& Y, std::size_t B, std::size_t tokens, std::size_t H, std::size_t d,
-                 const Tensor<double>& cos_table, const Tensor<double>& sin_table, RopeStyle style) {
+                 const Tensor<double>& cos_table, const Tensor<double>& sin_table, RopeStyle style, bool back = false) {
   const std::size_t P = cos_table.dim(1);
   const std::vector<T> cos_t = in_type<T>(cos_table.values()), sin_t = in_type<T>(sin_table.values());
+  const T turn = back ? T{-1} : T{1};
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t t = 0; t < tokens; ++t)
       for (std::size_t hd = 0; hd < H; ++hd) {
         T* x = &Y[((b * tokens + t) * H + hd) * d];
         for (std::size_t i = 0; i < P; ++i) {
           const auto [a, c] = rope_pair(style, i, P);
-          const T cos = cos_t[t * P + i], sin = sin_t[t * P + i];
+          const T cos = cos_t[t * P + i], sin = turn * sin_t[t * P + i];
           const T xa = x[a], xc = x[c];
           x[a] = xa * cos - xc * sin;
           x[c] = xc * cos + xa * sin;
@@ -277,9 +286,9 @@ struct PackedTiles {
   std::vector<T> Vp;  // (B·g·Tc, cols_pad, dv_pad)
 };
 
-// Packs K and V into tiles and lets them go: the pass holds the packed copies in their place.
+// Packs K and V into tiles.
 template <class T>
-PackedTiles<T> pack_tiles(const Problem& p, const FlashShape& t, Projected<T>& x, const FastOptions& o) {
+PackedTiles<T> pack_tiles(const Problem& p, const FlashShape& t, const Projected<T>& x, const FastOptions& o) {
   const std::size_t B = p.B, g = p.g, m = p.m, d_k = p.d_k, d_v = p.d_v, Bc = t.Bc, Tc = t.Tc;
   PackedTiles<T> out{std::vector<T>(B * g * Tc * t.kt_size), std::vector<T>(B * g * Tc * t.v_size)};
   kernel::parallel_for(B * g * Tc, kernel::threads_for(double(B * m * g) * double(d_k + d_v), o.threads),
@@ -295,8 +304,6 @@ PackedTiles<T> pack_tiles(const Problem& p, const FlashShape& t, Projected<T>& x
                            std::copy(v, v + d_v, vp + c * t.dv_pad);
                          }
                        });
-  x.K = std::vector<T>();
-  x.V = std::vector<T>();
   return out;
 }
 
@@ -311,9 +318,8 @@ std::vector<T> tiled_key_positions(const Problem& p, const FlashShape& t) {
   return pos_k;
 }
 
-// What every query tile of the pass reads: the queries, K and V packed in tiles (made here, and K and
-// V let go), ALiBi's slopes and positions in T (the key positions per key tile, padded), and whether
-// the mask has gaps.
+// What every query tile of the pass reads: the queries, K and V packed in tiles (made here), ALiBi's slopes and
+// positions in T (the key positions per key tile, padded), and whether the mask has gaps.
 template <class T>
 struct FlashInputs {
   const Problem& p;
@@ -325,7 +331,7 @@ struct FlashInputs {
   const std::vector<T> pos_k;   // (Tc·cols_pad), or empty
   const bool gaps;
 
-  FlashInputs(const Problem& problem, const FlashShape& shape, Projected<T>& x, const FastOptions& o)
+  FlashInputs(const Problem& problem, const FlashShape& shape, const Projected<T>& x, const FastOptions& o)
       : p(problem),
         t(shape),
         Q(x.Q),
@@ -455,13 +461,20 @@ void finish_query_tile(const FlashInputs<T>& in, const QueryTile& qt, const Flas
 
 // Flash's attention, unwatched: K and V repacked once into tiles (K transposed), then per query tile of
 // a head the sweep over key tiles with the online softmax (kernel::flash_tile), O / l once at the end.
+// `x` is left as it was (the backward pass reads it); attend_flash lets its K and V go once packed.
 // ref: FlashAttention-2 (arXiv:2307.08691), Algorithm 1.
 template <class T>
-Attended<T> attend_flash(const Problem& p, Projected<T> x, const FastOptions& o) {
+Attended<T> attend_flash_keeping(const Problem& p, const Projected<T>& x, const FastOptions& o,
+                                 Projected<T>* release = nullptr) {
   const FlashShape t = flash_shape<T>(p, o);
 
-  // pass 1: pack every key tile transposed and every value tile padded, and let K and V go
+  // pass 1: pack every key tile transposed and every value tile padded (and let K and V go: the pass
+  // holds the packed copies in their place)
   const FlashInputs<T> in(p, t, x, o);
+  if (release != nullptr) {
+    release->K = std::vector<T>();
+    release->V = std::vector<T>();
+  }
 
   // pass 2: per query tile of each head, sweep the key tiles with the online softmax, then O / l
   const double work = double(p.B) * double(p.h) * double(p.n) * double(p.m) * double(p.d_k + p.d_v);
@@ -480,6 +493,11 @@ Attended<T> attend_flash(const Problem& p, Projected<T> x, const FastOptions& o)
   });
   const std::size_t score_bytes = threads * t.rows_pad * t.cols_pad * sizeof(T);  // S and P share a tile
   return {std::move(concat), score_bytes, std::move(lse)};
+}
+
+template <class T>
+Attended<T> attend_flash(const Problem& p, Projected<T> x, const FastOptions& o) {
+  return attend_flash_keeping(p, x, o, &x);
 }
 
 inline FastOptions checked(FastOptions o, std::string_view who) {

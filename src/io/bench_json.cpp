@@ -14,7 +14,19 @@ ordered timing(const Timing& t) {
   return {{"median", json_number(t.median)}, {"min", json_number(t.min)}, {"max", json_number(t.max)}};
 }
 
-ordered run_json(const BenchRun& r) {
+// bench --backward's figures of one run: the backward's time and work, its ratio to the forward's time,
+// and its share of the FMA peak measured in the run (`peak`, GFLOP/s; null when not measured).
+void backward_json(ordered& j, const BenchRun& r, double peak) {
+  j["backward_s"] = timing(r.backward_s);
+  j["backward_flops"] = r.backward_flops;
+  j["backward_gflops"] = json_number(r.backward_gflops);
+  j["backward_over_forward"] =
+      r.attention_s.median > 0 ? json_number(r.backward_s.median / r.attention_s.median) : ordered(nullptr);
+  j["attention_peak_share"] = peak > 0 ? json_number(r.attention_gflops / peak) : ordered(nullptr);
+  j["backward_peak_share"] = peak > 0 ? json_number(r.backward_gflops / peak) : ordered(nullptr);
+}
+
+ordered run_json(const BenchRun& r, double peak) {
   ordered j = {{"engine", std::string(name_of(r.engine))},
                {"n", r.n},
                {"m", r.m},
@@ -29,6 +41,11 @@ ordered run_json(const BenchRun& r) {
     j["block_q"] = r.tiles.Br;
     j["block_k"] = r.tiles.Bc;
   }
+  j["backward"] = r.backward;
+  if (r.backward) {
+    j["backward_block_q"] = r.backward_tiles.Br;
+    j["backward_block_k"] = r.backward_tiles.Bc;
+  }
   j["refused"] = r.refused;
   j["estimated_bytes"] = r.estimated_bytes;
   if (r.refused) return j;
@@ -42,6 +59,7 @@ ordered run_json(const BenchRun& r) {
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["score_bytes"] = r.score_bytes;
   j["max_error"] = json_number(r.max_error);
+  if (r.backward) backward_json(j, r, peak);
   return j;
 }
 
@@ -49,7 +67,12 @@ ordered run_json(const BenchRun& r) {
 
 std::string bench_to_json(const BenchResult& result) {
   ordered runs = ordered::array();
-  for (const BenchRun& r : result.runs) runs.push_back(run_json(r));
+  for (const BenchRun& r : result.runs) runs.push_back(run_json(r, result.fma_peak_gflops));
+  ordered machine = {{"cpu", result.cpu}, {"cores", result.cores}};
+  if (result.backward)
+    machine["fma_peak"] = {{"gflops", json_number(result.fma_peak_gflops)},
+                           {"threads", result.fma_peak_threads},
+                           {"kernels", result.fma_peak_kernels}};
   const ordered j = {{"format", "attn-trace.bench"},
                      {"version", 1},
                      {"input", result.input},
@@ -59,7 +82,8 @@ std::string bench_to_json(const BenchResult& result) {
                      {"dtype", std::string(name_of(result.dtype))},
                      {"memory_method", std::string(name_of(result.peak_method))},
                      {"sample_rows", result.sample_rows},
-                     {"machine", {{"cpu", result.cpu}, {"cores", result.cores}}},
+                     {"backward", result.backward},
+                     {"machine", std::move(machine)},
                      {"runs", std::move(runs)}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

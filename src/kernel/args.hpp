@@ -15,6 +15,9 @@ struct Layout {
   // gemm's blocking: panels of row_block rows of A and gemm_nr columns of B, blocks of gemm_mc rows,
   // gemm_kc of the inner axis and gemm_nc columns
   std::size_t gemm_nr = 1, gemm_mc = 1, gemm_kc = 1, gemm_nc = 1;
+  // flash's backward: a key tile's padded columns are a multiple of it (of the lanes, and of the rows of
+  // the blocks that sum dK and dV over the query rows)
+  std::size_t col_block = 1;
 };
 
 // C = A·B (+ bias) or C += A·B, for any strides of A and B:
@@ -67,6 +70,38 @@ struct FlashTileArgs {
   T* l = nullptr;                    // (rows) running row sum, updated
   T* alpha = nullptr;                // (rows_pad) scratch
   T* o = nullptr;                    // (rows_pad, dv_pad) running unnormalised output, updated
+};
+
+// One query tile's share of one key tile's gradients (FlashAttention-2, Algorithm 2, lines 11-21), the
+// weights recomputed from the forward's log-sum-exp: S = Q_i·K_jᵀ·scale + bias, masked;
+// P = exp(S - lse); dV_j += Pᵀ·dO_i; dP = dO_i·V_jᵀ; dS = P ⊙ (dP - D)·scale; dK_j += dSᵀ·Q_i;
+// dQ_i's share = dS·K_j. The scale is folded into dS once, so dQ and dK need no multiply of their own.
+// Padded rows (rows .. rows_pad) and columns (cols .. cols_pad) hold zeros in q, d_o, kt, k and vt.
+template <class T>
+struct FlashBackwardTileArgs {
+  std::size_t rows = 0, rows_pad = 0;  // query rows of the tile; rows_pad a multiple of Layout::row_block
+  std::size_t cols = 0, cols_pad = 0;  // keys of the tile; cols_pad a multiple of Layout::col_block
+  std::size_t d_k = 0, dk_pad = 0;     // dk_pad and dv_pad multiples of Layout::lanes
+  std::size_t d_v = 0, dv_pad = 0;
+  const T* q = nullptr;    // (rows_pad, dk_pad)  the query tile
+  const T* d_o = nullptr;  // (rows_pad, dv_pad)  its output's gradient
+  const T* lse = nullptr;  // (rows)  the forward's log-sum-exp; -inf: nothing to attend, P = 0
+  const T* D = nullptr;    // (rows)  rowsum(dO ⊙ O)
+  const T* kt = nullptr;   // (d_k, cols_pad)  the key tile transposed
+  const T* k = nullptr;    // (cols_pad, dk_pad)  the key tile
+  const T* vt = nullptr;   // (d_v, cols_pad)  the value tile transposed
+  T scale = 1;
+  T slope = 0;                       // ALiBi as in FlashTileArgs; pos_q null without it
+  const T* pos_q = nullptr;          // (rows)
+  const T* pos_k = nullptr;          // (cols_pad)
+  const std::int64_t* lo = nullptr;  // (rows) the kept columns [lo, hi) of each row
+  const std::int64_t* hi = nullptr;  // (rows)
+  const T* keep = nullptr;           // (rows, cols_pad), or none
+  T* p = nullptr;                    // (rows_pad, cols_pad) scratch: S, then P
+  T* ds = nullptr;                   // (rows_pad, cols_pad) scratch: dP, then dS
+  T* dq = nullptr;                   // (rows_pad, dk_pad) overwritten: this tile's share of dQ_i
+  T* dk = nullptr;                   // (cols_pad, dk_pad) running dK_j, updated
+  T* dv = nullptr;                   // (cols_pad, dv_pad) running dV_j, updated
 };
 
 // The naive engine's rows of scores, in place: S' = S·scale + bias, masked to -inf, then

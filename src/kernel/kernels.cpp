@@ -62,6 +62,15 @@ void flash_tile_in(Isa isa, const Args& a) {
 }
 
 template <class Args>
+void flash_backward_tile_in(Isa isa, const Args& a) {
+#if defined(ATTN_X86_KERNELS)
+  if (isa == Isa::avx512) return avx512::flash_backward_tile(a);
+  if (isa == Isa::avx2) return avx2::flash_backward_tile(a);
+#endif
+  baseline::flash_backward_tile(a);
+}
+
+template <class Args>
 void softmax_rows_in(Isa isa, const Args& a) {
 #if defined(ATTN_X86_KERNELS)
   if (isa == Isa::avx512) return avx512::softmax_rows(a);
@@ -170,7 +179,18 @@ void gemm(Isa isa, const GemmArgs<double>& g, std::size_t threads) { gemm_thread
 
 void flash_tile(Isa isa, const FlashTileArgs<float>& a) { flash_tile_in(isa, a); }
 void flash_tile(Isa isa, const FlashTileArgs<double>& a) { flash_tile_in(isa, a); }
+void flash_backward_tile(Isa isa, const FlashBackwardTileArgs<float>& a) { flash_backward_tile_in(isa, a); }
+void flash_backward_tile(Isa isa, const FlashBackwardTileArgs<double>& a) { flash_backward_tile_in(isa, a); }
 void softmax_rows(Isa isa, const SoftmaxRowsArgs<float>& a) { softmax_rows_in(isa, a); }
 void softmax_rows(Isa isa, const SoftmaxRowsArgs<double>& a) { softmax_rows_in(isa, a); }
+
+double fma_loop(Isa isa, std::size_t iterations, std::size_t& flops_per_iteration) {
+#if defined(ATTN_X86_KERNELS)
+  if (isa == Isa::avx512) return avx512::fma_loop(iterations, flops_per_iteration);
+  if (isa == Isa::avx2) return avx2::fma_loop(iterations, flops_per_iteration);
+#endif
+  (void)isa;
+  return baseline::fma_loop(iterations, flops_per_iteration);
+}
 
 }  // namespace attn::kernel

@@ -64,8 +64,17 @@ void gemm(Isa isa, const GemmArgs<double>& g, std::size_t threads);
 void flash_tile(Isa isa, const FlashTileArgs<float>& a);
 void flash_tile(Isa isa, const FlashTileArgs<double>& a);
 
+// One query tile's share of one key tile's gradients (args.hpp), on this thread.
+void flash_backward_tile(Isa isa, const FlashBackwardTileArgs<float>& a);
+void flash_backward_tile(Isa isa, const FlashBackwardTileArgs<double>& a);
+
 // Naive's scaled, biased, masked softmax of rows, in place (args.hpp), on this thread.
 void softmax_rows(Isa isa, const SoftmaxRowsArgs<float>& a);
 void softmax_rows(Isa isa, const SoftmaxRowsArgs<double>& a);
+
+// `iterations` rounds of independent float32 FMAs in registers, nothing else (isa.cpp), on this thread:
+// what bench times to measure the processor's FP32 FMA peak. Returns a value that depends on every
+// FMA, and the floating-point operations of one round (a multiply-add counted as two).
+double fma_loop(Isa isa, std::size_t iterations, std::size_t& flops_per_iteration);
 
 }  // namespace attn::kernel

@@ -196,6 +196,8 @@ TEST_CASE("bench refuses options it cannot use in one line, exit 2, writing noth
       {{"--dtype", "int8"}, "--dtype"},
       {{"--max-memory", "lots"}, "--max-memory: expected a size"},
       {{source_path("data/gqa.json"), "--n", "8"}, "--n: FILE gives the input"},
+      {{"--backward", "--engine", "naive"}, "--backward: the fast path's backward is flash's"},
+      {{"--backward", "--dtype", "float16"}, "--backward: the fast backward runs float32 and float64, not float16"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"bench", "--json", file};
@@ -211,4 +213,42 @@ TEST_CASE("bench --help says what --threads spreads and shows examples", "[cli][
   CHECK(contains(help.out, "0 is every core"));
   CHECK(contains(help.out, "--sweep"));
   CHECK(contains(help.out, "Examples:"));
+  CHECK(contains(help.out, "--backward"));
+}
+
+TEST_CASE(
+    "bench --backward times flash's forward and backward apart, with their ratio and the share of the FMA peak "
+    "measured in the run, in the text and the JSON",
+    "[cli][bench][backward]") {
+  const TempDir dir;
+  const std::string file = dir / "backward.json";
+  const RunResult r =
+      run_binary(with(tiny, {"--backward", "--threads", "1", "--json", file}), RunOptions().set_env("COLUMNS", "200"));
+  check_success(r);
+  CHECK(contains(r.out, "FP32 FMA peak, measured in this run: "));
+  const std::vector<std::string> lines = split_lines(r.out);
+  const auto header = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+    const std::vector<std::string> words = words_of(l);
+    return !words.empty() && words.front() == "n";
+  });
+  REQUIRE(header != lines.end());
+  for (const char* column : {"forward", "backward", "bwd", "GFLOP/s", "% of peak", "beyond start"}) {
+    INFO(column);
+    CHECK(contains(*header, column));
+  }
+  const auto j = nlohmann::json::parse(read_file(file));
+  CHECK(j.at("backward") == true);
+  CHECK(j.at("machine").at("fma_peak").at("gflops").get<double>() > 0);
+  CHECK(j.at("machine").at("fma_peak").at("threads") == 1);
+  REQUIRE(j.at("runs").size() == 1);  // flash alone: the fast path's backward is flash's
+  const auto& run = j.at("runs").at(0);
+  CHECK(run.at("engine") == "flash");
+  CHECK(run.at("backward") == true);
+  CHECK(run.at("backward_flops").get<double>() == 2.5 * run.at("attention_flops").get<double>());
+  CHECK(run.at("backward_s").at("median").get<double>() > 0);
+  CHECK(run.at("backward_gflops").get<double>() > 0);
+  CHECK(run.at("backward_over_forward").get<double>() ==
+        Approx(run.at("backward_s").at("median").get<double>() / run.at("attention_s").at("median").get<double>()));
+  CHECK(run.at("backward_peak_share").get<double>() > 0);
+  CHECK(run.at("max_error").get<double>() < 1e-5);
 }

@@ -1,7 +1,9 @@
 // The fast, unwatched path (engine/fast.hpp, kernel/) against the traced engines: the same answer by
 // compare's rule on a seeded sweep of every mask, GQA, cross-attention, batches, RoPE, ALiBi, both
 // dtypes and every instruction set this processor runs; the kernels against long double arithmetic
-// written out here; and results that do not depend on the thread count.
+// written out here; and results that do not depend on the thread count. The fast backward likewise:
+// every gradient within compare --backward's rule of the traced naive backward, the same bits on any
+// thread count.
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +17,9 @@
 #include <fmt/format.h>
 
 #include "engine/compare.hpp"
+#include "engine/compare_backward.hpp"
 #include "engine/fast.hpp"
+#include "engine/fast_backward.hpp"
 #include "engine/flash.hpp"
 #include "engine/naive.hpp"
 #include "kernel/kernels.hpp"
@@ -206,6 +210,39 @@ bool check_fast(const FastConfig& c) {
   return ok;
 }
 
+// One config's fast backward in T against the traced naive backward, by compare --backward's rule
+// (judge_gradients): every gradient both form, with a seeded dY.
+template <class T>
+bool check_fast_backward(const FastConfig& c, TileSize backward_tiles) {
+  NullObserver none;
+  StepKeeper<double> naive(none), fast(none);
+  run_naive_backward<T>(c.p, naive, sizeof(T) == 4 ? DType::float32 : DType::float64);
+  FastOptions o{c.tiles, c.threads, c.isa};
+  o.backward_tiles = backward_tiles;
+  const FastBackward<T> f = run_fast_backward<T>(c.p, o);
+  for (const auto& [step, value] : f.gradients) fast.on(step, value);
+  CompareRecord r;
+  judge_gradients<T>(c.p, naive, fast, r, sizeof(T) == 4 ? DType::float32 : DType::float64);
+  bool ok = r.gradients_pass && !r.gradients.empty();
+  const char* dtype = sizeof(T) == 4 ? "float32" : "float64";
+  for (const GradientCheck& g : r.gradients)
+    if (!g.pass)
+      FAIL_CHECK(
+          fmt::format("{} fast backward {}: max|fast - ref| = {:.3g} > 2·{:.3g} + {:.3g}\n  config: {} "
+                      "backward tiles {}×{}",
+                      dtype, step_info(g.step).name, g.flash_vs_ref.max_abs, g.naive_vs_ref.max_abs, g.noise,
+                      describe(c), backward_tiles.Br, backward_tiles.Bc));
+  // every gradient of the inputs and the parameters, and the heads' merged
+  for (const Step s : {Step::d_q, Step::d_k, Step::d_v, Step::d_X, Step::d_context, Step::d_W_q, Step::d_W_k,
+                       Step::d_W_v, Step::d_W_o, Step::d_b_q, Step::d_b_k, Step::d_b_v, Step::d_b_o})
+    if (naive.has(s) && !fast.has(s)) {
+      FAIL_CHECK(fmt::format("{} fast backward: no {}\n  config: {}", dtype, step_info(s).name, describe(c)));
+      ok = false;
+    }
+  if (!ok && r.gradients.empty()) FAIL_CHECK("no gradient judged: " + describe(c));
+  return ok;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -388,4 +425,77 @@ TEST_CASE("run_fast refuses both engines at once and an empty tile", "[fast]") {
   const Problem p = test::random_problem(rng, {});
   CHECK_THROWS_WITH(run_fast<float>(p, Engine::both, {}), Catch::Matchers::Contains("one engine at a time"));
   CHECK_THROWS_WITH(run_fast<float>(p, Engine::flash, {{0, 4}, 1}), Catch::Matchers::Contains("both sides must be"));
+}
+
+TEST_CASE(
+    "The fast backward agrees with the traced naive backward by compare --backward's rule over seeded random "
+    "configurations: every mask, GQA, cross-attention, batches, RoPE, ALiBi, float32 and float64, every "
+    "instruction set",
+    "[fast][backward][property]") {
+  std::mt19937 rng(220006);
+  const std::vector<kernel::Isa> isas = kernel::runnable_isas();
+#ifdef ATTN_SANITIZED
+  constexpr std::size_t configs = 20;
+#else
+  constexpr std::size_t configs = 150;
+#endif
+  std::size_t failed = 0, by_kind[5] = {}, rope = 0, alibi = 0, gqa = 0, cross = 0;
+  for (std::size_t k = 0; k < configs; ++k) {
+    FastConfig c = random_fast_config(rng, 40, isas, k);
+    if (pick(rng, 0, 1) == 1) c.p.dY = test::random_tensor(rng, {c.p.B, c.p.n, c.p.d_out});
+    const TileSize tiles = pick(rng, 0, 4) == 0 ? fast_backward_tiles() : TileSize{pick(rng, 1, 50), pick(rng, 1, 50)};
+    INFO("config " << k << ": " << describe(c) << " backward tiles " << tiles.Br << "x" << tiles.Bc);
+    if (!check_fast_backward<float>(c, tiles)) ++failed;
+    if (!check_fast_backward<double>(c, tiles)) ++failed;
+    ++by_kind[static_cast<int>(c.spec.kind)];
+    rope += c.p.rope.has_value();
+    alibi += c.p.alibi.has_value();
+    gqa += c.p.g < c.p.h;
+    cross += c.p.cross;
+  }
+  CHECK(failed == 0);
+  for (const std::size_t count : by_kind) CHECK(count >= configs / 10);
+  CHECK(rope >= configs / 8);
+  CHECK(alibi >= configs / 8);
+  CHECK(gqa >= configs / 8);
+  CHECK(cross >= configs / 4);
+}
+
+TEST_CASE("The fast backward gives the same bits on 1, 2 and 3 threads, in every instruction set",
+          "[fast][backward][threads]") {
+  std::mt19937 rng(78);
+  test::Dims d;
+  d.B = 2;
+  d.n = 300;
+  d.d_model = 32;
+  d.h = 4;
+  d.g = 2;
+  d.d_k = 16;
+  d.d_v = 16;
+  d.d_out = 32;
+  d.biases = true;
+  Problem p = test::random_problem(rng, d);
+  p.dY = test::random_tensor(rng, {p.B, p.n, p.d_out});
+  REQUIRE(kernel::threads_for(double(d.B * d.h * d.n * d.n * (d.d_k + d.d_v)), 3) == 3);
+  for (const MaskKind kind : {MaskKind::none, MaskKind::causal}) {
+    if (kind == MaskKind::causal) test::install_mask(rng, p, MaskKind::causal, Align::top_left);
+    for (const kernel::Isa isa : kernel::runnable_isas()) {
+      // small tiles: many key tiles, so that the threads' shares of dQ meet on every query tile
+      FastOptions o{{16, 32}, 1, isa};
+      o.backward_tiles = {24, 48};
+      const FastBackward<float> one = run_fast_backward<float>(p, o);
+      for (const std::size_t threads : {2, 3}) {
+        o.threads = threads;
+        const FastBackward<float> many = run_fast_backward<float>(p, o);
+        REQUIRE(many.gradients.size() == one.gradients.size());
+        for (std::size_t k = 0; k < one.gradients.size(); ++k) {
+          const std::span<const float> a = one.gradients[k].second.values();
+          const std::span<const float> b = many.gradients[k].second.values();
+          INFO(kernel::name_of(isa) << ", " << to_string(kind) << ", " << threads
+                                    << " threads: " << step_info(one.gradients[k].first).name);
+          CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+        }
+      }
+    }
+  }
 }

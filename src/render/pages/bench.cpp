@@ -85,7 +85,9 @@ std::vector<std::string> fit_columns(std::vector<Column>& cols, std::size_t widt
   return left_out;
 }
 
-void table(Page& page, const BenchResult& r, const RenderOptions& o) {
+// The forward's columns: one row per engine and size; a refused run's row says what it would have needed.
+std::vector<Column> forward_columns(const BenchResult& r, const RenderOptions& o,
+                                    std::vector<std::optional<std::string>>& spans) {
   const bool u = o.unicode;
   const bool same_m = std::all_of(r.runs.begin(), r.runs.end(), [](const BenchRun& x) { return x.m == x.n; });
   std::vector<Column> cols = {{"engine", false, 0, {}},
@@ -102,7 +104,6 @@ void table(Page& page, const BenchResult& r, const RenderOptions& o) {
     cols.push_back({u ? "time ×" : "time x", true, 3, {}});
     cols.push_back({u ? "RSS ×" : "RSS x", true, 3, {}});
   }
-  std::vector<std::optional<std::string>> spans;  // a refused run: what it would have needed
   for (std::size_t k = 0; k < r.runs.size(); ++k) {
     const BenchRun& run = r.runs[k];
     std::vector<std::string> cells = {std::string(name_of(run.engine)), fmt::format("{}", run.n),
@@ -129,6 +130,47 @@ void table(Page& page, const BenchResult& r, const RenderOptions& o) {
     }
     for (std::size_t c = 0; c < cols.size(); ++c) cols[c].cells.push_back(cells[c]);
   }
+  return cols;
+}
+
+// --backward's columns: flash's forward and backward per size, their ratio, GFLOP/s and the share of
+// the FMA peak measured in this run, the peak resident memory and how much of it the runs added.
+std::vector<Column> backward_columns(const BenchResult& r, const RenderOptions& o,
+                                     std::vector<std::optional<std::string>>& spans) {
+  const bool u = o.unicode;
+  std::vector<Column> cols = {{"n", true, 0, {}},           {"forward", true, 0, {}},
+                              {"backward", true, 0, {}},    {u ? "bwd ÷ fwd" : "bwd / fwd", true, 0, {}},
+                              {"fwd GFLOP/s", true, 3, {}}, {"bwd GFLOP/s", true, 0, {}},
+                              {"% of peak", true, 0, {}},   {"projections", true, 4, {}},
+                              {"peak RSS", true, 2, {}},    {"beyond start", true, 0, {}},
+                              {"max error", true, 5, {}}};
+  const auto share = [&r](double gflops) {
+    return r.fma_peak_gflops > 0 ? fmt::format("{:.0f}%", 100 * gflops / r.fma_peak_gflops) : std::string("-");
+  };
+  for (const BenchRun& run : r.runs) {
+    std::vector<std::string> cells = {fmt::format("{}", run.n)};
+    if (run.refused) {
+      spans.emplace_back(fmt::format("refused: needs about {}, over --max-memory {}",
+                                     bench_bytes(double(run.estimated_bytes)), bench_bytes(double(r.max_memory))));
+      cells.resize(cols.size());
+    } else {
+      spans.emplace_back();
+      const double ratio = run.attention_s.median > 0 ? run.backward_s.median / run.attention_s.median : 0;
+      const double beyond = double(run.peak_rss_bytes) - double(std::min(run.rss_before_bytes, run.peak_rss_bytes));
+      cells.insert(cells.end(), {bench_seconds(run.attention_s.median, u), bench_seconds(run.backward_s.median, u),
+                                 fmt::format("{:.2f}", ratio), fmt::format("{:.1f}", run.attention_gflops),
+                                 fmt::format("{:.1f}", run.backward_gflops), share(run.backward_gflops),
+                                 bench_seconds(run.projection_s.median, u), bench_bytes(double(run.peak_rss_bytes)),
+                                 bench_bytes(beyond), error_text(run.max_error)});
+    }
+    for (std::size_t c = 0; c < cols.size(); ++c) cols[c].cells.push_back(cells[c]);
+  }
+  return cols;
+}
+
+void table(Page& page, const BenchResult& r, const RenderOptions& o) {
+  std::vector<std::optional<std::string>> spans;  // a refused run: what it would have needed
+  std::vector<Column> cols = r.backward ? backward_columns(r, o, spans) : forward_columns(r, o, spans);
   const std::vector<std::string> left_out = fit_columns(cols, o.width);
 
   const auto cell = [](const Column& c, const std::string& text) {
@@ -253,7 +295,9 @@ std::string kernels_text(const std::string& name) {
 
 std::string render_bench(const BenchResult& r, const RenderOptions& o) {
   Page page(o);
-  page.heading(r.sweep ? "bench: time and memory against n, both engines unwatched" : "bench: the engines unwatched");
+  page.heading(r.backward ? "bench: flash's forward and backward, unwatched"
+               : r.sweep  ? "bench: time and memory against n, both engines unwatched"
+                          : "bench: the engines unwatched");
   if (!r.runs.empty()) {
     const BenchRun& run = r.runs.front();
     const std::size_t d_k = run.heads == 0 ? 0 : run.d_model / run.heads;
@@ -280,13 +324,25 @@ std::string render_bench(const BenchResult& r, const RenderOptions& o) {
                        : fmt::format("path: the fast kernels ({}), on {} thread{}.", kernels_text(run.kernels),
                                      run.threads, run.threads == 1 ? "" : "s"));
   }
-  page.paragraph(
-      fmt::format("peak RSS: {}. max error: against float64 on {} sampled rows.", method_text(r), r.sample_rows));
+  if (r.backward)
+    page.paragraph(fmt::format(
+        "backward: flash's forward keeps Q, K, V, O and lse; FlashAttention-2's backward from dO to dQ, dK, dV is "
+        "timed alone (dY = {}; the products around both attentions make the projections' time). Its work is 2.5 × "
+        "the forward's, as FlashAttention counts it: five products of 2·d per pair and head where the forward has "
+        "two. FP32 FMA peak, measured in this run: {:.1f} GFLOP/s on {} thread{} ({}); % of peak is the backward's "
+        "share of it.",
+        r.random ? "1 everywhere" : "the input's, or 1 everywhere", r.fma_peak_gflops, r.fma_peak_threads,
+        r.fma_peak_threads == 1 ? "" : "s", kernels_text(r.fma_peak_kernels)));
+  page.paragraph(fmt::format("peak RSS: {}{}. max error: against float64 on {} sampled rows.", method_text(r),
+                             r.backward ? "; beyond start: the peak less what the process held before the runs "
+                                          "(the program and the input)"
+                                        : "",
+                             r.sample_rows));
   page.paragraph(fmt::format("machine: {}, {} core{}.", r.cpu.empty() ? "unknown processor" : r.cpu, r.cores,
                              r.cores == 1 ? "" : "s"));
   page.line("");
   table(page, r, o);
-  if (r.sweep) {
+  if (r.sweep && !r.backward) {
     chart(page, r, o, "attention time", 10, attention_time, time_label);
     chart(page, r, o, "peak resident memory", 2, peak_rss, bytes_label);
     for (const Engine e : {Engine::naive, Engine::flash})
