@@ -50,7 +50,7 @@ void check_saved_run(const CLI::App& cmd, const TraceOptions& o, const Trace& tr
     if (!trace.backward) refuse(fmt::format("--grad-seed {}", *o.grad_seed), "no backward pass");
     if (p.upstream != Upstream::seeded || p.grad_seed != *o.grad_seed)
       refuse(fmt::format("--grad-seed {}", *o.grad_seed),
-             p.upstream == Upstream::seeded ? fmt::format("--grad-seed {}", p.grad_seed)
+             p.upstream == Upstream::seeded  ? fmt::format("--grad-seed {}", p.grad_seed)
              : p.upstream == Upstream::input ? std::string("the input's dY")
                                              : std::string("dY = 1"));
   }

@@ -23,6 +23,18 @@ using json = nlohmann::json;
 
 namespace {
 
+// A dY drawn by --grad-seed is saved in the input as data; the config says where it came from.
+Problem with_upstream(Problem problem, const json& config) {
+  if (!config.contains("backward") || !config.at("backward").is_object()) return problem;
+  const json& b = config.at("backward");
+  if (b.contains("dY") && b.at("dY") == "grad_seed" && b.contains("grad_seed") &&
+      b.at("grad_seed").is_number_unsigned()) {
+    problem.upstream = Upstream::seeded;
+    problem.grad_seed = b.at("grad_seed").get<std::uint64_t>();
+  }
+  return problem;
+}
+
 class TraceReader {
  public:
   explicit TraceReader(std::string file) : file_(std::move(file)) {}
@@ -50,17 +62,8 @@ class TraceReader {
 
     Trace t;
     const json& config = doc.at("config");
-    Problem problem = problem_from_json(doc.at("input"), file_, "/input");
-    // A dY drawn by --grad-seed is saved in the input; the config says where it came from.
-    if (config.contains("backward") && config.at("backward").is_object()) {
-      const json& b = config.at("backward");
-      if (b.contains("dY") && b.at("dY") == "grad_seed" && b.contains("grad_seed") &&
-          b.at("grad_seed").is_number_unsigned()) {
-        problem.upstream = Upstream::seeded;
-        problem.grad_seed = b.at("grad_seed").get<std::uint64_t>();
-      }
-    }
-    t.problem = std::make_shared<const Problem>(std::move(problem));
+    t.problem =
+        std::make_shared<const Problem>(with_upstream(problem_from_json(doc.at("input"), file_, "/input"), config));
     problem_ = t.problem.get();
     t.dtype = dtype_at(config, "/config");
     if (config.contains("engine")) {

@@ -96,8 +96,9 @@ TEST_CASE("report without --backward is byte for byte the page it was before the
   }
 }
 
-TEST_CASE("report --backward on \"The cat sat\": d_weights all 2, d_scores 0, and the page says why in the terminal's words",
-          "[cli][report][backward]") {
+TEST_CASE(
+    "report --backward on \"The cat sat\": d_weights all 2, d_scores 0, and the page says why in the terminal's words",
+    "[cli][report][backward]") {
   const RunResult r = run_binary({"report", cat_sat, "--backward"});
   check_success(r);
   for (const std::string id : {"backward", "step-d_output", "step-d_weights", "step-d_masked", "step-d_scores",
@@ -154,8 +155,8 @@ TEST_CASE("report --backward's tile walk holds the trace's flash backward tiles,
   const RunResult page = run_binary({"report", gpt, "--backward", "--grad-seed", "7"});
   check_success(page);
   const nlohmann::json trace =
-      nlohmann::json::parse(run_binary({"run", gpt, "--backward", "--grad-seed", "7", "--engine", "both", "--json", "-"})
-                                .out)
+      nlohmann::json::parse(
+          run_binary({"run", gpt, "--backward", "--grad-seed", "7", "--engine", "both", "--json", "-"}).out)
           .at("flash_backward");
   const nlohmann::json walk = page_data(page.out).at("backward").at("flash");
   CHECK(walk.at("tiles_total") == trace.at("tiles").size());

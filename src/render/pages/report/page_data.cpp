@@ -174,9 +174,9 @@ class PageData {
         fmt::format_to(std::back_inserter(out), "{}{{\"i\":{},\"rows\":[{},{}],\"skipped\":{}", q > 0 ? "," : "",
                        tile.i, tile.row_begin, tile.row_end, tile.skipped ? "true" : "false");
         if (!tile.skipped) {
-          const std::pair<const char*, const Tensor<double>*> parts[] = {
-              {"P", &tile.P},           {"dP", &tile.dP},     {"dS", &tile.dS},
-              {"dQ_add", &tile.dQ_add}, {"dK_j", &tile.dK_j}, {"dV_j", &tile.dV_j}};
+          const std::pair<const char*, const Tensor<double>*> parts[] = {{"P", &tile.P},       {"dP", &tile.dP},
+                                                                         {"dS", &tile.dS},     {"dQ_add", &tile.dQ_add},
+                                                                         {"dK_j", &tile.dK_j}, {"dV_j", &tile.dV_j}};
           for (const auto& [name, value] : parts) {
             fmt::format_to(std::back_inserter(out), ",\"{}\":", name);
             put_numbers(out, value->values());

@@ -229,12 +229,13 @@ std::string backward_edge(const Node& from, const Node& to) {
   const double x1 = x(from.col) + w, y1 = by(from.row) + h / 2, x2 = x(to.col) - 4, y2 = by(to.row) + h / 2;
   if (to.col - from.col <= 1) {
     const double xm = (x1 + x2) / 2;
-    return fmt::format("<path class=\"edge\" d=\"M{} {} C{} {} {} {} {} {}\" marker-end=\"url(#backward-arrow)\"/>",
-                       x1, y1, xm, y1, xm, y2, x2, y2);
+    return fmt::format("<path class=\"edge\" d=\"M{} {} C{} {} {} {} {} {}\" marker-end=\"url(#backward-arrow)\"/>", x1,
+                       y1, xm, y1, xm, y2, x2, y2);
   }
   const double lane = by(from.row) + h + 7, turn = (dx - w) / 2;
   return fmt::format(
-      "<path class=\"edge\" d=\"M{} {} C{} {} {} {} {} {} L{} {} C{} {} {} {} {} {}\" marker-end=\"url(#backward-arrow)\"/>",
+      "<path class=\"edge\" d=\"M{} {} C{} {} {} {} {} {} L{} {} C{} {} {} {} {} {}\" "
+      "marker-end=\"url(#backward-arrow)\"/>",
       x1, y1, x1 + turn, y1, x1 + turn, lane, x1 + 2 * turn, lane, x2 - 2 * turn, lane, x2 - turn, lane, x2 - turn, y2,
       x2, y2);
 }
@@ -263,9 +264,8 @@ std::string gradient_box(const Trace& t, const Node& node) {
   const std::string_view name = step_info(node.step).name;
   const bool kept =
       std::any_of(t.steps.begin(), t.steps.end(), [&](const StepRecord& r) { return r.step == node.step; });
-  const std::string shape = kept || !is_score_step(node.step) || !t.flash_backward
-                                ? shape_of(t, node.step)
-                                : std::string("flash: in tiles");
+  const std::string shape =
+      kept || !is_score_step(node.step) || !t.flash_backward ? shape_of(t, node.step) : std::string("flash: in tiles");
   const std::string box = fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"6\"/><text x=\"{}\" y=\"{}\" "
       "class=\"node-name\">{}</text><text x=\"{}\" y=\"{}\" class=\"node-shape\">{}</text>",
@@ -305,8 +305,8 @@ std::string backward_flash_box(const Trace& t, const std::vector<Node>& nodes, c
   const double fx = x(f.first), fy = by(f.row), fw = x(f.last) + w - x(f.first);
   const auto arrow = [](double x1, double y1, double cx1, double cy1, double cx2, double cy2, double x2, double y2) {
     return fmt::format(
-        "<path class=\"edge flash-edge\" d=\"M{} {} C{} {} {} {} {} {}\" marker-end=\"url(#backward-arrow)\"/>", x1,
-        y1, cx1, cy1, cx2, cy2, x2, y2);
+        "<path class=\"edge flash-edge\" d=\"M{} {} C{} {} {} {} {} {}\" marker-end=\"url(#backward-arrow)\"/>", x1, y1,
+        cx1, cy1, cx2, cy2, x2, y2);
   };
   std::string out;
   // in: from under each whole gradient the tiles read, to the box's left
@@ -330,7 +330,8 @@ std::string backward_flash_box(const Trace& t, const std::vector<Node>& nodes, c
   }
   const std::string box = fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"6\"/><text x=\"{}\" y=\"{}\" class=\"node-name\">flash "
-      "backward: the tile walk</text><text x=\"{}\" y=\"{}\" class=\"node-shape\">P again from lse; dP, dS one tile at a "
+      "backward: the tile walk</text><text x=\"{}\" y=\"{}\" class=\"node-shape\">P again from lse; dP, dS one tile at "
+      "a "
       "time; dK_j, dV_j per key tile</text>",
       fx, fy, fw, h, fx + fw / 2, fy + 19, fx + fw / 2, fy + 35);
   out += fmt::format(

@@ -92,8 +92,8 @@ std::string ReportSections::step_section(const StepView& view, std::size_t index
       "class=\"shape\">shape <b>{}</b> ({}), {}</p>{}<div class=\"heatmaps needs-js\"></div>{}<details "
       "class=\"numbers\" open><summary>numbers</summary>{}</details></section>\n",
       name, name, index, name, name, page_text(rec.formula), page_text(rec.description), shape_text(rec.value.shape()),
-      fmt::join(dim_names(rec.step, p_.batched, p_.layout), " × "), name_of(t_.dtype), legend_svg(view.range, view.removed, name),
-      notes, view.tables);
+      fmt::join(dim_names(rec.step, p_.batched, p_.layout), " × "), name_of(t_.dtype),
+      legend_svg(view.range, view.removed, name), notes, view.tables);
 }
 
 // The flash section: the walk's controls, and its first tile as tables for readers without scripts.
