@@ -43,6 +43,17 @@ void check_saved_run(const CLI::App& cmd, const TraceOptions& o, const Trace& tr
   };
   tiles("--block-q", o.block_q, true);
   tiles("--block-k", o.block_k, false);
+  // The backward pass is in the trace or not, with the dY it was run with.
+  if (o.backward && !trace.backward) refuse("--backward", "no backward pass");
+  if (o.grad_seed) {
+    const Problem& p = *trace.problem;
+    if (!trace.backward) refuse(fmt::format("--grad-seed {}", *o.grad_seed), "no backward pass");
+    if (p.upstream != Upstream::seeded || p.grad_seed != *o.grad_seed)
+      refuse(fmt::format("--grad-seed {}", *o.grad_seed),
+             p.upstream == Upstream::seeded  ? fmt::format("--grad-seed {}", p.grad_seed)
+             : p.upstream == Upstream::input ? std::string("the input's dY")
+                                             : std::string("dY = 1"));
+  }
 }
 
 // compare's verdict, for the page's naive vs flash and the unit of its map of flash − naive: a trace of
@@ -96,6 +107,7 @@ Runner add_report(CLI::App& app) {
       "an input (docs/input-format.md) or a trace saved by run --json or compare --json; - reads standard input");
   cmd->get_option("--engine")->default_str("both");
   add_filter_options(*cmd, c->trace);
+  add_backward_options(*cmd, c->trace);
   add_memory_option(*cmd, c->trace);
   add_color_scale_option(*cmd, c->trace.weight_scale);
   cmd->add_option("-o,--output", c->out, "write the page to this file; - (the default) writes it to stdout");
@@ -108,7 +120,8 @@ Runner add_report(CLI::App& app) {
       "  attn-trace report data/gpt_causal.json --block-q 2 --block-k 2 -o gpt.html\n"
       "  attn-trace run data/gqa.json --engine both --json gqa.json > /dev/null\n"
       "  attn-trace report gqa.json --head 1 -o gqa-head1.html\n"
-      "  attn-trace report data/gpt_causal.json --mistake no-mask -o leak.html");
+      "  attn-trace report data/gpt_causal.json --mistake no-mask -o leak.html\n"
+      "  attn-trace report data/the_cat_sat.json --backward -o cat-backward.html");
   return [cmd, c] { return cmd->parsed() ? run(*cmd, *c) : -1; };
 }
 

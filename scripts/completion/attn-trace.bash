@@ -166,7 +166,7 @@ _attn_trace() {
     compare) options="$_attn_trace_trace_options --backward --grad-seed --help" ;;
     show) options="--steps --head $_attn_trace_display_options --format --help" ;;
     plot) options=$_attn_trace_plot_options ;;
-    report) options='--engine --dtype --block-q --block-k --steps --head --max-memory -o --output --mistake --color-scale --help' ;;
+    report) options='--engine --dtype --block-q --block-k --steps --head --backward --grad-seed --max-memory -o --output --mistake --color-scale --help' ;;
     example) options='--list --help' ;;
     properties) options='--dtype --seed --json --max-memory --help' ;;
     scaling) options='--d-k --samples --seed --json --max-memory --precision --help' ;;

@@ -4,6 +4,7 @@
 #include "io/trace_json.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 #include <tuple>
 
@@ -21,6 +22,18 @@ namespace attn {
 using json = nlohmann::json;
 
 namespace {
+
+// A dY drawn by --grad-seed is saved in the input as data; the config says where it came from.
+Problem with_upstream(Problem problem, const json& config) {
+  if (!config.contains("backward") || !config.at("backward").is_object()) return problem;
+  const json& b = config.at("backward");
+  if (b.contains("dY") && b.at("dY") == "grad_seed" && b.contains("grad_seed") &&
+      b.at("grad_seed").is_number_unsigned()) {
+    problem.upstream = Upstream::seeded;
+    problem.grad_seed = b.at("grad_seed").get<std::uint64_t>();
+  }
+  return problem;
+}
 
 class TraceReader {
  public:
@@ -48,9 +61,10 @@ class TraceReader {
       if (!doc.contains(key)) fail(pointer_key("", key), "missing: a trace has input, config and steps");
 
     Trace t;
-    t.problem = std::make_shared<const Problem>(problem_from_json(doc.at("input"), file_, "/input"));
-    problem_ = t.problem.get();
     const json& config = doc.at("config");
+    t.problem =
+        std::make_shared<const Problem>(with_upstream(problem_from_json(doc.at("input"), file_, "/input"), config));
+    problem_ = t.problem.get();
     t.dtype = dtype_at(config, "/config");
     if (config.contains("engine")) {
       const std::string engine = string_at(config, "/config", "engine");

@@ -159,6 +159,8 @@ TEST_CASE("Every piece of advice names an option of the command that gives it", 
       {"import", mha, "--style", "torch-mha", "--prefix", ""},
       {"run", cat_sat, "--steps", "d_weights"},
       {"compare", cat_sat, "--grad-seed", "3"},
+      {"report", cat_sat, "--grad-seed", "3"},
+      {"report", cat_sat, "--steps", "d_weights"},
       {"explain", cat_sat, "--query", "cat", "--key", "The", "--index", "1"},
   };
   std::set<std::string> seen;

@@ -97,7 +97,7 @@ expect_exactly "--steps --head --max-memory --precision --color --max-rows --max
 expect_exactly "--list --help" attn-trace example --
 expect_exactly "--step --head --all-heads --batch -o --output --engine --dtype --grad-seed --max-memory --color-scale --max-cells --help" \
   attn-trace plot x.json -
-expect_exactly "--engine --dtype --block-q --block-k --steps --head --max-memory --output --mistake --color-scale --help" \
+expect_exactly "--engine --dtype --block-q --block-k --steps --head --backward --grad-seed --max-memory --output --mistake --color-scale --help" \
   attn-trace report x.json --
 expect_exactly "naive flash both" attn-trace report x.json --engine ''
 expect_exactly "text markdown latex csv" attn-trace show t.json --format ''

@@ -10,7 +10,12 @@ For the report of every example in data/ (and of saved traces read back as FILE)
   - next-tile changes #tile-state and moves the highlighted tile, and prev-tile brings both back;
   - a screenshot is taken and is not blank (its pixels, read back in the browser, have many colours);
 and, once, that the head selector and the theme switch work and that a token such as </script><b>
-stays text.
+stays text. The pages of report --backward get the same checks (every gradient's cells included), and
+their backward tile walk is stepped through its controls from the first step to the last: D of every
+row, then each tile's P, dP, dS, dQ_i contribution and running dK_j, dV_j as the trace of
+`run --backward --engine flash --json -` holds them, skipped tiles said so, and the dQ_i gathered over
+the key tiles equal to the trace's d_q_heads. The browser runs with its network off (a proxy that does
+not exist), so a page that needed one would fail.
 
 usage: browser_test.py ATTN_TRACE SOURCE_DIR
 Needs Debian's chromium, chromium-driver and python3-selenium (scripts/setup.sh --tests).
@@ -54,7 +59,8 @@ def browser():
     options = Options()
     options.binary_location = "/usr/bin/chromium"
     for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,900", "--hide-scrollbars", "--disable-extensions"):
+                "--window-size=1280,900", "--hide-scrollbars", "--disable-extensions",
+                "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
@@ -164,6 +170,98 @@ img.src = 'data:image/png;base64,' + arguments[0];
 """
 
 
+BACKWARD_TILE = """
+const h = document.getElementById('backward-tile-highlight');
+const parts = {};
+for (const f of document.querySelectorAll('#backward-tile-parts figure[data-part]'))
+  parts[f.dataset.part] = Array.from(f.querySelectorAll('rect[data-value]'), r => r.getAttribute('data-value'));
+const D = Array.from(document.querySelectorAll('#backward-tile-parts table[data-part=D] td[data-value]'),
+                     td => td.getAttribute('data-value'));
+const next = document.querySelector('[data-action=next-backward-tile]');
+return {state: document.getElementById('backward-tile-state').textContent,
+        rows: h && h.getAttribute('data-rows'), cols: h && h.getAttribute('data-cols'),
+        step: h && h.getAttribute('data-step'), parts, D, last: next.disabled};
+"""
+
+
+def step_values(trace, name):
+    for step in trace["steps"]:
+        if step["name"] == name:
+            return step
+    return None
+
+
+def check_backward_walk(driver, name, flash):
+    """Step the backward walk from its first step to its last with next-backward-tile, comparing what
+    each step shows with the flash trace (run --backward --engine flash --json -)."""
+    fb = flash["flash_backward"]
+    config = flash["config"]
+    n, d_k = config["n"], config["d_k"]
+    batched = config["batch"] is not None
+    D = fb["D"] if batched else [fb["D"]]  # batch × head × n
+    # The steps the walk must show: per batch item and head, D, then its tiles in the engine's order.
+    expected, group = [], None
+    for tile in fb["tiles"]:
+        if (tile["batch"], tile["head"]) != group:
+            group = (tile["batch"], tile["head"])
+            expected.append(("D", tile))
+        expected.append(("tile", tile))
+    dq = {}  # (batch, head, query row) -> the dQ_i the walk has gathered at its last key tile
+    seen_skipped = False
+    for k, (kind, tile) in enumerate(expected):
+        shown = driver.execute_script(BACKWARD_TILE)
+        where = f"{name}: backward walk step {k + 1} of {len(expected)}"
+        check(shown["state"].startswith(f"step {k + 1} of {len(expected)}"), f"{where}: the state says so: {shown['state']!r}")
+        head = tile["head"] if config["head"] is None else 0
+        d_rows = D[tile["batch"]][head]
+        if kind == "D":
+            check("D = rowsum(dO ⊙ O)" in shown["state"], f"{where}: D comes first: {shown['state']!r}")
+            check(len(shown["D"]) == n and all(same(value(a), value(b)) for a, b in zip(shown["D"], d_rows)),
+                  f"{where}: D of every row is the trace's: {shown['D']} vs {d_rows}")
+        else:
+            check(shown["rows"] == ",".join(map(str, tile["rows"])) and shown["cols"] == ",".join(map(str, tile["cols"])),
+                  f"{where}: the frame is on rows {tile['rows']} × keys {tile['cols']}: {shown['rows']} × {shown['cols']}")
+            check(f"key tile {tile['j']}" in shown["state"] and f"query tile {tile['i']}" in shown["state"],
+                  f"{where}: the state names key tile {tile['j']} and query tile {tile['i']}: {shown['state']!r}")
+            if tile["skipped"]:
+                seen_skipped = True
+                check("skipped" in shown["state"] and not shown["parts"],
+                      f"{where}: a skipped tile is said to be skipped and shows no numbers")
+            else:
+                want_d = d_rows[tile["rows"][0]:tile["rows"][1]]
+                check(all(same(value(a), value(b)) for a, b in zip(shown["D"], want_d)) and len(shown["D"]) == len(want_d),
+                      f"{where}: D_i of the tile's rows: {shown['D']} vs {want_d}")
+                for part in ("P", "dP", "dS", "dQ_add", "dK_j", "dV_j"):
+                    want = flat(tile[part])
+                    got = [value(x) for x in shown["parts"].get(part, [])]
+                    check(len(got) == len(want) and all(same(a, b) for a, b in zip(got, want)),
+                          f"{where}: {part} is the trace's: {got} vs {want}")
+                got = [value(x) for x in shown["parts"].get("dQ_sum", [])]
+                for r in range(tile["rows"][1] - tile["rows"][0]):
+                    dq[(tile["batch"], tile["head"], tile["rows"][0] + r)] = got[r * d_k:(r + 1) * d_k]
+        check(shown["last"] == (k == len(expected) - 1), f"{where}: next is disabled only at the last step")
+        if k + 1 < len(expected):
+            driver.find_element("css selector", "[data-action=next-backward-tile]").click()
+    check(seen_skipped or not any(t["skipped"] for t in fb["tiles"]), f"{name}: the walk passed its skipped tiles")
+    # What the walk gathered into dQ_i over the key tiles is the trace's d_q_heads (float32 sums in
+    # another order: a few ulps apart).
+    dqh = step_values(flash, "d_q_heads")
+    if dqh is not None and dq:
+        values = flat(dqh["data"])
+        for (b, hd, row), got in sorted(dq.items()):
+            head = hd if config["head"] is None else 0
+            at = ((b * len(dqh["data"][0]) if batched else 0) + head) * n * d_k + row * d_k
+            want = values[at:at + d_k]
+            check(len(got) == d_k and all(abs(a - w) <= 1e-5 * max(1.0, abs(w)) for a, w in zip(got, want)),
+                  f"{name}: dQ_i so far at row {row} of head {hd}, after its last key tile, is d_q_heads: {got} vs {want}")
+    print(f"{name}: {len(expected)} steps of the backward walk checked, {len(dq)} rows of dQ_i", flush=True)
+    # and back to the first step
+    for _ in range(len(expected) - 1):
+        driver.find_element("css selector", "[data-action=prev-backward-tile]").click()
+    first = driver.execute_script(BACKWARD_TILE)
+    check(first["state"].startswith("step 1 of"), f"{name}: prev-backward-tile goes back to the first step")
+
+
 def check_page(driver, name, path, trace, shots):
     if not check(load(driver, path), f"{name}: the page sets data-ready within 30 s"):
         return
@@ -269,8 +367,37 @@ def main():
                 trace = json.loads(run(binary, "run", gpt, *engine, *args, "--json", "-").stdout)
                 pages.append((f"gpt_causal.json {' '.join(args)}", html, trace))
 
+            # report --backward: the worked example, and a causal input with a seeded dY (skipped tiles).
+            backward = []
+            for label, example, args in (("the_cat_sat", "the_cat_sat.json", []),
+                                         ("gpt_causal", "gpt_causal.json", ["--grad-seed", "7"])):
+                path = os.path.join(source, "data", example)
+                html = os.path.join(work, f"{label}-backward.html")
+                run(binary, "report", path, "--backward", *args, "-o", html)
+                both = json.loads(run(binary, "run", path, "--backward", *args, "--engine", "both", "--json", "-").stdout)
+                flash = json.loads(run(binary, "run", path, "--backward", *args, "--engine", "flash", "--json", "-").stdout)
+                pages.append((f"{example} --backward {' '.join(args)}", html, both))
+                backward.append((f"{example} --backward {' '.join(args)}", html, flash))
+
             for name, html, trace in pages:
                 check_page(driver, name, html, trace, shots=True)
+
+            for name, html, flash in backward:
+                check(load(driver, html), f"{name}: the page loads")
+                check_backward_walk(driver, name, flash)
+                errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+                check(not errors, f"{name}: no console error while walking: {errors}")
+
+            # The worked example: every d_weights entry 2, d_scores 0, and the page says why.
+            load(driver, os.path.join(work, "the_cat_sat-backward.html"))
+            shown = driver.execute_script(
+                "return [Array.from(document.querySelectorAll('#step-d_weights rect[data-value]'), r => r.getAttribute('data-value')),"
+                " Array.from(document.querySelectorAll('#step-d_scores rect[data-value]'), r => r.getAttribute('data-value')),"
+                " (document.querySelector('#step-d_masked .why-zero') || {}).textContent || ''];")
+            check(len(shown[0]) == 9 and all(value(x) == 2 for x in shown[0]), f"the cat sat: d_weights all 2: {shown[0]}")
+            check(len(shown[1]) == 9 and all(abs(value(x)) < 1e-6 for x in shown[1]), f"the cat sat: d_scores all 0: {shown[1]}")
+            check("Every row of d_weights holds one number c" in shown[2] and "every row of V is [1, 1]" in shown[2],
+                  f"the cat sat: d_masked says why it is 0: {shown[2]!r}")
 
             # The verdict of a comparison is on the page.
             load(driver, os.path.join(work, "gpt-compare.html"))

@@ -39,4 +39,14 @@ std::vector<QueryTile> query_tiles(const FlashRecord& f) {
   return out;
 }
 
+std::vector<KeyTile> key_tiles(const FlashBackwardRecord& f) {
+  std::vector<KeyTile> out;
+  for (const FlashBackwardTile& t : f.tiles) {
+    if (out.empty() || out.back().batch != t.batch || out.back().head != t.head || out.back().j != t.j)
+      out.push_back({t.batch, t.head, t.j, t.col_begin, t.col_end, {}});
+    out.back().tiles.push_back(&t);
+  }
+  return out;
+}
+
 }  // namespace attn::report_detail

@@ -51,4 +51,20 @@ struct QueryTile {
 
 std::vector<QueryTile> query_tiles(const FlashRecord& f);
 
+// The key tiles of the flash backward pass (its outer loop), each with its query tiles (the inner loop),
+// in the order the engine ran them.
+struct KeyTile {
+  std::size_t batch = 0, head = 0, j = 0, col_begin = 0, col_end = 0;
+  std::vector<const FlashBackwardTile*> tiles;
+  std::size_t numbers() const {
+    std::size_t count = 0;
+    for (const FlashBackwardTile* t : tiles)
+      if (!t->skipped)
+        count += t->P.size() + t->dP.size() + t->dS.size() + t->dQ_add.size() + t->dK_j.size() + t->dV_j.size();
+    return count;
+  }
+};
+
+std::vector<KeyTile> key_tiles(const FlashBackwardRecord& f);
+
 }  // namespace attn::report_detail

@@ -73,6 +73,7 @@ std::string config_line(const Trace& t) {
   if (t.head) heads += fmt::format(" (this trace keeps head {})", *t.head);
   std::string engines = t.engine == Engine::both ? "naive and flash" : std::string(name_of(t.engine));
   if (t.flash) engines += fmt::format(" (tiles of {} × {})", t.flash->tile_size.Br, t.flash->tile_size.Bc);
+  if (t.backward) engines += ", forward and backward";
   return fmt::format(
       "{}n = {} queries, m = {} keys, d_model = {}, d_k = {}, d_v = {}, d_out = {}, {}, scale = {}, mask {}, {}, "
       "engine {}",

@@ -10,7 +10,8 @@ namespace attn::report_detail {
 
 std::string legend_svg(const ColorRange& r, bool removed, std::string_view id, double neutral) {
   const bool row = r.weights == WeightScale::row;
-  const std::string lo = row ? "0" : short_number(r.lo), hi = row ? "row max" : short_number(r.hi);
+  // + 0.0: a range of zeros from −0 says 0, not -0
+  const std::string lo = row ? "0" : short_number(r.lo + 0.0), hi = row ? "row max" : short_number(r.hi + 0.0);
   std::string out = fmt::format(
       "<svg class=\"legend\" viewBox=\"0 0 {} 34\" width=\"{}\" height=\"34\" role=\"img\" aria-label=\"colour scale "
       "from {} to {}\"><defs><linearGradient id=\"legend-{}\">",

@@ -1,6 +1,8 @@
 #include "render/pages/report/page_data.hpp"
 
 #include <iterator>
+#include <span>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -64,7 +66,12 @@ class PageData {
       if (k > 0) out += ',';
       out += json_string(plan_.notes[k]);
     }
-    out += "]}";
+    out += ']';
+    if (t_.backward) {  // report --backward only, so that a forward page keeps its data as it was
+      out += ",\"backward\":";
+      put_backward(out);
+    }
+    out += '}';
     return out;
   }
 
@@ -75,7 +82,7 @@ class PageData {
         std::back_inserter(out),
         "{{\"name\":\"{}\",\"formula\":{},\"description\":{},\"shape\":[{}],\"dims\":", step_info(rec.step).name,
         data_text(rec.formula), data_text(rec.description), fmt::join(rec.value.shape(), ","));
-    put_texts(out, dim_names(rec.step, p_.batched));
+    put_texts(out, dim_names(rec.step, p_.batched, p_.layout));
     out += ',';
     put_range(out, view.range);
     out += ",\"panels\":[";
@@ -128,6 +135,58 @@ class PageData {
       out += '}';
     }
     out += "]}";
+  }
+
+  // Where dY came from, and the flash backward's walk: D of each (batch item, head) it walks, then whole
+  // key tiles, each with its query tiles.
+  void put_backward(std::string& out) const {
+    const std::string_view upstream = p_.upstream == Upstream::seeded  ? "seeded"
+                                      : p_.upstream == Upstream::input ? "input"
+                                                                       : "ones";
+    fmt::format_to(std::back_inserter(out), "{{\"dY\":\"{}\",\"grad_seed\":{},\"flash\":", upstream,
+                   p_.upstream == Upstream::seeded ? std::to_string(p_.grad_seed) : "null");
+    if (!t_.flash_backward) {
+      out += "null}";
+      return;
+    }
+    const FlashBackwardRecord& f = *t_.flash_backward;
+    fmt::format_to(std::back_inserter(out),
+                   "{{\"block_q\":{},\"block_k\":{},\"d_k\":{},\"d_v\":{},\"tiles_total\":{},\"key_tiles_total\":{},"
+                   "\"D\":[",
+                   f.tile_size.Br, f.tile_size.Bc, p_.d_k, p_.d_v, f.tiles.size(), plan_.key_tiles_total);
+    const Tensor<double> D = with_batch_axis(f.D, 3);  // (B, h, n)
+    bool first = true;
+    for (std::size_t b = 0; b < D.dim(0); ++b)
+      for (std::size_t hd = 0; hd < D.dim(1); ++hd) {
+        fmt::format_to(std::back_inserter(out), "{}{{\"batch\":{},\"head\":{},\"values\":", first ? "" : ",", b,
+                       head_at(t_, false, hd));
+        first = false;
+        put_numbers(out, std::span<const double>(&D(b, hd, 0), p_.n));
+        out += '}';
+      }
+    out += "],\"walk\":[";
+    for (std::size_t k = 0; k < plan_.backward_walk.size(); ++k) {
+      const KeyTile& kt = plan_.backward_walk[k];
+      fmt::format_to(std::back_inserter(out), "{}{{\"batch\":{},\"head\":{},\"j\":{},\"cols\":[{},{}],\"tiles\":[",
+                     k > 0 ? "," : "", kt.batch, kt.head, kt.j, kt.col_begin, kt.col_end);
+      for (std::size_t q = 0; q < kt.tiles.size(); ++q) {
+        const FlashBackwardTile& tile = *kt.tiles[q];
+        fmt::format_to(std::back_inserter(out), "{}{{\"i\":{},\"rows\":[{},{}],\"skipped\":{}", q > 0 ? "," : "",
+                       tile.i, tile.row_begin, tile.row_end, tile.skipped ? "true" : "false");
+        if (!tile.skipped) {
+          const std::pair<const char*, const Tensor<double>*> parts[] = {{"P", &tile.P},       {"dP", &tile.dP},
+                                                                         {"dS", &tile.dS},     {"dQ_add", &tile.dQ_add},
+                                                                         {"dK_j", &tile.dK_j}, {"dV_j", &tile.dV_j}};
+          for (const auto& [name, value] : parts) {
+            fmt::format_to(std::back_inserter(out), ",\"{}\":", name);
+            put_numbers(out, value->values());
+          }
+        }
+        out += '}';
+      }
+      out += "]}";
+    }
+    out += "]}}";
   }
 
   void put_mistake(std::string& out) const {

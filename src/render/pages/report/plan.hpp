@@ -38,6 +38,9 @@ struct ReportPlan {
   // the tile walk
   std::vector<QueryTile> walk;
   std::size_t query_tiles_total = 0;
+  // the backward tile walk (report --backward with flash): whole key tiles, in the engine's order
+  std::vector<KeyTile> backward_walk;
+  std::size_t key_tiles_total = 0;
 };
 
 }  // namespace attn::report_detail

@@ -31,6 +31,24 @@ namespace {
 
 using namespace report_detail;
 
+// The page's style: report.css, and with the backward pass report_backward.css after it.
+std::string page_style(bool backward) {
+  std::string css(report_css);
+  if (backward) css += report_backward_css;
+  return css;
+}
+
+// The page's script: report.js, and with the backward pass report_backward.js inside report.js's
+// closure, before the line that ends it ("})();"), so that the backward walk draws with the same
+// helpers and the forward page stays byte for byte what it was.
+std::string page_script(bool backward) {
+  std::string js(report_js);
+  if (!backward) return js;
+  const std::size_t end = js.rfind("})();");
+  js.insert(end == std::string::npos ? js.size() : end, report_backward_js);
+  return js;
+}
+
 // The report of one trace: first what the page will hold (the plan), then its JSON and its HTML.
 class Report {
  public:
@@ -41,8 +59,9 @@ class Report {
     plan_mistake();
     // pass 2: which of the steps' heatmaps fit the page's budget
     plan_steps();
-    // pass 3: which query tiles the tile walk holds
+    // pass 3: which query tiles the tile walk holds, and which key tiles the backward walk holds
     plan_walk();
+    plan_backward_walk();
   }
 
   std::string html() const {
@@ -57,10 +76,11 @@ class Report {
                                            {"steps", s.step_sections()},
                                            {"flash", s.flash_section()},
                                            {"diff", s.diff_section()},
+                                           {"backward", t_.backward ? s.backward_section() : std::string()},
                                            {"mistake", s.mistake_section()},
                                            {"generator", page_text(fmt::format("attn-trace {}", o_.version))},
-                                           {"css", std::string(report_css)},
-                                           {"js", std::string(report_js)},
+                                           {"css", page_style(t_.backward)},
+                                           {"js", page_script(t_.backward)},
                                            {"data", page_data(t_, o_, plan_)}});
   }
 
@@ -191,6 +211,26 @@ class Report {
           "The tile walk holds the first {} of the {} query tiles (at most {} tiles and {} numbers); "
           "<code>--head H</code>, or larger <code>--block-q</code>/<code>--block-k</code>, walk others.",
           plan_.walk.size(), plan_.query_tiles_total, thousands(o_.max_tiles), thousands(o_.max_tile_numbers)));
+  }
+
+  // Whole key tiles of the backward pass, in the engine's order, while they fit: the walk's own budget,
+  // as large as the forward's.
+  void plan_backward_walk() {
+    if (!t_.flash_backward) return;
+    std::vector<KeyTile> all = key_tiles(*t_.flash_backward);
+    plan_.key_tiles_total = all.size();
+    std::size_t numbers = 0, tiles = 0;
+    for (KeyTile& k : all) {
+      if (numbers + k.numbers() > o_.max_tile_numbers || tiles + k.tiles.size() > o_.max_tiles) break;
+      numbers += k.numbers();
+      tiles += k.tiles.size();
+      plan_.backward_walk.push_back(std::move(k));
+    }
+    if (plan_.backward_walk.size() < plan_.key_tiles_total)
+      plan_.notes.push_back(fmt::format(
+          "The backward tile walk holds the first {} of the {} key tiles (at most {} tiles and {} numbers); "
+          "<code>--head H</code>, or larger <code>--block-q</code>/<code>--block-k</code>, walk others.",
+          plan_.backward_walk.size(), plan_.key_tiles_total, thousands(o_.max_tiles), thousands(o_.max_tile_numbers)));
   }
 
   const Trace& t_;

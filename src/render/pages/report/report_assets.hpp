@@ -1,6 +1,6 @@
 #pragma once
-// The HTML report's assets, src/render/pages/report/report.{html,css,js}, embedded at build time by
-// cmake/embed_report.cmake, so the tool needs no files beside it and the page needs nothing fetched.
+// The HTML report's assets, src/render/pages/report/report.{html,css,js} and report_backward.{css,js}, embedded at
+// build time by cmake/embed_report.cmake, so the tool needs no files beside it and the page needs nothing fetched.
 
 #include <string_view>
 
@@ -9,5 +9,9 @@ namespace attn {
 extern const std::string_view report_template;  // report.html: the page, with {{name}} placeholders
 extern const std::string_view report_css;       // report.css
 extern const std::string_view report_js;        // report.js: draws the page from its JSON
+// report --backward only: the backward walk's style, and its script, which runs inside report.js's
+// closure (report.cpp, page_script), so that it draws with report.js's helpers.
+extern const std::string_view report_backward_css;
+extern const std::string_view report_backward_js;
 
 }  // namespace attn

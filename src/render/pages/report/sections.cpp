@@ -2,21 +2,26 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "text/number.hpp"
+#include "render/draw/notes.hpp"
 #include "render/pages/report/html.hpp"
 #include "render/pages/report/legend.hpp"
+#include "render/pages/report/pipeline_svg.hpp"
 #include "render/pages/report/writer.hpp"
 
 namespace attn::report_detail {
 
-std::string ReportSections::step_sections() const {
+std::string ReportSections::step_sections() const { return sections_of(steps_of(p_)); }
+
+std::string ReportSections::sections_of(const std::vector<Step>& steps) const {
   std::string out;
-  for (const Step step : steps_of(p_)) {
+  for (const Step step : steps) {
     const auto found =
         std::find_if(plan_.views.begin(), plan_.views.end(), [step](const StepView& v) { return v.rec->step == step; });
     out += found == plan_.views.end() ? absent_step(step)
@@ -28,14 +33,20 @@ std::string ReportSections::step_sections() const {
 // A step the trace does not hold keeps its section (the pipeline links to it), saying why.
 std::string ReportSections::absent_step(Step step) const {
   const std::string_view name = step_info(step).name;
+  const bool backward = is_gradient_step(step);
+  const bool in_tiles = is_score_step(step) && t_.engine == Engine::flash &&
+                        (backward ? t_.flash_backward.has_value() : t_.flash.has_value());
   return fmt::format(
       "<section class=\"step absent\" id=\"step-{}\" data-step=\"{}\"><h2><a class=\"anchor\" "
       "href=\"#step-{}\">{}</a></h2><p class=\"formula\">{}</p><p class=\"meaning\">{}</p>{}</section>\n",
       name, name, name, name, page_text(step_formula(step, p_)), page_text(step_description(step, p_)),
-      note(is_score_step(step) && t_.flash && t_.engine == Engine::flash
-               ? "The flash engine never forms this n × m matrix whole: its tiles hold it piece by piece, in "
-                 "<a href=\"#flash\">the tile walk</a>. <code>--engine both</code> draws it here too."
-               : "Not in this trace (it was left out by <code>--steps</code>)."));
+      note(!in_tiles ? "Not in this trace (it was left out by <code>--steps</code>)."
+           : backward
+               ? "The flash backward never forms this n × m matrix whole: its tiles hold it piece by piece, in "
+                 "<a href=\"#flash-backward\">the backward tile walk</a>. <code>--engine both</code> draws it here "
+                 "too."
+               : "The flash engine never forms this n × m matrix whole: its tiles hold it piece by piece, in "
+                 "<a href=\"#flash\">the tile walk</a>. <code>--engine both</code> draws it here too."));
 }
 
 std::string ReportSections::step_section(const StepView& view, std::size_t index) const {
@@ -72,14 +83,17 @@ std::string ReportSections::step_section(const StepView& view, std::size_t index
                                 count == 1 ? "its" : "their"));
     }
   }
+  if (rec.step == Step::d_masked || rec.step == Step::d_scores)
+    if (const std::optional<std::string> why = softmax_backward_note(t_))
+      notes += fmt::format("<p class=\"note why-zero\">{}</p>", page_text(*why));
   return fmt::format(
       "<section class=\"step\" id=\"step-{}\" data-step=\"{}\" data-index=\"{}\"><h2><a class=\"anchor\" "
       "href=\"#step-{}\">{}</a></h2><p class=\"formula\">{}</p><p class=\"meaning\">{}</p><p "
       "class=\"shape\">shape <b>{}</b> ({}), {}</p>{}<div class=\"heatmaps needs-js\"></div>{}<details "
       "class=\"numbers\" open><summary>numbers</summary>{}</details></section>\n",
       name, name, index, name, name, page_text(rec.formula), page_text(rec.description), shape_text(rec.value.shape()),
-      fmt::join(dim_names(rec.step, p_.batched), " × "), name_of(t_.dtype), legend_svg(view.range, view.removed, name),
-      notes, view.tables);
+      fmt::join(dim_names(rec.step, p_.batched, p_.layout), " × "), name_of(t_.dtype),
+      legend_svg(view.range, view.removed, name), notes, view.tables);
 }
 
 // The flash section: the walk's controls, and its first tile as tables for readers without scripts.
@@ -284,13 +298,21 @@ std::string ReportSections::tokens_html() const {
 }
 
 std::string ReportSections::nav() const {
-  std::string out = "<a href=\"#pipeline\">pipeline</a>";
-  for (const StepView& view : plan_.views) {
-    const std::string_view name = step_info(view.rec->step).name;
-    out += fmt::format(" <a href=\"#step-{}\">{}</a>", name, name);
-  }
+  const auto links = [&](Pass pass) {
+    std::string line;
+    for (const StepView& view : plan_.views) {
+      const std::string_view name = step_info(view.rec->step).name;
+      if (step_info(view.rec->step).pass == pass) line += fmt::format(" <a href=\"#step-{}\">{}</a>", name, name);
+    }
+    return line;
+  };
+  std::string out = "<a href=\"#pipeline\">pipeline</a>" + links(Pass::forward);
   if (t_.flash) out += " <a href=\"#flash\">tile walk</a>";
   if (plan_.difference) out += " <a href=\"#naive-vs-flash\">naive vs flash</a>";
+  if (t_.backward) {
+    out += " <a href=\"#backward\">backward</a>" + links(Pass::backward);
+    if (t_.flash_backward) out += " <a href=\"#flash-backward\">backward tile walk</a>";
+  }
   if (o_.mistake != nullptr) out = "<a href=\"#mistake\">mistake</a> " + out;
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "render/pages/report/plan.hpp"
 #include "render/pages/report/report.hpp"
@@ -18,6 +19,9 @@ class ReportSections {
       : t_(trace), p_(*trace.problem), o_(options), plan_(plan) {}
 
   std::string step_sections() const;  // every step of the input, in pipeline order
+  // report --backward: the backward pass's diagram, every gradient of the input and the flash backward's
+  // tile walk
+  std::string backward_section() const;
   std::string flash_section() const;
   std::string diff_section() const;
   std::string mistake_section() const;
@@ -26,7 +30,10 @@ class ReportSections {
   std::string nav() const;
 
  private:
+  std::string sections_of(const std::vector<Step>& steps) const;
   std::string absent_step(Step step) const;
+  std::string flash_backward_section() const;
+  std::string backward_tile_tables(const FlashBackwardTile& tile) const;
   std::string step_section(const StepView& view, std::size_t index) const;
   std::string tile_tables(const FlashTile& tile) const;
 
