@@ -25,11 +25,12 @@ fi
 # Configuring alone writes the compile commands, the generated version header and the unity sources
 # that compile the tool's command files together; nothing is built.
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DATTN_UNITY_APPS=ON -DATTN_BUILD_TESTS=OFF -DATTN_PCH=OFF >/dev/null
-unity="$PWD/$build/CMakeFiles/attn-trace.dir/Unity"
-# clang-tidy takes about 15 s a file on the command files, most of it in CLI11's headers, so it reads
-# them through the unity sources (two units instead of seventeen): a finding inside an included file of
-# apps/ is still reported there (HeaderFilterRegex). The unity sources include .cpp files by design, so
-# only they are exempt from bugprone-suspicious-include.
+unity="$PWD/$build/CMakeFiles/(attn-trace|attn_core)\\.dir/Unity"
+# clang-tidy's checks walk every declaration a file includes, nlohmann/json's and CLI11's instantiations
+# among them (most of its time), so it reads the files of src/ and apps/ through the unity sources the
+# build compiles (CMakeLists.txt: ATTN_UNITY, ATTN_UNITY_APPS; a dozen units instead of a hundred files):
+# a finding inside an included file of src/ or apps/ is still reported there (HeaderFilterRegex). The
+# unity sources include .cpp files by design, so only they are exempt from bugprone-suspicious-include.
 printf '%s\n' '# Written by scripts/lint.sh for the generated unity sources below this directory.' \
   'InheritParentConfig: true' "Checks: '-bugprone-suspicious-include'" > "$build/.clang-tidy"
 echo "lint: clang-tidy on src/ and apps/"
@@ -44,7 +45,7 @@ fi
 # stand on its own includes. Syntax only, with the unity unit's own flags.
 mapfile -t apps < <(git ls-files 'apps/*.cpp')
 echo "lint: each of the ${#apps[@]} files of apps/ compiles on its own"
-unit_command=$(grep -o '"command": "[^"]*unity_0_cxx\.cxx"' "$build/compile_commands.json" | head -1)
+unit_command=$(grep -o '"command": "[^"]*attn-trace\.dir/Unity/unity_0_cxx\.cxx"' "$build/compile_commands.json" | head -1)
 unit_command=${unit_command#\"command\": \"}
 unit_command=${unit_command%% -o *}
 [ -n "$unit_command" ] || { echo "lint: FAILED: no unity unit in $build/compile_commands.json"; exit 1; }

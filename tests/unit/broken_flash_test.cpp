@@ -64,7 +64,7 @@ AttentionResult<T> flash_without_rescale(const Problem& p, TileSize tiles) {
 }
 
 std::shared_ptr<const Problem> cat_sat() {
-  return std::make_shared<const Problem>(load_problem_file(std::string(ATTN_SOURCE_DIR) + "/data/the_cat_sat.json"));
+  return std::make_shared<const Problem>(load_problem_file(ATTN_SOURCE_DIR "/data/the_cat_sat.json"));
 }
 
 }  // namespace

@@ -265,7 +265,7 @@ bool check_config(const Config& c, double& max_logit, Margins& margins) {
 // ------------------------------------------------------------------------------- worked example
 
 std::shared_ptr<const Problem> the_cat_sat() {
-  return std::make_shared<const Problem>(load_problem_file(std::string(ATTN_SOURCE_DIR) + "/data/the_cat_sat.json"));
+  return std::make_shared<const Problem>(load_problem_file(ATTN_SOURCE_DIR "/data/the_cat_sat.json"));
 }
 
 // ------------------------------------------------------------------------------ lse from `masked`

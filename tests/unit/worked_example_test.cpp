@@ -19,7 +19,7 @@ using attn::test::check_close;
 namespace {
 
 std::shared_ptr<const Problem> the_cat_sat() {
-  return std::make_shared<const Problem>(load_problem_file(std::string(ATTN_SOURCE_DIR) + "/data/the_cat_sat.json"));
+  return std::make_shared<const Problem>(load_problem_file(ATTN_SOURCE_DIR "/data/the_cat_sat.json"));
 }
 
 const StepRecord& record_of(const Trace& trace, Step step) {
