@@ -87,22 +87,26 @@ TimedRun<T> timed_run(const Problem& p, Engine engine, TileSize tiles, DType dty
   return t;
 }
 
-// One engine's runs on `p`, `repeats` times, each timed by timed_run; the error and
-// the score bytes of the last run; the peak resident memory by `method`.
-template <class T>
-void measure(const Problem& p, BenchRun& run, const RowReference& reference, const BenchRequest& r, PeakMethod method,
-             Clock::time_point start, const ProgressFn& progress) {
-  std::vector<double> totals, projections, attentions;
+// The runs of one engine on `p`, `repeats` times, each timed by `timed` (which sets the backward's
+// seconds where there is one); the error and the score bytes of the last run; the peak resident memory
+// by `method` (`once` runs in the measured child for PeakMethod::fork); the medians and the rates.
+template <class T, class Timed, class Once>
+void measure_runs(const Problem& p, BenchRun& run, const RowReference& reference, const BenchRequest& r,
+                  PeakMethod method, Clock::time_point start, const ProgressFn& progress, const Timed& timed,
+                  const Once& once) {
+  std::vector<double> totals, projections, attentions, backwards;
   if (method == PeakMethod::clear_refs) {
     reset_peak();
     run.rss_before_bytes = status_bytes("VmRSS:");
   }
   for (std::size_t k = 0; k < r.repeats; ++k) {
     if (progress) progress({run.engine, p.n, k + 1, r.repeats, seconds_since(start)});
-    const TimedRun<T> t = timed_run<T>(p, run.engine, run.tiles, r.dtype, r.threads);
+    double backward = 0;
+    const TimedRun<T> t = timed(backward);
     totals.push_back(t.total);
     projections.push_back(t.projections);
     attentions.push_back(t.attention);
+    backwards.push_back(backward);
     if (k + 1 == r.repeats) {
       run.score_bytes = t.result.peak_score_bytes;
       run.max_error = max_error(reference, t.result.output);
@@ -113,7 +117,7 @@ void measure(const Problem& p, BenchRun& run, const RowReference& reference, con
   } else if (method == PeakMethod::fork) {
     release_free_memory();
     run.rss_before_bytes = status_bytes("VmRSS:");
-    run.peak_rss_bytes = peak_of_child([&] { call_engine<T>(p, run.engine, run.tiles, r.dtype, r.threads); });
+    run.peak_rss_bytes = peak_of_child(once);
   }
   run.repeats = r.repeats;
   run.total_s = summarize(totals);
@@ -121,6 +125,20 @@ void measure(const Problem& p, BenchRun& run, const RowReference& reference, con
   run.attention_s = summarize(attentions);
   run.attention_flops = attention_flops(p);
   run.attention_gflops = run.attention_s.median > 0 ? run.attention_flops / run.attention_s.median / 1e9 : 0;
+  if (!run.backward) return;
+  run.backward_s = summarize(backwards);
+  run.backward_flops = 2.5 * run.attention_flops;
+  run.backward_gflops = run.backward_s.median > 0 ? run.backward_flops / run.backward_s.median / 1e9 : 0;
+}
+
+// One engine's forward runs (timed_run), measured by measure_runs.
+template <class T>
+void measure(const Problem& p, BenchRun& run, const RowReference& reference, const BenchRequest& r, PeakMethod method,
+             Clock::time_point start, const ProgressFn& progress) {
+  measure_runs<T>(
+      p, run, reference, r, method, start, progress,
+      [&](double&) { return timed_run<T>(p, run.engine, run.tiles, r.dtype, r.threads); },
+      [&] { call_engine<T>(p, run.engine, run.tiles, r.dtype, r.threads); });
 }
 
 // bench --backward, one timed run: the projections, flash's forward attention keeping Q, K, V, O and
@@ -153,47 +171,15 @@ TimedRun<T> timed_backward_run(const Problem& p, const FastOptions& o, double& b
   return t;
 }
 
-// bench --backward: flash's forward and backward `repeats` times (timed_backward_run), the peak
-// resident memory by `method`, as measure() does for the forward alone.
+// bench --backward: flash's forward and backward (timed_backward_run), measured by measure_runs.
 template <class T>
 void measure_backward(const Problem& p, BenchRun& run, const RowReference& reference, const BenchRequest& r,
                       PeakMethod method, Clock::time_point start, const ProgressFn& progress) {
-  std::vector<double> totals, projections, attentions, backwards;
-  if (method == PeakMethod::clear_refs) {
-    reset_peak();
-    run.rss_before_bytes = status_bytes("VmRSS:");
-  }
   FastOptions o{fast_tiles(), r.threads};
   o.backward_tiles = run.backward_tiles;
-  for (std::size_t k = 0; k < r.repeats; ++k) {
-    if (progress) progress({run.engine, p.n, k + 1, r.repeats, seconds_since(start)});
-    double backward = 0;
-    const TimedRun<T> t = timed_backward_run<T>(p, o, backward);
-    totals.push_back(t.total);
-    projections.push_back(t.projections);
-    attentions.push_back(t.attention);
-    backwards.push_back(backward);
-    if (k + 1 == r.repeats) {
-      run.score_bytes = t.result.peak_score_bytes;
-      run.max_error = max_error(reference, t.result.output);
-    }
-  }
-  if (method == PeakMethod::clear_refs) {
-    run.peak_rss_bytes = status_bytes("VmHWM:");
-  } else if (method == PeakMethod::fork) {
-    release_free_memory();
-    run.rss_before_bytes = status_bytes("VmRSS:");
-    run.peak_rss_bytes = peak_of_child([&] { run_fast_backward<T>(p, o); });
-  }
-  run.repeats = r.repeats;
-  run.total_s = summarize(totals);
-  run.projection_s = summarize(projections);
-  run.attention_s = summarize(attentions);
-  run.backward_s = summarize(backwards);
-  run.attention_flops = attention_flops(p);
-  run.attention_gflops = run.attention_s.median > 0 ? run.attention_flops / run.attention_s.median / 1e9 : 0;
-  run.backward_flops = 2.5 * run.attention_flops;
-  run.backward_gflops = run.backward_s.median > 0 ? run.backward_flops / run.backward_s.median / 1e9 : 0;
+  measure_runs<T>(
+      p, run, reference, r, method, start, progress,
+      [&](double& backward) { return timed_backward_run<T>(p, o, backward); }, [&] { run_fast_backward<T>(p, o); });
 }
 
 BenchRun describe_run(const Problem& p, Engine engine, const BenchRequest& r) {

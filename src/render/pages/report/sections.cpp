@@ -17,6 +17,25 @@
 
 namespace attn::report_detail {
 
+std::string walk_end(std::string_view prefix, std::string_view axis, std::string_view state_class,
+                     const std::string& state, const std::string& tables) {
+  std::string out = fmt::format(
+      "<div class=\"walk-controls needs-js\"><label>{1} <select id=\"{0}tile-select\"></select></label> "
+      "<button type=\"button\" data-action=\"prev-{0}tile\" title=\"previous tile (←)\">◀ previous tile</button> "
+      "<button type=\"button\" data-action=\"next-{0}tile\" title=\"next tile (→)\">next tile ▶</button></div>"
+      "<p id=\"{0}tile-state\"{2} aria-live=\"polite\">{3}</p><div class=\"walk needs-js\"><div "
+      "id=\"{0}tile-full\"></div><div id=\"{0}tile-parts\"></div></div>",
+      prefix, axis, state_class.empty() ? "" : fmt::format(" class=\"{}\"", state_class), page_text(state));
+  if (!tables.empty())
+    out +=
+        fmt::format("<details class=\"numbers\" open><summary>the first tile's numbers</summary>{}</details>", tables);
+  return out + "</section>\n";
+}
+
+std::vector<std::string> tile_labels(const std::vector<std::string>& tokens, std::size_t begin, std::size_t end) {
+  return {tokens.begin() + static_cast<long>(begin), tokens.begin() + static_cast<long>(end)};
+}
+
 std::string ReportSections::step_sections() const { return sections_of(steps_of(p_)); }
 
 std::string ReportSections::sections_of(const std::vector<Step>& steps) const {
@@ -117,10 +136,6 @@ std::string ReportSections::flash_section() const {
       "row keeps a running maximum m, sum l and output O, and when a tile raises m, alpha = exp(m_prev − m_new) "
       "rescales what earlier tiles added. The rectangle on the score matrix is the current tile.</p>",
       f.tile_size.Br, f.tile_size.Br == 1 ? "" : "s", f.tile_size.Bc);
-  out +=
-      "<div class=\"walk-controls needs-js\"><label>query tile <select id=\"tile-select\"></select></label> "
-      "<button type=\"button\" data-action=\"prev-tile\" title=\"previous tile (←)\">◀ previous tile</button> "
-      "<button type=\"button\" data-action=\"next-tile\" title=\"next tile (→)\">next tile ▶</button></div>";
   std::string state = "The trace holds no tile that fits this page.";
   std::string tables;
   if (!plan_.walk.empty() && !plan_.walk.front().tiles.empty()) {
@@ -131,24 +146,13 @@ std::string ReportSections::flash_section() const {
                         tile.skipped ? ": skipped, the mask rules out every pair" : "");
     if (!tile.skipped) tables = tile_tables(tile);
   }
-  out += fmt::format(
-      "<p id=\"tile-state\" aria-live=\"polite\">{}</p><div class=\"walk needs-js\"><div "
-      "id=\"tile-full\"></div><div id=\"tile-parts\"></div></div>",
-      page_text(state));
-  if (!tables.empty())
-    out +=
-        fmt::format("<details class=\"numbers\" open><summary>the first tile's numbers</summary>{}</details>", tables);
-  return out + "</section>\n";
+  return out + walk_end("", "query tile", "", state, tables);
 }
 
 // S, the running state, P and O of one tile, as tables.
 std::string ReportSections::tile_tables(const FlashTile& tile) const {
-  const auto& row_tokens = p_.tokens[tile.batch];
-  const auto& col_tokens = p_.context_tokens[tile.batch];
-  const std::vector<std::string> rows(row_tokens.begin() + static_cast<long>(tile.row_begin),
-                                      row_tokens.begin() + static_cast<long>(tile.row_end));
-  const std::vector<std::string> cols(col_tokens.begin() + static_cast<long>(tile.col_begin),
-                                      col_tokens.begin() + static_cast<long>(tile.col_end));
+  const std::vector<std::string> rows = tile_labels(p_.tokens[tile.batch], tile.row_begin, tile.row_end);
+  const std::vector<std::string> cols = tile_labels(p_.context_tokens[tile.batch], tile.col_begin, tile.col_end);
   const std::size_t r = rows.size(), c = cols.size(), d = tile.O.size() / std::max<std::size_t>(1, r);
   std::vector<double> state;
   for (std::size_t k = 0; k < r; ++k)

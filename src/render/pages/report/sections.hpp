@@ -6,12 +6,22 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "render/pages/report/plan.hpp"
 #include "render/pages/report/report.hpp"
 
 namespace attn::report_detail {
+
+// The end of a tile walk's section, the forward's and the backward's alike: the controls (the select
+// `prefix`tile-select labelled `axis`, the buttons prev-`prefix`tile and next-`prefix`tile), the state
+// line `state` (class `state_class` when given), the places the script draws into, the first tile's
+// `tables` when there are any, and the section's close.
+std::string walk_end(std::string_view prefix, std::string_view axis, std::string_view state_class,
+                     const std::string& state, const std::string& tables);
+// `tokens` from `begin` to `end`: the labels of a tile's rows or columns.
+std::vector<std::string> tile_labels(const std::vector<std::string>& tokens, std::size_t begin, std::size_t end);
 
 class ReportSections {
  public:

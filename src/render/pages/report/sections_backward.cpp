@@ -47,11 +47,6 @@ std::string ReportSections::flash_backward_section() const {
       "pass by, and each dQ_i gathers one contribution per key tile. The rectangle on the matrix of dS is the "
       "current tile.</p>",
       f.tile_size.Br, f.tile_size.Br == 1 ? "" : "s", f.tile_size.Bc, f.tile_size.Bc == 1 ? "" : "s");
-  out +=
-      "<div class=\"walk-controls needs-js\"><label>key tile <select id=\"backward-tile-select\"></select></label> "
-      "<button type=\"button\" data-action=\"prev-backward-tile\" title=\"previous tile (←)\">◀ previous "
-      "tile</button> <button type=\"button\" data-action=\"next-backward-tile\" title=\"next tile (→)\">next tile "
-      "▶</button></div>";
   std::string state = "The trace holds no backward tile that fits this page.";
   std::string tables;
   if (!plan_.backward_walk.empty() && !plan_.backward_walk.front().tiles.empty()) {
@@ -62,24 +57,13 @@ std::string ReportSections::flash_backward_section() const {
                         tile.skipped ? ": skipped, the mask rules out every pair" : "");
     if (!tile.skipped) tables = backward_tile_tables(tile);
   }
-  out += fmt::format(
-      "<p id=\"backward-tile-state\" class=\"tile-state\" aria-live=\"polite\">{}</p><div class=\"walk "
-      "needs-js\"><div id=\"backward-tile-full\"></div><div id=\"backward-tile-parts\"></div></div>",
-      page_text(state));
-  if (!tables.empty())
-    out +=
-        fmt::format("<details class=\"numbers\" open><summary>the first tile's numbers</summary>{}</details>", tables);
-  return out + "</section>\n";
+  return out + walk_end("backward-", "key tile", "tile-state", state, tables);
 }
 
 // P, dP, dS, the dQ_i contribution and the running dK_j, dV_j of one backward tile, as tables.
 std::string ReportSections::backward_tile_tables(const FlashBackwardTile& tile) const {
-  const auto& row_tokens = p_.tokens[tile.batch];
-  const auto& col_tokens = p_.context_tokens[tile.batch];
-  const std::vector<std::string> rows(row_tokens.begin() + static_cast<long>(tile.row_begin),
-                                      row_tokens.begin() + static_cast<long>(tile.row_end));
-  const std::vector<std::string> cols(col_tokens.begin() + static_cast<long>(tile.col_begin),
-                                      col_tokens.begin() + static_cast<long>(tile.col_end));
+  const std::vector<std::string> rows = tile_labels(p_.tokens[tile.batch], tile.row_begin, tile.row_end);
+  const std::vector<std::string> cols = tile_labels(p_.context_tokens[tile.batch], tile.col_begin, tile.col_end);
   const std::size_t r = rows.size(), c = cols.size();
   const auto features = [](std::size_t count) {
     std::vector<std::string> out;
