@@ -216,8 +216,8 @@ Runner add_diff(CLI::App& app) {
   cmd->add_option("--precision", t.precision, "digits after the point")->check(CLI::Range(0, 17))->default_str("4");
   add_color_option(*cmd, t);
   cmd->footer(
-      "Dumped gradients (d_output … d_b_o, or grad_q, q.grad, dq, …) are judged after the forward steps, in\n"
-      "the backward's order, with dY from the input, --grad-seed, the dump's d_output, or 1 everywhere.\n"
+      "Dumped gradients (d_output … d_b_o, or grad_q, q.grad, dq, …) are judged after the forward steps, in the "
+      "backward's order, with dY from the input, --grad-seed, the dump's d_output, or 1 everywhere.\n"
       "\n"
       "Exit status: 0 every dumped step agrees, 1 a step differs, 2 bad input.\n"
       "\n"

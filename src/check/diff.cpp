@@ -100,7 +100,7 @@ void gradient_terms_of(const Problem& p, Ours& r) {
   std::array<Tensor<double>, table_size> M = gradient_magnitudes(p, kept);
   // dA = dO_h·Vᵀ: |dO_h|·|V|ᵀ; dS'' = A ⊙ (dA - D): A ⊙ (|dO_h|·|V|ᵀ + |D|), D = rowsum(dO_h ⊙ O_h); the
   // mask passes it on (d_scaled) and the scale multiplies it (d_scores)
-  const Tensor<double> dO_h = M[slot(Step::d_head_outputs)];
+  const Tensor<double>& dO_h = M[slot(Step::d_head_outputs)];
   const Tensor<double> V = magnitude(r.carry[slot(Step::v_heads)]);
   const Tensor<double> O_h = magnitude(r.carry[slot(Step::head_outputs)]);
   const Tensor<double>& A = r.carry[slot(Step::weights)];
@@ -861,35 +861,39 @@ void show_judged(StepJudgement& j, const Judged& local, const Judged& against_tr
 namespace {
 
 // The problem with the upstream gradient a dump of gradients is judged with: the input's dY (its "dY", or
-// drawn by --grad-seed), else the dump's own d_output, else 1 everywhere; and the note that says which.
-std::pair<Problem, std::string> with_upstream(const Problem& input, const std::vector<DumpedStep>& dumped,
-                                              std::string& upstream) {
-  Problem p = input;
+// drawn by --grad-seed), else the dump's own d_output, else 1 everywhere; where it came from, as diff's
+// JSON names it, and the note that says so.
+struct WithUpstream {
+  Problem problem;
+  std::string upstream;  // "input", "grad_seed", "dump", "ones"
+  std::string note;
+};
+
+WithUpstream with_upstream(const Problem& input, const std::vector<DumpedStep>& dumped) {
+  WithUpstream w{input, "ones",
+                 "the upstream gradient dY is 1 everywhere (L = ΣY): the input has no \"dY\" and the dump no "
+                 "d_output"};
+  if (input.upstream == Upstream::input) {
+    w.upstream = "input";
+    w.note = "the upstream gradient dY is the input's \"dY\"";
+    return w;
+  }
+  if (input.upstream == Upstream::seeded) {
+    w.upstream = "grad_seed";
+    w.note =
+        fmt::format("the upstream gradient dY is drawn from a standard normal with --grad-seed {}", input.grad_seed);
+    return w;
+  }
   const auto d_output =
       std::find_if(dumped.begin(), dumped.end(), [](const DumpedStep& d) { return d.step == Step::d_output; });
-  if (p.upstream == Upstream::input) {
-    upstream = "input";
-    return {std::move(p), "the upstream gradient dY is the input's \"dY\""};
-  }
-  if (p.upstream == Upstream::seeded) {
-    upstream = "grad_seed";
-    return {std::move(p),
-            fmt::format("the upstream gradient dY is drawn from a standard normal with --grad-seed {}", p.grad_seed)};
-  }
-  if (d_output != dumped.end()) {
-    const std::vector<DumpLayout> fits = layouts_that_fit(Step::d_output, p, d_output->shape);
-    if (!fits.empty()) {
-      p.dY = to_canonical(Step::d_output, p, fits.front(), d_output->values);
-      upstream = "dump";
-      return {std::move(p), fmt::format("the upstream gradient dY is the dump's own d_output ({}): the input has no "
-                                        "\"dY\"",
-                                        d_output->source)};
-    }
-  }
-  upstream = "ones";
-  return {std::move(p),
-          "the upstream gradient dY is 1 everywhere (L = ΣY): the input has no \"dY\" and the dump no "
-          "d_output"};
+  if (d_output == dumped.end()) return w;
+  const std::vector<DumpLayout> fits = layouts_that_fit(Step::d_output, input, d_output->shape);
+  if (fits.empty()) return w;  // refused by its shape when it is read
+  w.problem.dY = to_canonical(Step::d_output, input, fits.front(), d_output->values);
+  w.upstream = "dump";
+  w.note = fmt::format("the upstream gradient dY is the dump's own d_output ({}): the input has no \"dY\"",
+                       d_output->source);
+  return w;
 }
 
 }  // namespace
@@ -899,16 +903,15 @@ DiffResult diff_dump(const Problem& input, const std::vector<DumpedStep>& dumped
   result.dtype = dtype;
   const bool gradients =
       std::any_of(dumped.begin(), dumped.end(), [](const DumpedStep& d) { return is_gradient_step(d.step); });
-  std::string upstream_note;
-  Problem with_dY;
-  if (gradients) std::tie(with_dY, upstream_note) = with_upstream(input, dumped, result.upstream);
-  const Problem& p = gradients ? with_dY : input;
+  const WithUpstream dY = gradients ? with_upstream(input, dumped) : WithUpstream{};
+  const Problem& p = gradients ? dY.problem : input;
+  result.upstream = dY.upstream;
 
   // pass 1: every dumped step read into its canonical shape, as the step it holds
   const Ours full = reference(p, Given{}, Mistake::none, dtype, gradients);
   const ReadDump read = read_dump(p, dumped, full, dtype);
   result.notes = read.notes;
-  if (gradients) result.notes.push_back(upstream_note);
+  if (gradients) result.notes.push_back(dY.note);
 
   // pass 2: each dumped step judged against ours from the dump's earlier steps (resumed) and from the
   // input (full), forward steps first, then the gradients in the backward's order; at the first that is
