@@ -343,3 +343,45 @@ TEST_CASE("diff refuses a gradient name it does not know, and a gradient the inp
     check_usage_error(run_binary({"diff", cat_sat, dumps}), {"d_b_q.json: step d_b_q belongs to an input with b_q"});
   }
 }
+
+TEST_CASE("diff --grad-seed draws the dY that run --backward --grad-seed draws", "[cli][diff][backward]") {
+  // The gradients of run's own trace, each saved as a JSON dump (the trace's nested arrays), agree with
+  // the same seed, and differ at the first of them with dY = 1.
+  TempDir dir;
+  const std::string gqa = source_path("data/gqa.json");
+  const RunResult run = run_binary({"run", gqa, "--backward", "--grad-seed", "7", "--json", dir / "trace.json"});
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json trace = nlohmann::json::parse(read_file(dir / "trace.json"));
+  const std::string dumps = dir / "dumps";
+  std::filesystem::create_directory(dumps);
+  for (const auto& s : trace["steps"])
+    if (s["name"] == "d_v_heads" || s["name"] == "d_q" || s["name"] == "d_W_o")
+      write(dumps + "/" + s["name"].get<std::string>() + ".json", s["data"].dump());
+  const RunResult same = run_binary({"diff", gqa, dumps, "--grad-seed", "7", "--dtype", "float32"});
+  INFO(same.describe());
+  CHECK(same.exit_code == 0);
+  CHECK(contains(same.out, "note: the upstream gradient dY is drawn from a standard normal with --grad-seed 7"));
+  const RunResult ones = run_binary({"diff", gqa, dumps, "--dtype", "float32", "--json", "-"});
+  INFO(ones.describe());
+  CHECK(ones.exit_code == 1);
+  const nlohmann::json findings = nlohmann::json::parse(ones.out);
+  CHECK(findings["upstream"] == "ones");
+  CHECK(findings["first_divergence"]["step"] == "d_v_heads");
+}
+
+TEST_CASE("diff shows a bias's gradient that differs as one row with the element marked", "[cli][diff][backward]") {
+  TempDir dir;
+  const std::string dumps = dir / "dumps";
+  std::filesystem::create_directory(dumps);
+  const std::string input = dir / "input.json";
+  // The worked example with b_q and W_o = I: dY = 1, dQ = 0 (docs/diff.md), so db_q = Σ dQ = 0.
+  write(input, R"({"tokens": ["The", "cat", "sat"], "X": [[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]],
+    "W_q": [[1, 0], [0, 1], [1, 0], [0, 1]], "W_k": [[0, 1], [1, 0], [0, 1], [1, 0]],
+    "W_v": [[1, 0], [0, 1], [0, 1], [1, 0]], "b_q": [0, 0]})");
+  write(dumps + "/q_proj.bias.grad.json", "[0, 0.5]");
+  const RunResult r = run_binary({"diff", input, dumps}, RunOptions().set_env("COLUMNS", "80"));
+  INFO(r.describe());
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.out, "first divergence: d_b_q"));
+  CHECK(contains(r.out, "dump  0.0000      0.5000 ←"));
+}

@@ -84,7 +84,7 @@ void window(Page& page, const Divergence& d, int precision) {
   for (std::size_t c = first; c < last; ++c) head += fmt::format(" {}", pad(visible(w.col_labels[c]), cell));
   page.line(fmt::format("  {}", head));
   for (std::size_t r = 0; r < w.rows.size(); ++r) {
-    const bool at_row = w.rows[r] == d.index[d.index.size() - 2];
+    const bool at_row = d.index.size() < 2 || w.rows[r] == d.index[d.index.size() - 2];  // a bias's: one row
     for (const bool ours : {true, false}) {
       std::string line =
           fmt::format("{}{}", pad(ours ? visible(w.row_labels[r]) : "", label_columns), ours ? " ours " : " dump ");
