@@ -375,7 +375,7 @@ double largest_sum(const Tensor<double>& dS, bool columns) {
 std::string gradient_finding(const Problem& p, Mistake c, Step s, const Tensor<double>& dumped,
                              const Tensor<double>& ours, const Judged& with_mistake, std::size_t at) {
   const std::string_view name = step_info(s).name;
-  const std::string reproduces =
+  std::string reproduces =
       fmt::format("made on the same inputs, this mistake reproduces the dump's {} (largest difference {})", name,
                   significant_value(with_mistake.max_abs, 6));
   const double o = ours.values()[at], x = dumped.values()[at];
