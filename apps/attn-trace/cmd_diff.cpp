@@ -2,6 +2,7 @@
 // first step that goes wrong, and which known mistake reproduces it (docs/diff.md).
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "options.hpp"
 #include "render/pages/diff.hpp"
 #include "render/draw/visible.hpp"
+#include "trace/record.hpp"
 #include "text/number.hpp"
 
 namespace attn::cli {
@@ -26,11 +28,12 @@ namespace attn::cli {
 namespace {
 
 struct DiffOptions {
-  TraceOptions trace;              // FILE, --dtype, --json, --max-memory, --precision, --color
-  std::string dumps;               // DUMPS
-  std::vector<std::string> names;  // --name STEP=NAME
-  bool bfloat16 = false;           // --bfloat16
-  CLI::Option* dtype = nullptr;    // to tell whether --dtype was given
+  TraceOptions trace;                      // FILE, --dtype, --json, --max-memory, --precision, --color
+  std::string dumps;                       // DUMPS
+  std::vector<std::string> names;          // --name STEP=NAME
+  bool bfloat16 = false;                   // --bfloat16
+  std::optional<std::uint64_t> grad_seed;  // --grad-seed: dY drawn as run --backward --grad-seed draws it
+  CLI::Option* dtype = nullptr;            // to tell whether --dtype was given
 };
 
 DType dtype_of(DumpDType t) {
@@ -74,6 +77,27 @@ std::string steps_list() {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
+// What an unknown name could have been besides a forward step: the gradients, and some of their aliases.
+std::string gradients_list() {
+  std::vector<std::string_view> names;
+  for (const Step s : gradient_steps()) names.push_back(step_info(s).name);
+  return fmt::format(
+      "{}, or the PyTorch-style grad_q, q.grad, dq, x.grad, grad_output, q_proj.weight.grad, … "
+      "(docs/diff.md)",
+      fmt::join(names, ", "));
+}
+
+// Why `step` has no place in a dump of `p`: what the input lacks.
+std::string missing_for(Step step, const std::string& file) {
+  switch (step_info(step).needs) {
+    case Needs::rope: return fmt::format("belongs to an input with \"rope\", and {} has none", file);
+    case Needs::alibi: return fmt::format("belongs to an input with \"alibi\", and {} has none", file);
+    case Needs::cross: return fmt::format("belongs to an input with a \"context\", and {} has none", file);
+    case Needs::w_o: return fmt::format("belongs to an input with W_o, and {} has none", file);
+    default: return fmt::format("belongs to an input with {}, and {} has none", to_string(step_info(step).needs), file);
+  }
+}
+
 // The problem of FILE: an input, or the input a saved trace holds.
 std::shared_ptr<const Problem> problem_of(const TraceOptions& t) {
   const std::string text = read_text(t.file, memory_limit(t));
@@ -85,10 +109,12 @@ std::shared_ptr<const Problem> problem_of(const TraceOptions& t) {
 // computations at once (from the input, from the dump, one mistake at a time), each as its float64
 // value, what the next step started from and its value in the dtype (9 copies), with the dtype's run
 // while it is made (a float32 run: 1 more) and the dump's values as read and as given (2 more): 12.
-void check_diff_memory(const TraceOptions& t, const Problem& p) {
+void check_diff_memory(const TraceOptions& t, const Problem& p, bool gradients = false) {
   constexpr std::size_t copies = 12;
   std::size_t values = 0;
   for (const Step s : steps_of(p)) values += element_count(canonical_shape(s, p));
+  if (gradients)
+    for (const Step s : gradient_steps_of(p)) values += element_count(canonical_shape(s, p));
   const std::size_t bytes = values * sizeof(double) * copies;
   const MemoryLimit limit = memory_limit(t);
   if (bytes / copies != values * sizeof(double) || bytes > limit.bytes)
@@ -100,7 +126,8 @@ void check_diff_memory(const TraceOptions& t, const Problem& p) {
 int run(const DiffOptions& o) {
   const TraceOptions& t = o.trace;
   const std::map<std::string, Step> names = name_map(o.names);
-  const std::shared_ptr<const Problem> problem = problem_of(t);
+  std::shared_ptr<const Problem> problem = problem_of(t);
+  if (o.grad_seed) problem = std::make_shared<const Problem>(with_grad_seed(*problem, *o.grad_seed));
   const Problem& p = *problem;
   check_diff_memory(t, p);
 
@@ -108,16 +135,17 @@ int run(const DiffOptions& o) {
   std::optional<DType> least;
   for (NamedDump& d : read_dumps(o.dumps, o.bfloat16, memory_limit(t))) {
     std::optional<Step> step = step_from_name(d.name);
+    if (!step) step = gradient_alias(d.name);
     if (const auto it = names.find(d.name); it != names.end()) step = it->second;
     if (!step)
       throw InputError(display_name(o.dumps), "",
-                       fmt::format("{}: no step is called {} (the steps: {}; --name STEP=NAME maps another name)",
-                                   visible(d.source), visible(d.name), steps_list()));
+                       fmt::format("{}: no step is called {} (the steps: {}; the gradients: {}; --name STEP=NAME "
+                                   "maps another name)",
+                                   visible(d.source), visible(d.name), steps_list(), gradients_list()));
     if (!step_applies(*step, p))
-      throw InputError(
-          display_name(o.dumps), "",
-          fmt::format("{}: step {} belongs to an input with \"{}\", and {} has none", visible(d.source),
-                      step_info(*step).name, *step == Step::bias ? "alibi" : "rope", display_name(t.file)));
+      throw InputError(display_name(o.dumps), "",
+                       fmt::format("{}: step {} {}", visible(d.source), step_info(*step).name,
+                                   missing_for(*step, display_name(t.file))));
     for (const DumpedStep& before : dumped)
       if (before.step == *step)
         throw InputError(display_name(o.dumps), "",
@@ -140,6 +168,9 @@ int run(const DiffOptions& o) {
       throw InputError(
           display_name(o.dumps), "",
           fmt::format("--name {}={}: the dump holds no tensor called {}", step_info(mapped).name, name, name));
+  const bool gradients =
+      std::any_of(dumped.begin(), dumped.end(), [](const DumpedStep& d) { return is_gradient_step(d.step); });
+  if (gradients) check_diff_memory(t, p, true);  // the backward's steps are held as the forward's are
   const DType dtype = o.dtype->count() > 0 ? t.dtype : *least;
   check_range(p, display_name(t.file), dtype);
 
@@ -163,10 +194,11 @@ Runner add_diff(CLI::App& app) {
   cmd->add_option("FILE", t.file, "the input JSON (docs/input-format.md), or a trace saved by --json")->required();
   cmd->add_option("DUMPS", options->dumps,
                   "a folder of <step>.npy or <step>.json files, or one .safetensors file whose tensors are named "
-                  "by step")
+                  "by step: forward steps, gradients (d_q, d_W_q, …) or their PyTorch-style names (grad_q, q.grad)")
       ->required();
   cmd->add_option("--name", options->names,
-                  "STEP=NAME: the dump calls step STEP NAME (--name weights=attn_probs); may be repeated")
+                  "STEP=NAME: the dump calls step STEP NAME (--name weights=attn_probs, --name d_q=my_dq); may be "
+                  "repeated")
       ->type_name("STEP=NAME");
   options->dtype = add_dtype_option(*cmd, t.dtype, /*half=*/true, "compute ours in this dtype")
                        ->default_str("the dump's: the least precise of its files");
@@ -176,16 +208,24 @@ Runner add_diff(CLI::App& app) {
                   "also write the findings as JSON (format attn-trace.diff) to this file; - writes them to stdout "
                   "instead of the text")
       ->type_name("OUT");
+  cmd->add_option("--grad-seed", options->grad_seed,
+                  "for dumped gradients: dY drawn from a standard normal with this seed, as run --backward "
+                  "--grad-seed draws it, in place of the input's dY (or of the dump's d_output, or 1 everywhere)")
+      ->check(whole_number);
   add_memory_option(*cmd, t);
   cmd->add_option("--precision", t.precision, "digits after the point")->check(CLI::Range(0, 17))->default_str("4");
   add_color_option(*cmd, t);
   cmd->footer(
+      "Dumped gradients (d_output … d_b_o, or grad_q, q.grad, dq, …) are judged after the forward steps, in the "
+      "backward's order, with dY from the input, --grad-seed, the dump's d_output, or 1 everywhere.\n"
+      "\n"
       "Exit status: 0 every dumped step agrees, 1 a step differs, 2 bad input.\n"
       "\n"
       "Examples:\n"
       "  attn-trace diff input.json dumps/\n"
       "  attn-trace diff input.json model.safetensors --name weights=attn_probs --name output=attn_out\n"
-      "  attn-trace diff input.json dumps/ --json findings.json");
+      "  attn-trace diff input.json dumps/ --json findings.json\n"
+      "  attn-trace diff input.json grads/ --grad-seed 7 --name d_q=my_dq");
   return [cmd, options] { return cmd->parsed() ? run(*options) : -1; };
 }
 

@@ -174,7 +174,7 @@ _attn_trace() {
                       --block-k --json --max-memory --precision --color --help' ;;
     import) options='--style --prefix --x --seed --n --heads --kv-heads --tokens --mask --rope-theta -o --output
                      --max-memory --help' ;;
-    diff) options='--name --dtype --bfloat16 --json --max-memory --precision --color --help' ;;
+    diff) options='--name --dtype --bfloat16 --json --grad-seed --max-memory --precision --color --help' ;;
     bench) options='--n --m --d-model --heads --kv-heads --mask --engine --dtype --repeat --threads --seed --sweep --json
                     --max-memory --backward --color --help' ;;
     steps) options='--names --json --help' ;;

@@ -12,7 +12,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "engine/compare_backward.hpp"
+#include "lessons/backward.hpp"
 #include "lessons/forward.hpp"
+#include "observe/observer.hpp"
 #include "ops/attention.hpp"
 #include "ops/bounds.hpp"
 #include "tensor/half.hpp"
@@ -33,25 +36,45 @@ constexpr std::size_t slot(Step s) { return static_cast<std::size_t>(s); }
 // The dump's values of each step (canonical shapes), or nothing.
 using Given = GivenSteps;
 template <class T>
-using Values = StepValues<T>;
+using Values = TableValues<T>;
 
 // One computation of every step in a dtype, beside the same in float64: what a dumped value is
-// judged against.
-struct Reference {
-  Values<double> exact;     // in float64
-  Values<double> carry;     // what the steps after each started from, in float64
-  Values<double> in_dtype;  // in the dtype, widened
+// judged against. The gradient steps only when the dump holds some (`gradients`).
+struct Ours {
+  Values<double> exact;             // in float64
+  Values<double> carry;             // what the steps after each started from, in float64
+  Values<double> in_dtype;          // in the dtype, widened
+  Values<double> gradient_terms{};  // the gradients' magnitudes (gradient_terms_of), with `gradients`
+  double gradient_count = 0;        // the number of terms that stands for their longest sums
 };
 
-Reference reference(const Problem& p, const Given& given, Mistake v, DType dtype) {
+void gradient_terms_of(const Problem& p, Ours& r);
+
+Ours reference(const Problem& p, const Given& given, Mistake v, DType dtype, bool gradients = false) {
   ForwardRun<double> exact = forward<double>(p, v, DType::float64, given);
-  Reference r{std::move(exact.computed), std::move(exact.carry), {}};
+  Ours r;
+  if (gradients) {
+    BackwardRun<double> b = backward<double>(p, exact.carry, v, DType::float64, given);
+    for (const Step s : gradient_steps()) {
+      r.exact[slot(s)] = std::move(b.computed[slot(s)]);
+      r.carry[slot(s)] = std::move(b.carry[slot(s)]);
+    }
+  }
+  for (std::size_t s = 0; s < step_count; ++s) {
+    r.exact[s] = std::move(exact.computed[s]);
+    r.carry[s] = std::move(exact.carry[s]);
+  }
   if (dtype == DType::float64) {
     r.in_dtype = r.exact;
   } else {
     const ForwardRun<float> f = forward<float>(p, v, dtype, given);
     for (std::size_t s = 0; s < step_count; ++s) r.in_dtype[s] = cast<double>(f.computed[s]);
+    if (gradients) {
+      const BackwardRun<float> b = backward<float>(p, f.carry, v, dtype, given);
+      for (const Step s : gradient_steps()) r.in_dtype[slot(s)] = cast<double>(b.computed[slot(s)]);
+    }
   }
+  if (gradients) gradient_terms_of(p, r);
   return r;
 }
 
@@ -61,6 +84,45 @@ struct Terms {
   Tensor<double> of;
   double count = 0;
 };
+
+// The magnitudes M of every gradient, element by element: the backward's formulas on absolute values
+// (engine/compare_backward.hpp's gradient_magnitudes, with the softmax's backward's steps, which compare
+// --backward never sees whole, added the same way), from the steps each started from. And the count that
+// makes the diff rule's (L + 2)·u·M compare --backward's floor 2·(ε_P + u·(n + m + d_k + d_v + d_model +
+// d_context + 8))·M, with ε_P = u·(4·Λ + 2·d_k + 8): a kernel that recomputes the weights from the
+// log-sum-exp, as FlashAttention's backward does, is within it.
+void gradient_terms_of(const Problem& p, Ours& r) {
+  NullObserver none;
+  StepKeeper<double> kept(none);
+  for (const Step s : {Step::d_output, Step::concat, Step::weights, Step::head_outputs, Step::q_heads, Step::k_heads,
+                       Step::v_heads, Step::q_rot, Step::k_rot})
+    kept[s] = r.carry[slot(s)];
+  std::array<Tensor<double>, table_size> M = gradient_magnitudes(p, kept);
+  // dA = dO_h·Vᵀ: |dO_h|·|V|ᵀ; dS'' = A ⊙ (dA - D): A ⊙ (|dO_h|·|V|ᵀ + |D|), D = rowsum(dO_h ⊙ O_h); the
+  // mask passes it on (d_scaled) and the scale multiplies it (d_scores)
+  const Tensor<double>& dO_h = M[slot(Step::d_head_outputs)];
+  const Tensor<double> V = magnitude(r.carry[slot(Step::v_heads)]);
+  const Tensor<double> O_h = magnitude(r.carry[slot(Step::head_outputs)]);
+  const Tensor<double>& A = r.carry[slot(Step::weights)];
+  M[slot(Step::d_weights)] = d_weighted_sum_weights(dO_h, V);
+  Tensor<double> dS = M[slot(Step::d_weights)];
+  const std::size_t m = p.m, d_v = p.d_v;
+  for (std::size_t row = 0; m > 0 && row < dS.size() / m; ++row) {
+    double D = 0;
+    for (std::size_t e = 0; e < d_v; ++e) D += dO_h.values()[row * d_v + e] * O_h.values()[row * d_v + e];
+    for (std::size_t j = 0; j < m; ++j)
+      dS.values()[row * m + j] = std::fabs(A.values()[row * m + j]) * (dS.values()[row * m + j] + D);
+  }
+  M[slot(Step::d_masked)] = dS;
+  M[slot(Step::d_scaled)] = dS;
+  M[slot(Step::d_scores)] = scale(dS, std::fabs(p.scale));
+  const Tensor<double> Q = magnitude(r.carry[slot(p.rope ? Step::q_rot : Step::q_heads)]);
+  const Tensor<double> K = magnitude(r.carry[slot(p.rope ? Step::k_rot : Step::k_heads)]);
+  const double lambda = largest_logit(p, Q, K);
+  const double sums = static_cast<double>(p.n + p.m + p.d_k + p.d_v + p.d_model + p.d_context + 8);
+  r.gradient_count = 2 * (sums + 4 * lambda + 2 * static_cast<double>(p.d_k) + 8) - 2;
+  for (const Step s : gradient_steps()) r.gradient_terms[slot(s)] = std::move(M[slot(s)]);
+}
 
 // What a projection step multiplies: its input rows, its weight and its bias.
 struct Projected {
@@ -80,6 +142,7 @@ Projected projected_by(const Problem& p, const Values<double>& x, Step s) {
 // what it sums.
 Terms terms_of(const Problem& p, const Values<double>& x, const Tensor<double>& own, Step s) {
   const std::vector<Step> in = inputs_of(s, p);
+  if (is_gradient_step(s)) return {magnitude(own), 0};  // judge_against takes a gradient's from Ours
   switch (step_info(s).op) {
     case Op::projection: {
       if (s == Step::output && !p.has_output_projection()) return {magnitude(own), 0};
@@ -115,7 +178,7 @@ Terms terms_of(const Problem& p, const Values<double>& x, const Tensor<double>& 
     case Op::relayout:
     case Op::mask:
       return {magnitude(own), 0};  // nothing summed
-    // diff reads forward steps only (docs/diff.md): the backward's ops never reach here
+    // a gradient's terms are kept in Ours (gradient_terms_of)
     case Op::softmax_backward:
     case Op::input_gradient:
     case Op::weight_gradient:
@@ -198,7 +261,10 @@ std::pair<double, double> largest_difference(std::span<const double> dumped, con
   return {max_abs, max_rel};
 }
 
-Judged judge_against(const Problem& p, const Reference& r, Step s, std::span<const double> dumped, DType dtype) {
+Judged judge_against(const Problem& p, const Ours& r, Step s, std::span<const double> dumped, DType dtype) {
+  if (is_gradient_step(s))
+    return judge(dumped, r.exact[slot(s)], r.in_dtype[slot(s)], {r.gradient_terms[slot(s)], r.gradient_count}, dtype,
+                 false);
   return judge(dumped, r.exact[slot(s)], r.in_dtype[slot(s)], terms_of(p, r.carry, r.exact[slot(s)], s), dtype,
                s == Step::masked);
 }
@@ -290,13 +356,86 @@ std::string finding(const Problem& p, Mistake c, Step s, const Tensor<double>& d
   }
 }
 
-// A window of rows and columns of the last two axes around `at`.
+// The largest |sum| of the dump's (n, m) matrices of a score-shaped gradient along each row
+// (`columns` false) or down each column: the softmax's backward makes each row of dS'' sum to 0.
+double largest_sum(const Tensor<double>& dS, bool columns) {
+  const std::size_t B = dS.dim(0), h = dS.dim(1), n = dS.dim(2), m = dS.dim(3);
+  double largest = 0;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < h; ++hd)
+      for (std::size_t a = 0; a < (columns ? m : n); ++a) {
+        double sum = 0;
+        for (std::size_t c = 0; c < (columns ? n : m); ++c) sum += columns ? dS(b, hd, c, a) : dS(b, hd, a, c);
+        largest = std::max(largest, std::fabs(sum));
+      }
+  return largest;
+}
+
+// A measured sentence on what reproducing the dump with the backward mistake `c` shows at gradient `s`.
+std::string gradient_finding(const Problem& p, Mistake c, Step s, const Tensor<double>& dumped,
+                             const Tensor<double>& ours, const Judged& with_mistake, std::size_t at) {
+  const std::string_view name = step_info(s).name;
+  std::string reproduces =
+      fmt::format("made on the same inputs, this mistake reproduces the dump's {} (largest difference {})", name,
+                  significant_value(with_mistake.max_abs, 6));
+  const double o = ours.values()[at], x = dumped.values()[at];
+  switch (c) {
+    case Mistake::backward_no_scale:
+      if (o != 0 && std::isfinite(o))
+        return fmt::format("the dump's {} is {} times ours (1/scale = {}{}); {}", name, significant_value(x / o, 6),
+                           significant_value(1 / p.scale, 6), p.scale_given ? "" : " = √d_k", reproduces);
+      return reproduces;
+    case Mistake::gqa_first_head:
+    case Mistake::gqa_last_head:
+      return fmt::format(
+          "each key/value head's gradient in the dump is the part of the {} of its {} query heads "
+          "alone, not their sum; {}",
+          c == Mistake::gqa_first_head ? "first" : "last", p.h / p.g, reproduces);
+    case Mistake::softmax_d_from_da:
+    case Mistake::softmax_d_from_do:
+      if (s == Step::d_masked)
+        return fmt::format(
+            "the dump's rows of d_masked sum to as much as {} in size, where the softmax's backward "
+            "makes each row sum to 0 (ours: {}); {}",
+            significant_value(largest_sum(dumped, false), 6), significant_value(largest_sum(ours, false), 6),
+            reproduces);
+      return reproduces;
+    case Mistake::softmax_backward_columns:
+      if (s == Step::d_masked)
+        return fmt::format(
+            "the dump's d_masked sums to 0 down each column (largest |column sum| {}), not along each "
+            "row (largest |row sum| {}); {}",
+            significant_value(largest_sum(dumped, true), 6), significant_value(largest_sum(dumped, false), 6),
+            reproduces);
+      return reproduces;
+    default: return reproduces;
+  }
+}
+
+// A window of rows and columns of the last two axes around `at` (of the one axis, for a bias's gradient).
 DivergenceWindow window_around(const Problem& p, const std::vector<std::string>& axes,
                                const std::vector<std::size_t>& at, const Tensor<double>& ours,
                                const Tensor<double>& dumped) {
   DivergenceWindow w;
-  const std::size_t rank = at.size(), ra = rank - 2, ca = rank - 1;
   const Shape& shape = ours.shape();
+  if (at.size() == 1) {  // a bias's gradient: one row
+    w.col_axis = axes[0];
+    w.rows = {0};
+    w.row_labels = {""};
+    for (std::size_t c = at[0] >= 2 ? at[0] - 2 : 0; c < std::min(shape[0], at[0] + 3); ++c) {
+      w.cols.push_back(c);
+      w.col_labels.push_back(std::to_string(c));
+    }
+    std::vector<double> o, d;
+    for (const std::size_t c : w.cols) {
+      o.push_back(ours.values()[c]);
+      d.push_back(dumped.values()[c]);
+    }
+    w.ours.push_back(std::move(o));
+    w.dumped.push_back(std::move(d));
+    return w;
+  }
+  const std::size_t rank = at.size(), ra = rank - 2, ca = rank - 1;
   w.row_axis = axes[ra];
   w.col_axis = axes[ca];
   const auto span_of = [](std::size_t centre, std::size_t extent) {
@@ -359,7 +498,12 @@ bool is_head_step(Step s) {
 
 std::vector<DumpLayout> layouts_that_fit(Step step, const Problem& p, const Shape& shape) {
   const Shape canonical = canonical_shape(step, p);
-  const std::vector<std::string> names = dim_names(step, true);
+  const std::vector<std::string> names = dim_names(step, true, p.layout);
+  // A parameter's gradient has no batch axis to leave out: its shape is the parameter's, in the input's layout.
+  if (step_info(step).parameter) {
+    if (shape == canonical) return {DumpLayout{false, HeadOrder::heads_first, names}};
+    return {};
+  }
   // The head axis (axis 1 of the 4-axis steps) may be left out when it has extent 1: one head.
   const bool has_heads = canonical.size() == 4;
   std::vector<DumpLayout> fits;
@@ -424,11 +568,12 @@ bool fits_some_reading(Step named, const Problem& p, const Shape& shape, std::sp
 
 std::string shape_mismatch(Step step, const Problem& p, const std::string& source, const Shape& shape) {
   const Shape c = canonical_shape(step, p);
-  const std::vector<std::string> names = dim_names(step, true);
+  const std::vector<std::string> names = dim_names(step, true, p.layout);
   std::vector<std::string> parts;
   for (std::size_t a = 0; a < c.size(); ++a) parts.push_back(fmt::format("{} {}", names[a], c[a]));
   return fmt::format("{}: shape ({:n}) does not fit step {} of this input: ({}){}{}{}", source, shape,
-                     step_info(step).name, fmt::join(parts, ", "), p.B == 1 ? ", or without the batch axis" : "",
+                     step_info(step).name, fmt::join(parts, ", "),
+                     p.B == 1 && !step_info(step).parameter ? ", or without the batch axis" : "",
                      c.size() == 4 && c[1] == 1 ? ", or without the head axis" : "",
                      is_head_step(step) ? ", with the head and token axes in either order" : "");
 }
@@ -452,9 +597,9 @@ namespace {
 struct ReadDump {
   Given given;     // what our steps resume from: the masked step's large negatives read as -inf
   Given as_given;  // the same, with the masked step's large negatives left as they were dumped
-  std::array<const DumpedStep*, step_count> source{};
-  std::array<DumpLayout, step_count> layouts{};
-  std::array<Fusion, step_count> fusion{};
+  std::array<const DumpedStep*, table_size> source{};
+  std::array<DumpLayout, table_size> layouts{};
+  std::array<Fusion, table_size> fusion{};
   std::vector<std::string> notes;  // one per dump read as another step than its name's
 };
 
@@ -498,7 +643,7 @@ struct Reading {
 };
 
 // `d` read as step `s` in the layout nearest ours; nothing when its shape fits no layout of `s`.
-std::optional<Reading> read_as(const Problem& p, const DumpedStep& d, Step s, const Reference& full) {
+std::optional<Reading> read_as(const Problem& p, const DumpedStep& d, Step s, const Ours& full) {
   const std::vector<DumpLayout> fits = layouts_that_fit(s, p, d.shape);
   if (fits.empty()) return std::nullopt;
   const std::size_t best = nearest_reading(p, s, d.values, fits, full.exact[slot(s)]);
@@ -532,7 +677,7 @@ std::optional<Tensor<double>> rows_divided_by_sums(Tensor<double> W, DType dtype
 // Every reading of `d`: its named step, the steps it may hold (fused_steps), and for weights, the
 // weights before the division.
 std::vector<Reading> readings_of(const Problem& p, const DumpedStep& d, std::span<const Step> dumped,
-                                 const Reference& full) {
+                                 const Ours& full) {
   std::vector<Reading> readings;
   if (std::optional<Reading> r = read_as(p, d, d.step, full)) readings.push_back(std::move(*r));
   if (d.step == Step::weights && !readings.empty())
@@ -546,12 +691,12 @@ std::vector<Reading> readings_of(const Problem& p, const DumpedStep& d, std::spa
 // How `d` is read: the first of its readings that agrees with ours from the dump's earlier steps
 // (`earlier`), its named step first; when none agrees, the first its shape fits (the walk then finds
 // where it differs). A shape that fits no reading is an std::invalid_argument.
-Reading choose_reading(const Problem& p, const DumpedStep& d, std::span<const Step> dumped, const Reference& full,
+Reading choose_reading(const Problem& p, const DumpedStep& d, std::span<const Step> dumped, const Ours& full,
                        const Given& earlier, DType dtype) {
   std::vector<Reading> readings = readings_of(p, d, dumped, full);
   if (readings.empty()) throw std::invalid_argument(shape_mismatch(d.step, p, d.source, d.shape));
   if (readings.size() > 1) {
-    const Reference resumed = reference(p, earlier, Mistake::none, dtype);
+    const Ours resumed = reference(p, earlier, Mistake::none, dtype);
     for (Reading& r : readings)
       if (judge_against(p, resumed, r.holds, r.value.values(), dtype).ok()) return std::move(r);
   }
@@ -590,7 +735,7 @@ std::string fusion_note(const Problem& p, const DumpedStep& d, const Reading& r,
                      name.ends_with('s') ? "" : "s", what, step_info(r.holds).name);
 }
 
-ReadDump read_dump(const Problem& p, const std::vector<DumpedStep>& dumped, const Reference& full, DType dtype) {
+ReadDump read_dump(const Problem& p, const std::vector<DumpedStep>& dumped, const Ours& full, DType dtype) {
   std::vector<Step> named;
   std::vector<const DumpedStep*> in_order;
   for (const DumpedStep& d : dumped) {
@@ -618,18 +763,23 @@ ReadDump read_dump(const Problem& p, const std::vector<DumpedStep>& dumped, cons
 // Every known mistake that, made on the same inputs, reproduces the dump at step `s`, then whether a
 // less precise dtype explains it (computed in it, stored as the dump's dtype).
 std::vector<Diagnosis> diagnose(const Problem& p, const ReadDump& read, Step s, const Tensor<double>& as_dumped,
-                                const Reference& resumed, const Judged& local, DType dtype) {
+                                const Ours& resumed, const Judged& local, DType dtype) {
   std::vector<Diagnosis> found;
-  for (const Mistake c : diagnosable(p)) {
+  const bool gradient = is_gradient_step(s);
+  for (const Mistake c : diagnosable(p, gradient)) {
     // The large-negative mistake starts from the masked scores as dumped.
-    const Reference r = reference(p, c == Mistake::minus_1e9 ? read.as_given : read.given, c, dtype);
+    const Ours r = reference(p, c == Mistake::minus_1e9 ? read.as_given : read.given, c, dtype, gradient);
     const Judged with = judge_against(p, r, s, as_dumped.values(), dtype);
     if (with.ok())
       found.push_back({*mistake_info(c).code, diagnosis_of(c, p),
-                       finding(p, c, s, as_dumped, resumed.exact[slot(s)], with, local.worst)});
+                       gradient ? gradient_finding(p, c, s, as_dumped, resumed.exact[slot(s)], with, local.worst)
+                                : finding(p, c, s, as_dumped, resumed.exact[slot(s)], with, local.worst)});
   }
   for (const DType lower : less_precise(dtype)) {
-    const Reference r = reference(p, read.given, Mistake::none, lower);
+    Ours r = reference(p, read.given, Mistake::none, lower, gradient);
+    // A gradient's floor in a half type is a good part of its size: the diagnosis asks for the strict
+    // part of the rule alone, twice our own error in that dtype and one rounding (L = 0).
+    if (gradient) r.gradient_count = 0;
     const Judged with = judge_against(p, r, s, as_dumped.values(), lower);
     if (!with.ok()) continue;
     const std::string_view stored = name_of(read.source[slot(s)]->dtype);
@@ -645,11 +795,11 @@ std::vector<Diagnosis> diagnose(const Problem& p, const ReadDump& read, Step s, 
 
 // Where step `s` first goes wrong: the worst element, a window around it, and the diagnosis.
 Divergence divergence_at(const Problem& p, const ReadDump& read, Step s, const Tensor<double>& as_dumped,
-                         const Reference& resumed, const Judged& local, DType dtype) {
+                         const Ours& resumed, const Judged& local, DType dtype) {
   Divergence dv;
   dv.step = s;
   dv.index = unravel_index(local.worst, canonical_shape(s, p));
-  dv.axes = dim_names(s, true);
+  dv.axes = dim_names(s, true, p.layout);
   for (std::size_t a = 0; a < dv.index.size(); ++a) dv.labels.push_back(label(p, dv.axes[a], dv.index[0], dv.index[a]));
   dv.ours = resumed.in_dtype[slot(s)].values()[local.worst];
   dv.dumped = as_dumped.values()[local.worst];
@@ -677,8 +827,7 @@ namespace {
 
 // The row of step `s`: its figures against our run from the input and from the dump's earlier steps, and
 // its verdict from the latter (follows is decided after).
-StepJudgement judgement_of(const ReadDump& read, Step s, const Reference& full, const Reference& resumed,
-                           const Judged& local) {
+StepJudgement judgement_of(const ReadDump& read, Step s, const Ours& full, const Ours& resumed, const Judged& local) {
   const DumpedStep& d = *read.source[slot(s)];
   const std::span<const double> as_dumped = read.as_given[slot(s)]->values();
   StepJudgement j{.step = s,
@@ -709,20 +858,69 @@ void show_judged(StepJudgement& j, const Judged& local, const Judged& against_tr
 
 }  // namespace
 
-DiffResult diff_dump(const Problem& p, const std::vector<DumpedStep>& dumped, DType dtype) {
+namespace {
+
+// The problem with the upstream gradient a dump of gradients is judged with: the input's dY (its "dY", or
+// drawn by --grad-seed), else the dump's own d_output, else 1 everywhere; where it came from, as diff's
+// JSON names it, and the note that says so.
+struct WithUpstream {
+  Problem problem;
+  std::string upstream;  // "input", "grad_seed", "dump", "ones"
+  std::string note;
+};
+
+WithUpstream with_upstream(const Problem& input, const std::vector<DumpedStep>& dumped) {
+  WithUpstream w{input, "ones",
+                 "the upstream gradient dY is 1 everywhere (L = ΣY): the input has no \"dY\" and the dump no "
+                 "d_output"};
+  if (input.upstream == Upstream::input) {
+    w.upstream = "input";
+    w.note = "the upstream gradient dY is the input's \"dY\"";
+    return w;
+  }
+  if (input.upstream == Upstream::seeded) {
+    w.upstream = "grad_seed";
+    w.note =
+        fmt::format("the upstream gradient dY is drawn from a standard normal with --grad-seed {}", input.grad_seed);
+    return w;
+  }
+  const auto d_output =
+      std::find_if(dumped.begin(), dumped.end(), [](const DumpedStep& d) { return d.step == Step::d_output; });
+  if (d_output == dumped.end()) return w;
+  const std::vector<DumpLayout> fits = layouts_that_fit(Step::d_output, input, d_output->shape);
+  if (fits.empty()) return w;  // refused by its shape when it is read
+  w.problem.dY = to_canonical(Step::d_output, input, fits.front(), d_output->values);
+  w.upstream = "dump";
+  w.note = fmt::format("the upstream gradient dY is the dump's own d_output ({}): the input has no \"dY\"",
+                       d_output->source);
+  return w;
+}
+
+}  // namespace
+
+DiffResult diff_dump(const Problem& input, const std::vector<DumpedStep>& dumped, DType dtype) {
   DiffResult result;
   result.dtype = dtype;
+  const bool gradients =
+      std::any_of(dumped.begin(), dumped.end(), [](const DumpedStep& d) { return is_gradient_step(d.step); });
+  const WithUpstream dY = gradients ? with_upstream(input, dumped) : WithUpstream{};
+  const Problem& p = gradients ? dY.problem : input;
+  result.upstream = dY.upstream;
 
   // pass 1: every dumped step read into its canonical shape, as the step it holds
-  const Reference full = reference(p, Given{}, Mistake::none, dtype);
+  const Ours full = reference(p, Given{}, Mistake::none, dtype, gradients);
   const ReadDump read = read_dump(p, dumped, full, dtype);
   result.notes = read.notes;
+  if (gradients) result.notes.push_back(dY.note);
 
   // pass 2: each dumped step judged against ours from the dump's earlier steps (resumed) and from the
-  // input (full); at the first that is wrong itself, pass 3: the diagnosis (divergence_at)
-  const Reference resumed = reference(p, read.given, Mistake::none, dtype);
+  // input (full), forward steps first, then the gradients in the backward's order; at the first that is
+  // wrong itself, pass 3: the diagnosis (divergence_at)
+  const Ours resumed = reference(p, read.given, Mistake::none, dtype, gradients);
   std::vector<Step> differing;
-  for (const Step s : all_steps()) {
+  std::vector<Step> walk(all_steps().begin(), all_steps().end());
+  if (gradients) walk.insert(walk.end(), gradient_steps().begin(), gradient_steps().end());
+  for (const Step s : walk) {
     if (!read.given[slot(s)]) continue;
     // Judge the dump's values as dumped: the masked step before its large negatives were read as -inf.
     const Tensor<double>& as_dumped = *read.as_given[slot(s)];
@@ -742,6 +940,73 @@ DiffResult diff_dump(const Problem& p, const std::vector<DumpedStep>& dumped, DT
     result.steps.push_back(std::move(j));
   }
   return result;
+}
+
+const std::vector<std::pair<std::string_view, Step>>& gradient_aliases() {
+  using enum Step;
+  static const std::vector<std::pair<std::string_view, Step>> aliases = {
+      {"grad_output", d_output},
+      {"grad_out", d_output},
+      {"d_out", d_output},
+      {"dy", d_output},
+      {"dY", d_output},
+      {"output.grad", d_output},
+      {"out.grad", d_output},
+      {"grad_attn", d_weights},
+      {"dP", d_weights},
+      {"dA", d_weights},
+      {"grad_q", d_q},
+      {"q.grad", d_q},
+      {"dq", d_q},
+      {"dQ", d_q},
+      {"grad_k", d_k},
+      {"k.grad", d_k},
+      {"dk", d_k},
+      {"dK", d_k},
+      {"grad_v", d_v},
+      {"v.grad", d_v},
+      {"dv", d_v},
+      {"dV", d_v},
+      {"grad_x", d_X},
+      {"x.grad", d_X},
+      {"dx", d_X},
+      {"dX", d_X},
+      {"grad_context", d_context},
+      {"context.grad", d_context},
+      {"W_q.grad", d_W_q},
+      {"q_proj.weight.grad", d_W_q},
+      {"dW_q", d_W_q},
+      {"W_k.grad", d_W_k},
+      {"k_proj.weight.grad", d_W_k},
+      {"dW_k", d_W_k},
+      {"W_v.grad", d_W_v},
+      {"v_proj.weight.grad", d_W_v},
+      {"dW_v", d_W_v},
+      {"W_o.grad", d_W_o},
+      {"o_proj.weight.grad", d_W_o},
+      {"out_proj.weight.grad", d_W_o},
+      {"dW_o", d_W_o},
+      {"b_q.grad", d_b_q},
+      {"q_proj.bias.grad", d_b_q},
+      {"db_q", d_b_q},
+      {"b_k.grad", d_b_k},
+      {"k_proj.bias.grad", d_b_k},
+      {"db_k", d_b_k},
+      {"b_v.grad", d_b_v},
+      {"v_proj.bias.grad", d_b_v},
+      {"db_v", d_b_v},
+      {"b_o.grad", d_b_o},
+      {"o_proj.bias.grad", d_b_o},
+      {"out_proj.bias.grad", d_b_o},
+      {"db_o", d_b_o},
+  };
+  return aliases;
+}
+
+std::optional<Step> gradient_alias(std::string_view name) {
+  for (const auto& [alias, step] : gradient_aliases())
+    if (alias == name) return step;
+  return std::nullopt;
 }
 
 }  // namespace attn

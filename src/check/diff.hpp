@@ -11,6 +11,7 @@
 #include <string>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lessons/catalogue.hpp"
@@ -135,9 +136,21 @@ struct DiffResult {
   std::vector<StepJudgement> steps;  // the dumped steps, in pipeline order
   std::optional<Divergence> first;   // the first step that differs
   std::vector<std::string> notes;    // for people: fusions and layouts read, large negatives taken as masked
+  // With gradients dumped, where the upstream gradient dY came from: "input" (its "dY"), "grad_seed",
+  // "dump" (the dump's d_output), "ones"; empty for a dump of forward steps only.
+  std::string upstream;
 };
 
-// Judges `dumped` (at most one tensor per step) against `problem`, computing ours in `dtype`. A dump that
+// The common PyTorch-style names of gradients that a dump may use instead of the step names, each with the
+// step it stands for: grad_q, q.grad, dq -> d_q; x.grad, dx -> d_X; grad_output, dy -> d_output;
+// q_proj.weight.grad, W_q.grad -> d_W_q; and so on (docs/diff.md, "Gradient dumps").
+const std::vector<std::pair<std::string_view, Step>>& gradient_aliases();
+// The step `name` stands for, by gradient_aliases; nothing when it is none of them.
+std::optional<Step> gradient_alias(std::string_view name);
+
+// Judges `dumped` (at most one tensor per step) against `problem`, computing ours in `dtype`. Dumped
+// gradients are judged after the forward steps, in the backward's order, with the upstream gradient
+// of `problem` (its "dY" or --grad-seed's), else the dump's own d_output, else 1 everywhere. A dump that
 // agrees with its named step is read as it; else one that agrees with a step it may hold (fused_steps),
 // or weights whose rows are exp(S'' − max) before the division, is read as that, with a note.
 // A shape that fits no reading of its step is an std::invalid_argument naming the source and the

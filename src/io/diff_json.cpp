@@ -87,15 +87,17 @@ std::string diff_to_json(const DiffResult& r, const std::string& generator, cons
                          const std::string& dumps) {
   ojson steps = ojson::array();
   for (const StepJudgement& j : r.steps) steps.push_back(step_json(j));
-  const ojson doc = {{"format", "attn-trace.diff"},
-                     {"version", diff_format_version},
-                     {"generator", generator},
-                     {"input", input},
-                     {"dumps", dumps},
-                     {"dtype", std::string(name_of(r.dtype))},
-                     {"steps", steps},
-                     {"first_divergence", r.first ? divergence_json(*r.first) : ojson(nullptr)},
-                     {"notes", r.notes}};
+  ojson doc = {{"format", "attn-trace.diff"},
+               {"version", diff_format_version},
+               {"generator", generator},
+               {"input", input},
+               {"dumps", dumps},
+               {"dtype", std::string(name_of(r.dtype))},
+               {"steps", steps},
+               {"first_divergence", r.first ? divergence_json(*r.first) : ojson(nullptr)},
+               {"notes", r.notes}};
+  // Only with gradients dumped: where dY came from (a dump of forward steps reads as it always has).
+  if (!r.upstream.empty()) doc["upstream"] = r.upstream;
   // Strings from the user's files (names, tokens) may hold anything: kept valid UTF-8.
   return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

@@ -10,9 +10,11 @@
 //                                            "col_labels", "ours", "dumped"},
 //                                 "diagnosis": [CODE, ...],
 //                                 "findings": [{"code", "mistake", "finding"}]},
-//    "notes": [...]}
+//    "notes": [...],
+//    "upstream": "input" | "grad_seed" | "dump" | "ones"}   (only when the dump holds gradients)
 //
-// CODE is one of scale, transpose, softmax-axis, mask, alignment, head-split, large-negative, precision.
+// CODE is one of scale, transpose, softmax-axis, mask, alignment, head-split, large-negative, gqa-sum,
+// softmax-backward, precision.
 // Numbers that are not finite are the strings "inf", "-inf", "nan", as in a trace.
 
 #include <string>

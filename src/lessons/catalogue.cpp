@@ -62,6 +62,38 @@ const std::vector<MistakeInfo>& table() {
        "the mask shifted by one: each query sees one key fewer"},
       {align_flipped, "align-flipped", "", "the mask aligned as the input says", "aligned at the other corner", "",
        false, Code::alignment, "the mask aligned at the other corner"},
+      // The backward pass's: lessons/backward.cpp makes them; diff tries them at a dumped gradient.
+      {gqa_first_head, "gqa-first-head", "", "dK_h = Σ over the group's query heads of dSᵀ·Q",
+       "dK_h = dSᵀ·Q of the group's first query head (dV_h likewise)",
+       "A key/value head is read by every query head of its group, so its gradient is the sum of their parts; "
+       "taking one head's part loses the others'.",
+       false, Code::gqa_sum, "the GQA sum left out: only the first query head of each group", true},
+      {gqa_last_head, "gqa-last-head", "", "dK_h = Σ over the group's query heads of dSᵀ·Q",
+       "dK_h = dSᵀ·Q of each query head in turn, assigned (dV_h likewise): the last one is kept",
+       "Writing each query head's part with = instead of += keeps only the group's last head.", false, Code::gqa_sum,
+       "the GQA sum left out: each query head's part assigned, the last one kept", true},
+      {backward_no_scale, "backward-no-scale", "", "dS = dS' · scale", "dS = dS'",
+       "The forward multiplied the scores by the scale, so their gradient must be multiplied by it too: without it "
+       "dQ and dK are 1/scale times too large.",
+       false, Code::scale, "the scale left out of the backward: dS = dS'", true},
+      {softmax_d_from_da, "softmax-d-from-da", "", "D = rowsum(dA ⊙ A)", "D = rowsum(dA)",
+       "D is the weighted mean of dA along a row; without the weights it is the plain sum, and the rows of dS'' no "
+       "longer sum to 0.",
+       false, Code::softmax_backward, "the softmax's backward with D = rowsum(dA), not rowsum(dA ⊙ A)", true},
+      {softmax_d_from_do, "softmax-d-from-do", "", "D = rowsum(dO ⊙ O)", "D = rowsum(dO)",
+       "FlashAttention computes D = rowsum(dO ⊙ O), equal to rowsum(dA ⊙ A); summing dO alone is another number.",
+       false, Code::softmax_backward, "the softmax's backward with D = rowsum(dO), not rowsum(dO ⊙ O)", true},
+      {softmax_backward_columns, "softmax-backward-columns", "", "D = rowsum(dA ⊙ A), along each row",
+       "D summed down each column (over the queries)",
+       "The softmax normalised each row, so its backward subtracts each row's D; a column's sum belongs to a "
+       "softmax over the queries.",
+       false, Code::softmax_axis, "the softmax's backward taken down each column", true},
+      {dv_untransposed, "dv-untransposed", "", "dV_h = Aᵀ·dO_h", "dV_h = A·dO_h", "", false, Code::transpose,
+       "A not transposed in dV = Aᵀ·dO", true},
+      {dk_untransposed, "dk-untransposed", "", "dK_h = dSᵀ·Q_h", "dK_h = dS·Q_h", "", false, Code::transpose,
+       "dS not transposed in dK = dSᵀ·Q", true},
+      {dq_transposed, "dq-transposed", "", "dQ_h = dS·K_h", "dQ_h = dSᵀ·K_h", "", false, Code::transpose,
+       "dS transposed in dQ = dS·K", true},
   };
   return rows;
 }
@@ -90,6 +122,8 @@ std::string_view to_string(DiagnosisCode code) {
     case Code::alignment: return "alignment";
     case Code::head_split: return "head-split";
     case Code::large_negative: return "large-negative";
+    case Code::gqa_sum: return "gqa-sum";
+    case Code::softmax_backward: return "softmax-backward";
     case Code::precision: return "precision";
   }
   return "?";
@@ -138,14 +172,23 @@ bool changes_something(Mistake mistake, const Problem& p) {
     case w_o_transposed: return square(p.W_o);
     case align_flipped:
       return (p.mask.kind == MaskKind::causal || p.mask.kind == MaskKind::sliding_window) && p.n != p.m;
+    case gqa_first_head:
+    case gqa_last_head: return p.h > p.g;  // a group of more than one query head: something to sum
+    case backward_no_scale: return p.scale != 1;
+    case softmax_d_from_da:
+    case softmax_d_from_do:
+    case softmax_backward_columns: return true;
+    case dv_untransposed:
+    case dk_untransposed:
+    case dq_transposed: return p.n == p.m;  // dS and A are square: the transpose is a shape that fits
   }
   return false;
 }
 
-std::vector<Mistake> diagnosable(const Problem& p) {
+std::vector<Mistake> diagnosable(const Problem& p, bool backward) {
   std::vector<const MistakeInfo*> rows;
   for (const MistakeInfo& info : table())
-    if (info.code && changes_something(info.mistake, p)) rows.push_back(&info);
+    if (info.code && info.backward == backward && changes_something(info.mistake, p)) rows.push_back(&info);
   std::stable_sort(rows.begin(), rows.end(),
                    [](const MistakeInfo* a, const MistakeInfo* b) { return *a->code < *b->code; });
   std::vector<Mistake> out;

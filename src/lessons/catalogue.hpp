@@ -31,11 +31,33 @@ enum class Mistake {
   mask_sees_next,        // the mask shifted by one: each query also sees the next key
   mask_misses_diagonal,  // the mask shifted by one: each query sees one key fewer
   align_flipped,         // a causal or sliding-window mask aligned at the other corner
+  // the backward pass's (lessons/backward.hpp): diff alone tries them, on dumps of gradients
+  gqa_first_head,            // dK_h, dV_h from the first query head of each group only, not the group's sum
+  gqa_last_head,             // dK_h, dV_h assigned per query head, not added: the group's last head is kept
+  backward_no_scale,         // dS = dS': the scale left out of the backward, so dQ and dK are 1/scale times too large
+  softmax_d_from_da,         // D = rowsum(dA) instead of rowsum(dA ⊙ A)
+  softmax_d_from_do,         // D = rowsum(dO) instead of rowsum(dO ⊙ O): FlashAttention's D misread
+  softmax_backward_columns,  // the softmax's backward along each column: D summed over the queries
+  dv_untransposed,           // dV = A·dO instead of Aᵀ·dO (n = m)
+  dk_untransposed,           // dK = dS·Q instead of dSᵀ·Q (n = m)
+  dq_transposed,             // dQ = dSᵀ·K instead of dS·K (n = m)
 };
 
 // The family a mistake belongs to, as diff names it ("scale", "transpose", …), in the order diff lists
 // its diagnoses; precision is diff's own (computed in a less precise dtype), not a mistake of the table.
-enum class DiagnosisCode { scale, transpose, softmax_axis, mask, alignment, head_split, large_negative, precision };
+// gqa_sum and softmax_backward are the backward pass's own.
+enum class DiagnosisCode {
+  scale,
+  transpose,
+  softmax_axis,
+  mask,
+  alignment,
+  head_split,
+  large_negative,
+  gqa_sum,
+  softmax_backward,
+  precision
+};
 std::string_view to_string(DiagnosisCode code);
 
 struct MistakeInfo {
@@ -48,6 +70,7 @@ struct MistakeInfo {
   bool offered = true;                  // run --mistake shows it; otherwise diff alone tries it
   std::optional<DiagnosisCode> code{};  // diff tries it on a dump, under this code
   std::string_view diagnosis{};         // how diff names it: "the scale left out"
+  bool backward = false;                // made in the backward pass: diff tries it on dumped gradients only
 };
 
 // The mistakes `run --mistake` offers, in the order --mistake list prints them.
@@ -61,8 +84,9 @@ std::optional<Mistake> mistake_from_name(std::string_view name);
 bool changes_something(Mistake mistake, const Problem& p);
 
 // The mistakes diff tries on a dump of `p`: every one with a diagnosis code that changes something
-// here, in the order of their codes.
-std::vector<Mistake> diagnosable(const Problem& p);
+// here, in the order of their codes; those of the forward pass, or with `backward` those of the
+// backward pass (tried at a gradient step).
+std::vector<Mistake> diagnosable(const Problem& p, bool backward = false);
 // How diff names `mistake` for `p`: "the scale left out", "the mask aligned top-left instead of
 // bottom-right".
 std::string diagnosis_of(Mistake mistake, const Problem& p);

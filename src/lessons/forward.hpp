@@ -17,8 +17,10 @@
 
 namespace attn {
 
-// Some steps' values, each in its step's shape with the batch axis (step_shape): a user's dump, say.
-using GivenSteps = std::array<std::optional<Tensor<double>>, step_count>;
+// Some steps' values, each in its step's shape with the batch axis (step_shape): a user's dump, say. Room
+// for the gradient steps too (table_size), which the mistaken backward pass (lessons/backward.hpp) reads;
+// the forward pass reads the forward steps' slots only.
+using GivenSteps = std::array<std::optional<Tensor<double>>, table_size>;
 template <class T>
 using StepValues = std::array<Tensor<T>, step_count>;
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_checks.hpp"
+#include "render/draw/text.hpp"
 #include "run_binary.hpp"
 
 using namespace attn::test;
@@ -257,4 +258,130 @@ TEST_CASE("diff reads FILE as a saved trace too", "[cli][diff]") {
   REQUIRE(saved.exit_code == 0);
   const RunResult r = run_binary({"diff", dir / "trace.json", cases_dir + "/float32/dumps"});
   check_success(r);
+}
+
+TEST_CASE("diff finds the planted backward bug of every PyTorch-made gradient case and passes autograd's",
+          "[cli][diff][backward]") {
+  // tests/diff/make_gradient_dumps.py: autograd's gradients, and a hand-written backward with one bug each,
+  // saved under step names and PyTorch-style ones (grad_q, k.grad, dx, q_proj.weight.grad, ...).
+  const std::string dir = source_path("tests/data/diff_backward");
+  const nlohmann::json cases = nlohmann::json::parse(read_file(dir + "/cases.json"));
+  REQUIRE(cases.size() >= 10);
+  for (const nlohmann::json& c : cases) {
+    DYNAMIC_SECTION(c["name"].get<std::string>()) {
+      TempDir out;
+      const RunResult r = run_binary({"diff", dir + "/" + c["input"].get<std::string>(),
+                                      dir + "/" + c["dumps"].get<std::string>(), "--json", out / "findings.json"},
+                                     RunOptions().set_env("COLUMNS", "80"));
+      INFO(r.describe());
+      INFO("why: " << c["why"].get<std::string>());
+      CHECK(r.exit_code == c["exit"].get<int>());
+      CHECK(r.err.empty());
+      const nlohmann::json findings = nlohmann::json::parse(read_file(out / "findings.json"));
+      CHECK(findings["upstream"] == "dump");  // grad_output.npy is the dump's dY
+      check_figures_match_verdicts(findings);
+      CHECK(contains(r.out, "note: the upstream gradient dY is the dump's own d_output (grad_output.npy)"));
+      if (c["first_step"].is_null()) {
+        CHECK(findings["first_divergence"].is_null());
+        CHECK(contains(r.out, "Every dumped step agrees with ours within tolerance"));
+      } else {
+        const nlohmann::json& d = findings["first_divergence"];
+        REQUIRE(d.is_object());
+        CHECK(d["step"] == c["first_step"]);
+        CHECK(d["diagnosis"] == c["diagnosis"]);
+        CHECK(contains(r.out, "first divergence: " + c["first_step"].get<std::string>()));
+        for (const auto& s : findings["steps"]) {
+          if (s["step"] == d["step"]) break;
+          CHECK(s["verdict"] == "agrees");
+        }
+      }
+      for (const std::string& line : split_lines(r.out)) CHECK(attn::display_width(line) <= 80);
+    }
+  }
+}
+
+TEST_CASE("diff reads a JSON gradient dump under a PyTorch-style name, and --name maps any other",
+          "[cli][diff][backward]") {
+  // The worked example by hand: dY = 1 and every row of V is [1, 1], so dA = 2 everywhere and
+  // dQ = 0 (docs/diff.md, "Gradient dumps").
+  TempDir dir;
+  const std::string dumps = dir / "dumps";
+  std::filesystem::create_directory(dumps);
+  write(dumps + "/grad_q.json", "[[0, 0], [0, 0], [0, 0]]");
+  write(dumps + "/dP.json", "[[2, 2, 2], [2, 2, 2], [2, 2, 2]]");
+  const RunResult ok = run_binary({"diff", cat_sat, dumps});
+  INFO(ok.describe());
+  CHECK(ok.exit_code == 0);
+  CHECK(contains_in_order(ok.out, "d_weights    dP.json...agrees...d_q          grad_q.json...agrees"));
+  CHECK(contains(ok.out, "note: the upstream gradient dY is 1 everywhere"));
+
+  write(dumps + "/grad_q.json", "[[0.5, 0], [0, 0], [0, 0]]");
+  const RunResult bad = run_binary({"diff", cat_sat, dumps});
+  INFO(bad.describe());
+  CHECK(bad.exit_code == 1);
+  CHECK(contains(bad.out, "first divergence: d_q"));
+
+  std::filesystem::rename(dumps + "/grad_q.json", dumps + "/my_dq.json");
+  const RunResult named = run_binary({"diff", cat_sat, dumps, "--name", "d_q=my_dq"});
+  INFO(named.describe());
+  CHECK(named.exit_code == 1);
+  CHECK(contains(named.out, "d_q          my_dq.json"));
+}
+
+TEST_CASE("diff refuses a gradient name it does not know, and a gradient the input cannot have, in one line",
+          "[cli][diff][backward]") {
+  TempDir dir;
+  const std::string dumps = dir / "dumps";
+  std::filesystem::create_directory(dumps);
+  SECTION("an unknown name") {
+    write(dumps + "/q_grad.json", "[[0, 0], [0, 0], [0, 0]]");
+    check_usage_error(run_binary({"diff", cat_sat, dumps}),
+                      {"q_grad.json: no step is called q_grad...the gradients: d_output...grad_q, q.grad, dq"});
+  }
+  SECTION("a bias's gradient for an input without the bias") {
+    write(dumps + "/d_b_q.json", "[0, 0]");
+    check_usage_error(run_binary({"diff", cat_sat, dumps}), {"d_b_q.json: step d_b_q belongs to an input with b_q"});
+  }
+}
+
+TEST_CASE("diff --grad-seed draws the dY that run --backward --grad-seed draws", "[cli][diff][backward]") {
+  // The gradients of run's own trace, each saved as a JSON dump (the trace's nested arrays), agree with
+  // the same seed, and differ at the first of them with dY = 1.
+  TempDir dir;
+  const std::string gqa = source_path("data/gqa.json");
+  const RunResult run = run_binary({"run", gqa, "--backward", "--grad-seed", "7", "--json", dir / "trace.json"});
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json trace = nlohmann::json::parse(read_file(dir / "trace.json"));
+  const std::string dumps = dir / "dumps";
+  std::filesystem::create_directory(dumps);
+  for (const auto& s : trace["steps"])
+    if (s["name"] == "d_v_heads" || s["name"] == "d_q" || s["name"] == "d_W_o")
+      write(dumps + "/" + s["name"].get<std::string>() + ".json", s["data"].dump());
+  const RunResult same = run_binary({"diff", gqa, dumps, "--grad-seed", "7", "--dtype", "float32"});
+  INFO(same.describe());
+  CHECK(same.exit_code == 0);
+  CHECK(contains(same.out, "note: the upstream gradient dY is drawn from a standard normal with --grad-seed 7"));
+  const RunResult ones = run_binary({"diff", gqa, dumps, "--dtype", "float32", "--json", "-"});
+  INFO(ones.describe());
+  CHECK(ones.exit_code == 1);
+  const nlohmann::json findings = nlohmann::json::parse(ones.out);
+  CHECK(findings["upstream"] == "ones");
+  CHECK(findings["first_divergence"]["step"] == "d_v_heads");
+}
+
+TEST_CASE("diff shows a bias's gradient that differs as one row with the element marked", "[cli][diff][backward]") {
+  TempDir dir;
+  const std::string dumps = dir / "dumps";
+  std::filesystem::create_directory(dumps);
+  const std::string input = dir / "input.json";
+  // The worked example with b_q and W_o = I: dY = 1, dQ = 0 (docs/diff.md), so db_q = Σ dQ = 0.
+  write(input, R"({"tokens": ["The", "cat", "sat"], "X": [[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 0]],
+    "W_q": [[1, 0], [0, 1], [1, 0], [0, 1]], "W_k": [[0, 1], [1, 0], [0, 1], [1, 0]],
+    "W_v": [[1, 0], [0, 1], [0, 1], [1, 0]], "b_q": [0, 0]})");
+  write(dumps + "/q_proj.bias.grad.json", "[0, 0.5]");
+  const RunResult r = run_binary({"diff", input, dumps}, RunOptions().set_env("COLUMNS", "80"));
+  INFO(r.describe());
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.out, "first divergence: d_b_q"));
+  CHECK(contains(r.out, "dump  0.0000      0.5000 ←"));
 }

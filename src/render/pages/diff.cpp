@@ -79,11 +79,12 @@ void window(Page& page, const Divergence& d, int precision) {
     if (at - first > last - 1 - at) ++first;
     else --last;
   }
-  std::string head = pad(fmt::format("{} \\ {}", w.row_axis, w.col_axis), label_columns + 6);
+  std::string head =
+      pad(w.row_axis.empty() ? w.col_axis : fmt::format("{} \\ {}", w.row_axis, w.col_axis), label_columns + 6);
   for (std::size_t c = first; c < last; ++c) head += fmt::format(" {}", pad(visible(w.col_labels[c]), cell));
   page.line(fmt::format("  {}", head));
   for (std::size_t r = 0; r < w.rows.size(); ++r) {
-    const bool at_row = w.rows[r] == d.index[d.index.size() - 2];
+    const bool at_row = d.index.size() < 2 || w.rows[r] == d.index[d.index.size() - 2];  // a bias's: one row
     for (const bool ours : {true, false}) {
       std::string line =
           fmt::format("{}{}", pad(ours ? visible(w.row_labels[r]) : "", label_columns), ours ? " ours " : " dump ");
@@ -138,7 +139,12 @@ std::string render_diff(const DiffResult& r, std::string_view title, const Rende
   window(page, d, options.precision);
   page.line();
   page.heading("diagnosis");
-  if (d.diagnosis.empty())
+  if (d.diagnosis.empty() && is_gradient_step(d.step))
+    page.paragraph(
+        "No known mistake reproduces the dump here (the GQA sum, the scale, the softmax's backward and its axis, "
+        "transposes, precision). Compare the window above with the formula of this step.",
+        "  ");
+  else if (d.diagnosis.empty())
     page.paragraph(
         "No known mistake reproduces the dump here (scale, transposes, softmax axis, mask, alignment, head split, "
         "large negatives, precision). Compare the window above with the formula of this step.",
