@@ -28,7 +28,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DATTN_UNITY_APPS=ON -DATTN_BU
 unity="$PWD/$build/CMakeFiles/(attn-trace|attn_core)\\.dir/Unity"
 # clang-tidy's checks walk every declaration a file includes, nlohmann/json's and CLI11's instantiations
 # among them (most of its time), so it reads the files of src/ and apps/ through the unity sources the
-# build compiles (CMakeLists.txt: ATTN_UNITY, ATTN_UNITY_APPS; a dozen units instead of a hundred files):
+# build compiles (CMakeLists.txt: ATTN_UNITY, ATTN_UNITY_APPS; about twenty units instead of a hundred files):
 # a finding inside an included file of src/ or apps/ is still reported there (HeaderFilterRegex). The
 # unity sources include .cpp files by design, so only they are exempt from bugprone-suspicious-include.
 printf '%s\n' '# Written by scripts/lint.sh for the generated unity sources below this directory.' \
