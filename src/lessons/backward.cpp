@@ -13,18 +13,6 @@ namespace {
 
 constexpr std::size_t slot(Step s) { return static_cast<std::size_t>(s); }
 
-// The last two axes swapped: (B, h, r, c) -> (B, h, c, r).
-template <class T>
-Tensor<T> swap_last_axes(const Tensor<T>& S) {
-  const std::size_t B = S.dim(0), h = S.dim(1), r = S.dim(2), c = S.dim(3);
-  Tensor<T> t({B, h, c, r});
-  for (std::size_t b = 0; b < B; ++b)
-    for (std::size_t hd = 0; hd < h; ++hd)
-      for (std::size_t i = 0; i < r; ++i)
-        for (std::size_t j = 0; j < c; ++j) t(b, hd, j, i) = S(b, hd, i, j);
-  return t;
-}
-
 // One query head of each group of h/g: the first (`last` false) or the last, as g heads.
 // (B, h, r, c) -> (B, g, r, c)
 template <class T>

@@ -45,18 +45,6 @@ Tensor<T> scores_untransposed(const Tensor<T>& Q, const Tensor<T>& K) {
   return S;
 }
 
-// The last two axes swapped: (B, h, r, c) -> (B, h, c, r).
-template <class T>
-Tensor<T> swap_last_axes(const Tensor<T>& S) {
-  const std::size_t B = S.dim(0), h = S.dim(1), r = S.dim(2), c = S.dim(3);
-  Tensor<T> t({B, h, c, r});
-  for (std::size_t b = 0; b < B; ++b)
-    for (std::size_t hd = 0; hd < h; ++hd)
-      for (std::size_t i = 0; i < r; ++i)
-        for (std::size_t j = 0; j < c; ++j) t(b, hd, j, i) = S(b, hd, i, j);
-  return t;
-}
-
 // A = the softmax down each column (over the queries) of every (n, m) matrix: softmax_rows of the
 // transpose, so a column whose every score is −∞ gets zeros, as an emptied row does.
 template <class T>

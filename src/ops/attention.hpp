@@ -52,6 +52,18 @@ Tensor<T> project(const Tensor<T>& X, const Tensor<T>& W, std::span<const T> bia
   return Y;
 }
 
+// The last two axes swapped: (B, h, r, c) -> (B, h, c, r).
+template <class T>
+Tensor<T> swap_last_axes(const Tensor<T>& S) {
+  const std::size_t B = S.dim(0), h = S.dim(1), r = S.dim(2), c = S.dim(3);
+  Tensor<T> t({B, h, c, r});
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < h; ++hd)
+      for (std::size_t i = 0; i < r; ++i)
+        for (std::size_t j = 0; j < c; ++j) t(b, hd, j, i) = S(b, hd, i, j);
+  return t;
+}
+
 // Split the features into heads: reshape (B, n, h·d) -> (B, n, h, d), then transpose -> (B, h, n, d).
 // Heads[b][hd][i][c] = Y[b][i][hd·d + c]
 template <class T>
