@@ -174,12 +174,15 @@ def pytorch_attention(inp, config, dtype, inputs_in=None):
     s["scores"] = Q @ K.transpose(2, 3)                                   # (B, h, n, m)
     s["scaled"] = s["scores"] * tensor(config["scale"])
     before_mask = s["scaled"]
+    if "softcap" in config:  # Gemma 2's soft cap, before ALiBi's bias and the mask: c·tanh(S'/c)
+        c = tensor(config["softcap"])
+        s["capped"] = before_mask = c * torch.tanh(s["scaled"] / c)
     if "alibi" in config:  # ALiBi: -slope_h · (position of query i - position of key j), added to the scores
         a = config["alibi"]
         distance = (torch.tensor(a["query_positions"], dtype=torch.float64)[:, None]
                     - torch.tensor(a["key_positions"], dtype=torch.float64)[None, :])      # (n, m)
         slopes = torch.tensor(a["slopes"], dtype=torch.float64)[:, None, None]             # (h, 1, 1)
-        s["bias"] = before_mask = s["scaled"] + (-slopes * distance).to(dtype)             # (B, h, n, m)
+        s["bias"] = before_mask = before_mask + (-slopes * distance).to(dtype)             # (B, h, n, m)
     s["allowed"] = allowed_keys(config["mask"], B, n, m)                  # (B, n, m), the same for every head
     s["masked"] = before_mask.masked_fill(~s["allowed"].unsqueeze(1), -torch.inf)
     s["weights"] = softmax_rows(s["masked"])                              # (B, h, n, m)

@@ -172,6 +172,7 @@ Terms terms_of(const Problem& p, const Values<double>& x, const Tensor<double>& 
                   std::fabs(alibi_bias(p.alibi->slopes[hd], p.alibi->query_positions[i], p.alibi->key_positions[j]));
       return {std::move(of), 2};
     }
+    case Op::softcap: return {magnitude(own), 3};  // s/c, tanh and the product by c; its slope is at most 1
     case Op::softmax: return {magnitude(own), static_cast<double>(p.m)};
     case Op::weighted_sum:
       return {weighted_sum(magnitude(x[slot(in[0])]), magnitude(x[slot(in[1])])), static_cast<double>(p.m)};

@@ -105,7 +105,7 @@ AttentionResult<T> run_naive_backward(const Problem& p, Observer& observer, DTyp
   require_storage<T>("run_naive_backward", storage);
   const Inputs<T> in(p, storage);
   Keeper<T> keep(observer, storage);
-  NaiveForward<T> f = naive_forward(p, in, keep, observer, storage);
+  NaiveForward<T> f = naive_forward(p, in, keep, observer, storage, true);
   const auto allows = [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j); };
 
   // pass 5: back through the output projection and the merge
@@ -117,10 +117,17 @@ AttentionResult<T> run_naive_backward(const Problem& p, Observer& observer, DTyp
   Held<T> dS = keep.held(Step::d_weights, d_weighted_sum_weights(dO_h, f.heads.V));  // dA (B, h, n, m)
   g.dV = keep(Step::d_v_heads, d_weighted_sum_values(*f.A, dO_h, p.g));              // (B, g, m, d_v)
 
-  // pass 7: the softmax's backward (D = rowsum(dA ⊙ A): no m × m Jacobian per row), the mask's, the scale's
+  // pass 7: the softmax's backward (D = rowsum(dA ⊙ A): no m × m Jacobian per row), the mask's, the
+  // cap's (with softcap), the scale's
   dS = keep.held(Step::d_masked, d_softmax_rows(*f.A, *dS));
   f.A.drop();
-  dS = keep.held(Step::d_scaled, d_apply_mask(*dS, allows));
+  if (p.softcap) {  // the mask's backward into the capped scores, then the cap's
+    dS = keep.held(Step::d_capped, d_apply_mask(*dS, allows));
+    dS = keep.held(Step::d_scaled, d_softcap(*dS, *f.capped, static_cast<T>(*p.softcap)));
+    f.capped.drop();
+  } else {
+    dS = keep.held(Step::d_scaled, d_apply_mask(*dS, allows));
+  }
   dS = keep.held(Step::d_scores, scale(*dS, static_cast<T>(p.scale)));
 
   // pass 8: back through S = Q·Kᵀ to the heads the scores read
@@ -143,6 +150,7 @@ void flash_backward_head(const Problem& p, const Inputs<T>& in, const FlashForwa
   const std::size_t h = p.h, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v, kv = kv_head_of(hd, h, p.g);
   const std::size_t Br = tiles.Br, Bc = tiles.Bc, Tr = (n + Br - 1) / Br, Tc = (m + Bc - 1) / Bc;
   const T scale = static_cast<T>(p.scale);
+  const T softcap = static_cast<T>(p.softcap.value_or(0));
   const bool watching = observer.wants_backward_tiles();
   const Tensor<T>& Q = f.heads.Q;
   const Tensor<T>& K = f.heads.K;
@@ -158,7 +166,8 @@ void flash_backward_head(const Problem& p, const Inputs<T>& in, const FlashForwa
         continue;
       }
       Tensor<T> P({rows, cols}), dP({rows, cols}), dS({rows, cols}), dQ_add({rows, d_k});
-      meter.hold(bytes_of(P) + bytes_of(dP) + bytes_of(dS));
+      Tensor<T> slope(p.softcap ? Shape{rows, cols} : Shape{0, 0});  // the cap's slope 1 - tanh² per score
+      meter.hold(bytes_of(P) + bytes_of(dP) + bytes_of(dS) + bytes_of(slope));
       // P = exp(S - lse_i), S = scale·Q_i·K_jᵀ (+ ALiBi's bias): the forward's weights, recomputed from
       // the one number per row that it kept, instead of an n × m matrix stored
       // P[r][c] = exp(scale · Σ_e Q[r0+r][e]·K[c0+c][e] + bias - lse[r0+r]), 0 where the mask forbids
@@ -172,13 +181,18 @@ void flash_backward_head(const Problem& p, const Inputs<T>& in, const FlashForwa
           T dot = 0;
           for (std::size_t e = 0; e < d_k; ++e) dot += q[e] * k[e];
           T s = dot * scale;
+          if (p.softcap) {
+            s = softcap_term(s, softcap);
+            slope(r, c) = softcap_slope(s, softcap);
+          }
           if (p.alibi) s += alibi_term(in.slopes[hd], in.pos_q[r0 + r], in.pos_k[c0 + c]);
           P(r, c) = stored(storage, std::exp(s - lse));
         }
       }
       // dV_j += Pᵀ·dO_i      dV_j[c][e] += Σ_r P[r][c] · dO[r0+r][e]
       // dP = dO_i·V_jᵀ       dP[r][c] = Σ_e dO[r0+r][e] · V[c0+c][e]
-      // dS = P ⊙ (dP - D_i)  the softmax's backward, with D = rowsum(dO ⊙ O) = rowsum(dA ⊙ A)
+      // dS = P ⊙ (dP - D_i)  the softmax's backward, with D = rowsum(dO ⊙ O) = rowsum(dA ⊙ A),
+      //                      times the cap's slope with softcap: the gradient of S' itself
       for (std::size_t r = 0; r < rows; ++r) {
         const T* dO = &dO_h(b, hd, r0 + r, 0);
         for (std::size_t c = 0; c < cols; ++c) {
@@ -186,7 +200,9 @@ void flash_backward_head(const Problem& p, const Inputs<T>& in, const FlashForwa
           T dot = 0;
           for (std::size_t e = 0; e < d_v; ++e) dot += dO[e] * v[e];
           dP(r, c) = dot;
-          dS(r, c) = stored(storage, P(r, c) * (dot - D(b, hd, r0 + r)));
+          T ds = P(r, c) * (dot - D(b, hd, r0 + r));
+          if (p.softcap) ds *= slope(r, c);
+          dS(r, c) = stored(storage, ds);
           if (P(r, c) == 0) continue;  // a masked key adds nothing
           for (std::size_t e = 0; e < d_v; ++e) dV_j(c, e) += P(r, c) * dO[e];
         }
@@ -209,7 +225,7 @@ void flash_backward_head(const Problem& p, const Inputs<T>& in, const FlashForwa
       if (watching)
         observer.on_backward_tile(
             BackwardTileEvent<T>{b, hd, i, j, r0, r1, c0, c1, false, &P, &dP, &dS, &dQ_add, &dK_j, &dV_j});
-      meter.release(bytes_of(P) + bytes_of(dP) + bytes_of(dS));
+      meter.release(bytes_of(P) + bytes_of(dP) + bytes_of(dS) + bytes_of(slope));
     }
     // the key tile is done: its gradients join the key/value head's (summed over the query heads that share it)
     for (std::size_t c = 0; c < cols; ++c) {

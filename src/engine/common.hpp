@@ -142,6 +142,8 @@ class Keeper {
     report(observer_, step, *kept);
     return kept;
   }
+  // A score-sized copy kept for later (reported already): counted while held, not reported again.
+  Held<T> counted(Tensor<T> t) { return Held<T>(std::move(t), meter_); }
   // The most bytes of score-sized steps held at once.
   std::size_t peak() const { return meter_.peak(); }
 

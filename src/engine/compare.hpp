@@ -30,6 +30,7 @@ Problem rounded_inputs(const Problem& p, DType storage = DType::float32) {
   for (std::vector<double>* b : {&q.b_q, &q.b_k, &q.b_v, &q.b_o})
     for (double& x : *b) round(x);
   q.scale = static_cast<double>(static_cast<T>(q.scale));
+  if (q.softcap) q.softcap = static_cast<double>(static_cast<T>(*q.softcap));
   if (q.rope)
     for (Tensor<double>* t : {&q.rope->cos_q, &q.rope->sin_q, &q.rope->cos_k, &q.rope->sin_k})
       for (double& x : t->values()) round(x);
@@ -167,18 +168,24 @@ inline Tensor<double> projection_error(const Tensor<double>& X, const Tensor<dou
 // Δs_j = |scale|·Σ_e ((d_k + 1)·u·|q_e|·|k_je| + Δq_e·|k_je| + |q_e|·Δk_je + Δq_e·Δk_je) + (d_k·|scale| + 1)·η
 // q, dq (d_k): one query row and its error; K, dK (m, d_k): the keys of its head, as magnitudes.
 // bias (m) or empty: ALiBi's b_j for this row, whose product and sum add their own rounding (above).
+// softcap c > 0: c·tanh(s/c) has a slope of at most 1, so it passes Δs on no larger, and adds its own
+// three roundings (s/c, tanh, the product by c): at most u·|s| + 2·u·c + η more (0: no cap).
 inline std::vector<double> score_error(std::span<const double> q, std::span<const double> dq, const double* K,
                                        const double* dK, std::size_t m, double scale, Rounding r,
-                                       std::span<const double> bias = {}) {
+                                       std::span<const double> bias = {}, double softcap = 0) {
   const std::size_t d_k = q.size();
   const double a = std::fabs(scale), dots = static_cast<double>(d_k) + (bias.empty() ? 1 : 2);
   std::vector<double> ds(m);
   for (std::size_t j = 0; j < m; ++j) {
     const double* k = K + j * d_k;
     const double* dk = dK + j * d_k;
-    double sum = 0;
-    for (std::size_t e = 0; e < d_k; ++e) sum += dots * r.u * q[e] * k[e] + dq[e] * k[e] + q[e] * dk[e] + dq[e] * dk[e];
+    double sum = 0, size = 0;
+    for (std::size_t e = 0; e < d_k; ++e) {
+      sum += dots * r.u * q[e] * k[e] + dq[e] * k[e] + q[e] * dk[e] + dq[e] * dk[e];
+      size += q[e] * k[e];
+    }
     ds[j] = a * sum + (static_cast<double>(d_k) * a + 1) * r.eta;
+    if (softcap > 0) ds[j] += r.u * (a * size + 2 * softcap) + r.eta;
     if (!bias.empty()) ds[j] += 2 * r.u * std::fabs(bias[j]) + r.eta;
   }
   return ds;
@@ -323,9 +330,10 @@ class NoiseFloor final : public Observer {
           if (p_.alibi)
             for (std::size_t j = 0; j < m; ++j)
               bias[j] = alibi_bias(p_.alibi->slopes[hd], p_.alibi->query_positions[i], p_.alibi->key_positions[j]);
-          const std::vector<double> ds = score_error(std::span<const double>(&Q_(b, hd, i, 0), d_k),
-                                                     std::span<const double>(&dQ_(b, hd, i, 0), d_k), &K_(b, kv, 0, 0),
-                                                     &dK_(b, kv, 0, 0), m, p_.scale, r_, std::span<const double>(bias));
+          const std::vector<double> ds =
+              score_error(std::span<const double>(&Q_(b, hd, i, 0), d_k),
+                          std::span<const double>(&dQ_(b, hd, i, 0), d_k), &K_(b, kv, 0, 0), &dK_(b, kv, 0, 0), m,
+                          p_.scale, r_, std::span<const double>(bias), p_.softcap.value_or(0));
           const RowError e =
               attention_row_error(a, log_ratio, N, tiles, ds, &V_(b, kv, 0, 0), &dV_(b, kv, 0, 0), d_v, r_);
           for (std::size_t c = 0; c < d_v; ++c) {

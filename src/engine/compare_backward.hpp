@@ -132,11 +132,14 @@ std::array<Tensor<double>, table_size> gradient_magnitudes(const Problem& p, con
 }
 
 // Λ: the largest |exponent| the softmax sees, from |S'| (on magnitudes, so that cancellation in a dot
-// product cannot hide a large term) and the row's log-sum-exp, which lies within log m of its max.
+// product cannot hide a large term; at most c with softcap) and the row's log-sum-exp, which lies
+// within log m of its max. (The magnitudes of gradient_magnitudes leave the cap's slope out: it is at
+// most 1, so they bound the capped gradients too.)
 inline double largest_logit(const Problem& p, const Tensor<double>& Q, const Tensor<double>& K) {
   const Tensor<double> S = scores(Q, K);  // |Q|·|K|ᵀ (B, h, n, m)
   double largest = 0;
   for (const double s : S.values()) largest = std::max(largest, std::fabs(p.scale) * s);
+  if (p.softcap) largest = std::min(largest, *p.softcap);  // c·tanh(s/c) never passes ±c
   if (p.alibi) {
     double bias = 0;
     for (const double slope : p.alibi->slopes)

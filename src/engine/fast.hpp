@@ -228,6 +228,7 @@ Attended<T> attend_naive(const Problem& p, Projected<T> x, const FastOptions& o)
     a.s = S.data() + ((b * h + hd) * n + i0) * m;
     a.row_stride = m;
     a.scale = static_cast<T>(p.scale);
+    a.softcap = static_cast<T>(p.softcap.value_or(0));
     if (p.alibi) {
       a.slope = slopes[hd];
       a.pos_q = pos_q.data() + i0;
@@ -424,6 +425,7 @@ void fold_key_tile(const FlashInputs<T>& in, const QueryTile& qt, std::size_t j,
   a.kt = in.packed.Kt.data() + tile * t.kt_size;
   a.v = in.packed.Vp.data() + tile * t.v_size;
   a.scale = static_cast<T>(p.scale);
+  a.softcap = static_cast<T>(p.softcap.value_or(0));
   if (p.alibi) {
     a.slope = in.slopes[qt.hd];
     a.pos_q = in.pos_q.data() + qt.r0;

@@ -168,6 +168,7 @@ bool backward_tile(const BackwardInputs<T>& in, std::size_t b, std::size_t hd, s
   a.k = w.k.data();
   a.vt = w.vt.data();
   a.scale = static_cast<T>(p.scale);
+  a.softcap = static_cast<T>(p.softcap.value_or(0));
   if (p.alibi) {
     a.slope = in.slopes[hd];
     a.pos_q = in.pos_q.data() + r0;

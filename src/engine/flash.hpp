@@ -51,6 +51,7 @@ FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& o
   const std::size_t Br = tiles.Br, Bc = tiles.Bc;
   const std::size_t Tr = (n + Br - 1) / Br, Tc = (m + Bc - 1) / Bc;  // the last tiles may be partial
   const T scale = static_cast<T>(p.scale);
+  const T softcap = static_cast<T>(p.softcap.value_or(0));
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   const bool watching = observer.wants_tiles();
   const bool alibi = p.alibi.has_value();
@@ -77,8 +78,8 @@ FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& o
             if (watching) observer.on_tile(TileEvent<T>{b, hd, i, j, r0, r1, c0, c1, true});
             continue;
           }
-          // S = Q_i·K_jᵀ · scale (+ ALiBi's bias of this block), -inf where the mask forbids
-          // S[r][c] = scale · Σ_e Q[r0+r][e] · K[c0+c][e]  - s_hd·(pos_q[r0+r] - pos_k[c0+c])
+          // S = Q_i·K_jᵀ · scale (capped with softcap, + ALiBi's bias of this block), -inf where the mask forbids
+          // S[r][c] = c·tanh(scale · Σ_e Q[r0+r][e] · K[c0+c][e] / c)  - s_hd·(pos_q[r0+r] - pos_k[c0+c])
           Tensor<T> S({rows, cols});
           for (std::size_t r = 0; r < rows; ++r) {
             const T* q = &heads.Q(b, hd, r0 + r, 0);
@@ -91,6 +92,7 @@ FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& o
               T dot = 0;
               for (std::size_t e = 0; e < d_k; ++e) dot += q[e] * k[e];
               S(r, c) = dot * scale;
+              if (p.softcap) S(r, c) = softcap_term(S(r, c), softcap);
               if (alibi) S(r, c) += alibi_term(in.slopes[hd], in.pos_q[r0 + r], in.pos_k[c0 + c]);
             }
           }

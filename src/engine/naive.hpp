@@ -13,27 +13,35 @@ template <class T>
 struct NaiveForward {
   Heads<T> heads;  // Q (B, h, n, d_k), K (B, g, m, d_k) turned with RoPE; V (B, g, m, d_v)
   Held<T> A;       // (B, h, n, m)
+  Held<T> capped;  // (B, h, n, m) the capped scores, for the cap's backward: with softcap, when asked
   Tensor<T> O_h;   // (B, h, n, d_v)
   Tensor<T> Y;     // (B, n, d_out)
 };
 
 // The forward passes of the naive engine, every step kept by `keep` (which counts the score-sized ones).
+// `for_backward`: keep what the backward pass reads beyond the weights (the capped scores).
 template <class T>
-NaiveForward<T> naive_forward(const Problem& p, const Inputs<T>& in, Keeper<T>& keep, Observer& observer,
-                              DType storage) {
+NaiveForward<T> naive_forward(const Problem& p, const Inputs<T>& in, Keeper<T>& keep, Observer& observer, DType storage,
+                              bool for_backward = false) {
   const auto allows = [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j); };
   const std::span<const T> slopes(in.slopes), pos_q(in.pos_q), pos_k(in.pos_k);  // ALiBi's, or empty
 
   // pass 1: project the tokens into queries, keys and values, and split them into heads
   Heads<T> heads = project_heads(p, in, observer, storage);
 
-  // pass 2: query dot key, scaled, with ALiBi's bias added, masked, then a softmax of each row. Each
-  // (B, h, n, m) buffer is dropped once the next one is made, so at most two are held at a time.
+  // pass 2: query dot key, scaled, soft-capped, with ALiBi's bias added, masked, then a softmax of each
+  // row. Each (B, h, n, m) buffer is dropped once the next one is made, so at most two are held at a time
+  // (three when the backward keeps the capped scores).
   Held<T> A;  // (B, h, n, m)
+  Held<T> capped;
   {
     Held<T> S = keep.held(Step::scores, scores(heads.Q, heads.K));  // (B, h, n, m)
     Held<T> S_scaled = keep.held(Step::scaled, scale(*S, static_cast<T>(p.scale)));
     S.drop();
+    if (p.softcap) {
+      S_scaled = keep.held(Step::capped, softcap(*S_scaled, static_cast<T>(*p.softcap)));
+      if (for_backward) capped = keep.counted(Tensor<T>(*S_scaled));
+    }
     if (p.alibi) S_scaled = keep.held(Step::bias, add_alibi(*S_scaled, slopes, pos_q, pos_k));  // the mask reads it
     Held<T> S_masked = keep.held_as_is(Step::masked, apply_mask(*S_scaled, allows));  // stored values and -inf
     S_scaled.drop();
@@ -45,7 +53,7 @@ NaiveForward<T> naive_forward(const Problem& p, const Inputs<T>& in, Keeper<T>& 
 
   // pass 4: merge the heads and project out
   Tensor<T> Y = merge_and_project(p, in, O_h, observer, storage);
-  return {std::move(heads), std::move(A), std::move(O_h), std::move(Y)};
+  return {std::move(heads), std::move(A), std::move(capped), std::move(O_h), std::move(Y)};
 }
 
 template <class T>

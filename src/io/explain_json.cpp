@@ -97,6 +97,7 @@ std::string explanation_to_json(const Explanation& e, const std::string& generat
                    {"theta_i", numbers(e.theta)},
                    {"q_rot", numbers(e.q_rot)},
                    {"k_rot", numbers(e.k_rot)}};
+  if (e.softcap) out["softcap"] = {{"cap", json_number(*e.softcap)}, {"capped", json_number(e.capped)}};
   if (e.alibi)
     out["alibi"] = {{"slope", json_number(e.slope)},
                     {"position_query", e.alibi_pos_q},

@@ -30,7 +30,7 @@ namespace {
 
 constexpr std::array top_keys = {"X",      "tokens",  "W_q",  "W_k",     "W_v",         "W_o",   "b_q",
                                  "b_k",    "b_v",     "b_o",  "n_heads", "n_kv_heads",  "scale", "mask",
-                                 "layout", "context", "rope", "alibi",   "description", "dY"};
+                                 "layout", "context", "rope", "alibi",   "description", "dY",    "softcap"};
 
 // The input format (docs/input-format.md), read with the pieces of JsonReader.
 class Reader : public JsonReader {
@@ -379,6 +379,13 @@ class Reader : public JsonReader {
     return a;
   }
 
+  // Gemma 2's logit cap c: a number above 0 (its models use 50).
+  double softcap(const json& j) const {
+    const double c = number(j, "/softcap");
+    if (!(c > 0)) fail("/softcap", fmt::format("expected a cap above 0 (scores become c·tanh(S'/c)), found {}", c));
+    return c;
+  }
+
   Problem problem(const json& root) const {
     // pass 1: the keys, the sequence, its context and the projections, each checked against the last
     check_top(root);
@@ -394,6 +401,7 @@ class Reader : public JsonReader {
     p.mask = mask(root.contains("mask") ? &root.at("mask") : nullptr, p);
     if (root.contains("rope")) p.rope = rope(root.at("rope"), p);
     if (root.contains("alibi")) p.alibi = alibi(root.at("alibi"), p);
+    if (root.contains("softcap")) p.softcap = softcap(root.at("softcap"));
     if (root.contains("dY")) read_upstream(root.at("dY"), p);
     return p;
   }
@@ -571,8 +579,9 @@ void check_range(const Problem& p, const std::string& file, DType dtype) {
   if (p.alibi && !p.alibi->standard)
     for (std::size_t k = 0; k < p.alibi->slopes.size(); ++k)
       if (beyond(p.alibi->slopes[k])) fail(pointer_index("/alibi", k), p.alibi->slopes[k]);
-  // The scale stays a float32 number in a half run.
+  // The scale and the cap stay float32 numbers in a half run.
   if (std::fabs(p.scale) > float32_max) fail_in("/scale", p.scale, DType::float32);
+  if (p.softcap && *p.softcap > float32_max) fail_in("/softcap", *p.softcap, DType::float32);
 }
 
 Problem load_problem_file(const std::string& path, const MemoryLimit& limit) {

@@ -113,6 +113,7 @@ ojson config_json(const Trace& t) {
     config["alibi"] = {{"slopes", p.alibi->slopes},
                        {"query_positions", whole_numbers(p.alibi->query_positions)},
                        {"key_positions", whole_numbers(p.alibi->key_positions)}};
+  if (p.softcap) config["softcap"] = *p.softcap;
   return config;
 }
 
@@ -292,6 +293,10 @@ void write_input(TextWriter& w, const Problem& p, int indent) {
   if (p.alibi) {
     key("alibi");
     w.value(p.alibi->standard ? ojson(true) : ojson(p.alibi->slopes), indent + 2);
+  }
+  if (p.softcap) {
+    key("softcap");
+    w.value(ojson(*p.softcap), indent + 2);
   }
   if (!p.dY.empty()) {
     key("dY");

@@ -43,7 +43,7 @@ struct GemmArgs {
 };
 
 // One key tile folded into the running state of one query tile (FlashAttention-2, Algorithm 1,
-// lines 8-10): S = Q_i·K_jᵀ·scale + bias, masked; m_new = max(m_prev, rowmax S); P = exp(S - m_new);
+// lines 8-10): S = Q_i·K_jᵀ·scale, capped, + bias, masked; m_new = max(m_prev, rowmax S); P = exp(S - m_new);
 // l = alpha·l + rowsum P; O = diag(alpha)·O + P·V_j, alpha = exp(m_prev - m_new).
 // Padded rows (rows .. rows_pad) and columns (cols .. cols_pad) hold zeros in q, kt and v.
 template <class T>
@@ -56,6 +56,7 @@ struct FlashTileArgs {
   const T* kt = nullptr;            // (d_k, cols_pad)    the key tile transposed: kt[e·cols_pad + c] = K[c][e]
   const T* v = nullptr;             // (cols_pad, dv_pad) the value tile
   T scale = 1;
+  T softcap = 0;  // c > 0: S·scale becomes c·tanh(S·scale/c) before the bias; 0: no cap
   // ALiBi: S[r][c] += -slope·(pos_q[r] - pos_k[c]); pos_q null without it.
   T slope = 0;
   const T* pos_q = nullptr;  // (rows)
@@ -91,6 +92,7 @@ struct FlashBackwardTileArgs {
   const T* k = nullptr;    // (cols_pad, dk_pad)  the key tile
   const T* vt = nullptr;   // (d_v, cols_pad)  the value tile transposed
   T scale = 1;
+  T softcap = 0;                     // as in FlashTileArgs; dS then carries the cap's slope 1 - (S_c/c)²
   T slope = 0;                       // ALiBi as in FlashTileArgs; pos_q null without it
   const T* pos_q = nullptr;          // (rows)
   const T* pos_k = nullptr;          // (cols_pad)
@@ -104,7 +106,7 @@ struct FlashBackwardTileArgs {
   T* dv = nullptr;                   // (cols_pad, dv_pad) running dV_j, updated
 };
 
-// The naive engine's rows of scores, in place: S' = S·scale + bias, masked to -inf, then
+// The naive engine's rows of scores, in place: S' = S·scale, capped, + bias, masked to -inf, then
 // P = softmax(S') along each row; a row with nothing to attend gets all-zero weights.
 template <class T>
 struct SoftmaxRowsArgs {
@@ -112,6 +114,7 @@ struct SoftmaxRowsArgs {
   T* s = nullptr;  // (rows, cols), row r at s + r·row_stride
   std::size_t row_stride = 0;
   T scale = 1;
+  T softcap = 0;  // as in FlashTileArgs
   T slope = 0;
   const T* pos_q = nullptr;          // (rows), or none: no ALiBi
   const T* pos_k = nullptr;          // (cols)

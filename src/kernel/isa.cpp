@@ -170,6 +170,23 @@ inline T exp_one(T x) {
   return exp_lanes<T>(splat(x))[0];
 }
 
+// c·tanh(x/c) of every lane (c > 0): tanh|y| = (1 - e)/(1 + e) with e = exp(-2|y|) <= 1, then the sign
+// put back. Near 0 the difference 1 - e costs relative accuracy, not absolute: the capped score is off
+// by a few u·c at most, which compare's noise floor allows (engine/compare.hpp, score_error).
+template <class T>
+inline Vec<T> softcap_lanes(Vec<T> x, T c) {
+  const Vec<T> y = x / c;
+  const Vec<T> a = y < 0 ? -y : y;
+  const Vec<T> e = exp_nonpositive<T>(a * T{-2});
+  const Vec<T> t = (T{1} - e) / (T{1} + e);
+  return (y < 0 ? -t : t) * c;
+}
+
+template <class T>
+inline T softcap_one(T x, T c) {
+  return softcap_lanes<T>(splat(x), c)[0];
+}
+
 // ------------------------------------------------------------------------------------------------- gemm
 
 // Packs `count` lines of a strided matrix, kc steps along each, into panels of `width` lines, k-major:
@@ -313,10 +330,11 @@ inline auto kept_lanes(const Vec<T>& columns, T lo, T hi, const T* keep) {
   return in;
 }
 
-// S'[c] = S[c]·scale + bias, -inf where row r's mask forbids, in place over the whole vectors of
-// [0, end); ALiBi's bias -slope·(pos_q - pos_k[c]) when pos_k is given. Returns the lanes' running max.
+// S'[c] = S[c]·scale (capped to c·tanh(S'/c) when softcap > 0) + bias, -inf where row r's mask forbids,
+// in place over the whole vectors of [0, end); ALiBi's bias -slope·(pos_q - pos_k[c]) when pos_k is
+// given. Returns the lanes' running max.
 template <class T>
-inline Vec<T> scale_bias_mask(T* row, std::size_t end, T scale, T slope, T pos_q, const T* pos_k, T lo, T hi,
+inline Vec<T> scale_bias_mask(T* row, std::size_t end, T scale, T softcap, T slope, T pos_q, const T* pos_k, T lo, T hi,
                               const T* keep) {
   using V = Vec<T>;
   constexpr std::size_t w = W<T>;
@@ -324,6 +342,7 @@ inline Vec<T> scale_bias_mask(T* row, std::size_t end, T scale, T slope, T pos_q
   V running = splat(minus_inf<T>());
   for (std::size_t c = 0; c < end; c += w) {
     V x = load(row + c) * scale;
+    if (softcap > 0) x = softcap_lanes<T>(x, softcap);
     if (pos_k != nullptr) x = x + -slope * (pos_q - load(pos_k + c));
     const auto in = kept_lanes<T>(lanes + static_cast<T>(c), lo, hi, keep != nullptr ? keep + c : nullptr);
     x = in ? x : splat(minus_inf<T>());
@@ -366,14 +385,14 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
     // (the common case) skips the mask's lanes
     const bool whole = keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) == used_pad;
     V running = splat(minus_inf<T>());
-    if (whole && a.pos_q == nullptr) {
+    if (whole && a.pos_q == nullptr && a.softcap == 0) {
       for (std::size_t c = 0; c < used_pad; c += w) {
         const V x = load(row + c) * a.scale;
         store(row + c, x);
         running = running > x ? running : x;
       }
     } else {
-      running = scale_bias_mask<T>(row, used_pad, a.scale, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
+      running = scale_bias_mask<T>(row, used_pad, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
                                    a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
     }
     const T m_prev = a.m[r];
@@ -448,7 +467,9 @@ void product_rows(std::size_t rows, std::size_t cols, std::size_t K, const T* a,
 }
 
 // P = exp(S·scale + bias - lse) and dS = P ⊙ (dP - D)·scale for row r, in place over [0, span): S and
-// dP in, P and dS out. Masked columns give exp(-inf) = 0, so P and dS are 0 there.
+// dP in, P and dS out. Masked columns give exp(-inf) = 0, so P and dS are 0 there. With softcap the
+// scores are capped before the bias and dS also carries the cap's slope 1 - (S_c/c)², S_c read back
+// from the biased score (clamped to ±c, so a masked -inf gives slope 0, not NaN).
 template <class T>
 void weights_and_score_gradient(const FlashBackwardTileArgs<T>& a, std::size_t r, std::size_t span) {
   using V = Vec<T>;
@@ -457,14 +478,28 @@ void weights_and_score_gradient(const FlashBackwardTileArgs<T>& a, std::size_t r
   T* ds = a.ds + r * a.cols_pad;
   const T* keep = a.keep != nullptr ? a.keep + r * a.cols_pad : nullptr;
   const bool whole = keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) == span;
-  if (whole && a.pos_q == nullptr) {
+  if (whole && a.pos_q == nullptr && a.softcap == 0) {
     for (std::size_t c = 0; c < span; c += w) store(p + c, load(p + c) * a.scale);
   } else {
-    scale_bias_mask<T>(p, span, a.scale, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
+    scale_bias_mask<T>(p, span, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
                        a.pos_q != nullptr ? a.pos_k : nullptr, static_cast<T>(a.lo[r]), static_cast<T>(a.hi[r]), keep);
   }
   // S - lse <= 0 up to rounding: the weights the forward normalised, without an n × m matrix kept
   const T lse = a.lse[r], D = a.D[r];
+  if (a.softcap > 0) {
+    const T c_cap = a.softcap, pos_q = a.pos_q != nullptr ? a.pos_q[r] : T{0};
+    for (std::size_t c = 0; c < span; c += w) {
+      const V x = load(p + c);
+      V capped = a.pos_q != nullptr ? x - -a.slope * (pos_q - load(a.pos_k + c)) : x;
+      capped = capped > c_cap ? splat(c_cap) : capped;
+      capped = capped < -c_cap ? splat(-c_cap) : capped;
+      const V t = capped / c_cap;
+      const V weight = exp_nonpositive<T>(x - lse);
+      store(p + c, weight);
+      store(ds + c, weight * (load(ds + c) - D) * (T{1} - t * t) * a.scale);
+    }
+    return;
+  }
   for (std::size_t c = 0; c < span; c += w) {
     const V weight = exp_nonpositive<T>(load(p + c) - lse);
     store(p + c, weight);
@@ -518,11 +553,12 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
     // S' = S·scale + bias, -inf where the mask forbids
     const auto score = [&](std::size_t c, T s) {
       T x = s * a.scale;
+      if (a.softcap > 0) x = softcap_one(x, a.softcap);
       if (a.pos_q != nullptr) x = x + -a.slope * (a.pos_q[r] - a.pos_k[c]);
       const bool in = static_cast<T>(c) >= lo && static_cast<T>(c) < hi && (keep == nullptr || keep[c] != 0);
       return in ? x : minus_inf<T>();
     };
-    const V running = scale_bias_mask<T>(row, full, a.scale, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
+    const V running = scale_bias_mask<T>(row, full, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
                                          a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
     T row_max = lane_max<T>(running);
     for (std::size_t c = full; c < a.cols; ++c) {

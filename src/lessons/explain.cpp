@@ -268,6 +268,7 @@ struct HeadSteps {
   Tensor<double> Q, K, V;        // (B, 1, n, d_k), (B, 1, m, d_k), (B, 1, m, d_v)
   Tensor<double> S, S_scaled;    // (B, 1, n, m)
   Tensor<double> Q_dot, K_dot;   // (B, 1, n, d_k), (B, 1, m, d_k) what the score reads: with RoPE the turned heads
+  Tensor<double> S_capped;       // (B, 1, n, m) the capped scores with softcap, else the scaled ones
   Tensor<double> S_before_mask;  // (B, 1, n, m) what the mask applies to: the biased scores with ALiBi
   Tensor<double> S_masked, A;    // (B, 1, n, m)
   Tensor<double> O;              // (B, 1, n, d_v)
@@ -280,7 +281,8 @@ struct HeadSteps {
         S_scaled(recorded(trace, Step::scaled)),
         Q_dot(p.rope ? recorded(trace, Step::q_rot) : Q),
         K_dot(p.rope ? recorded(trace, Step::k_rot) : K),
-        S_before_mask(p.alibi ? recorded(trace, Step::bias) : S_scaled),
+        S_capped(p.softcap ? recorded(trace, Step::capped) : S_scaled),
+        S_before_mask(p.alibi ? recorded(trace, Step::bias) : S_capped),
         S_masked(recorded(trace, Step::masked)),
         A(recorded(trace, Step::weights)),
         O(recorded(trace, Step::head_outputs)) {}
@@ -330,7 +332,7 @@ void explain_projections(const Problem& p, const HeadSteps& kept, Explanation& e
   e.rope_pairs = p.rope->style == RopeStyle::half ? fmt::format("(i, i + {})", p.rope->dims / 2) : "(2i, 2i + 1)";
 }
 
-// The score q·k = Σ_c q_c·k_c, its scale, and with ALiBi its bias.
+// The score q·k = Σ_c q_c·k_c, its scale, with softcap its cap, and with ALiBi its bias.
 template <class T>
 void explain_score(const Problem& p, const HeadSteps& kept, Explanation& e) {
   const std::size_t b = e.batch, i = e.query, j = e.key;
@@ -343,6 +345,10 @@ void explain_score(const Problem& p, const HeadSteps& kept, Explanation& e) {
   e.scale = in_dtype<T>(p.scale);
   e.scale_given = p.scale_given;
   e.scaled = kept.S_scaled(b, 0, i, j);
+  if (p.softcap) {
+    e.softcap = in_dtype<T>(*p.softcap);
+    e.capped = kept.S_capped(b, 0, i, j);
+  }
   if (!p.alibi) return;
   e.slope = in_dtype<T>(p.alibi->slopes[e.head]);
   e.alibi_pos_q = p.alibi->query_positions[i];

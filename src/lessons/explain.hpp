@@ -121,10 +121,15 @@ struct Explanation {
   double scale = 1;  // in the dtype
   bool scale_given = false;
   double scaled = 0;  // s = scale·q·k, from the scaled step
+  // 3a. with softcap: c·tanh(s/c), from the capped step
+  std::optional<double> softcap;  // c
+  double capped = 0;
   // 3b. with ALiBi: s + b, b = -slope·(pos_i - pos_j), from the bias step
   std::optional<double> alibi;  // b
   double slope = 0, alibi_pos_q = 0, alibi_pos_k = 0;
   double biased = 0;  // s + b
+  // What the mask applies to: s, capped, plus ALiBi's bias, as the input has them.
+  double before_mask() const { return alibi ? biased : (softcap ? capped : scaled); }
   // 4. the mask
   bool allowed = true;
   std::string mask;         // Mask::summary()

@@ -143,11 +143,13 @@ ForwardRun<T> run_forward(const Problem& p, Mistake v, DType storage, const Give
     K = &keep(Step::k_rot, rotate(*K, pass.input(r.cos_k), pass.input(r.sin_k), r.style));
   }
 
-  // pass 2: query dot key, scaled (once, not at all or twice), ALiBi's bias after the scale (as the naive
-  // engine adds it), masked (with −∞, a large negative, or not yet), and the softmax (of rows or columns)
+  // pass 2: query dot key, scaled (once, not at all or twice), capped with softcap, ALiBi's bias after the
+  // scale and the cap (as the naive engine adds it), masked (with −∞, a large negative, or not yet), and the softmax
+  // (of rows or columns)
   const Tensor<T>& S = keep(Step::scores, v == Mistake::k_untransposed ? scores_untransposed(*Q, *K) : scores(*Q, *K));
   const double factor = v == Mistake::scale_twice ? p.scale * p.scale : p.scale;
   const Tensor<T>* S_scaled = &keep(Step::scaled, scale(S, static_cast<T>(factor)));
+  if (p.softcap) S_scaled = &keep(Step::capped, softcap(*S_scaled, static_cast<T>(*p.softcap)));
   if (p.alibi) {
     const std::vector<T> slopes = pass.input(p.alibi->slopes);
     const std::vector<T> pos_q(p.alibi->query_positions.begin(), p.alibi->query_positions.end());

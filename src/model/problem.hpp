@@ -54,6 +54,9 @@ struct Problem {
   Layout layout = Layout::in_out;
   std::optional<Rope> rope;    // rotary position embeddings of q and k, when the input has `rope`
   std::optional<Alibi> alibi;  // ALiBi's bias on the scaled scores, when the input has `alibi`
+  // Soft-capping (`softcap`, c > 0): the scaled scores become c·tanh(S'/c) before ALiBi's bias and the
+  // mask, as Gemma 2 orders it.
+  std::optional<double> softcap;
 
   // The backward pass's dY (B, n, d_out): the input's "dY" or drawn from grad_seed; empty when it is 1
   // everywhere (engine/backward.hpp, upstream_gradient).

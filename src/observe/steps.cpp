@@ -111,12 +111,22 @@ std::array<StepInfo, table_size> rows() {  // NOLINT(readability-function-size)
        ValueClass::signed_value,
        Needs::always,
        true},
+      {S::capped,
+       "capped",
+       "S_c = c·tanh(S'/c)",
+       "the scaled scores soft-capped: near S' while small, never beyond ±c, so no logit can run away",
+       {head, query, key},
+       {S::scaled},
+       Op::softcap,
+       ValueClass::signed_value,
+       Needs::softcap,
+       true},
       {S::bias,
        "bias",
        "S'' = S' - m_h·(i - j)",
        "ALiBi: each score lowered in proportion to how far the key lies behind the query, by a slope per head",
        {head, query, key},
-       {S::scaled},
+       {S::scaled, S::capped},
        Op::add_bias,
        ValueClass::signed_value,
        Needs::alibi,
@@ -126,7 +136,7 @@ std::array<StepInfo, table_size> rows() {  // NOLINT(readability-function-size)
        "S'' = S' where allowed, -inf elsewhere",
        "keys a query may not see get -inf, which the softmax turns into weight 0",
        {head, query, key},
-       {S::scaled, S::bias},
+       {S::scaled, S::capped, S::bias},
        Op::mask,
        ValueClass::signed_value,
        Needs::always,
@@ -212,9 +222,12 @@ std::array<StepInfo, gradient_step_count> gradient_rows() {  // NOLINT(readabili
            "the softmax backward: a score's gradient is its weight times how far its dA lies above the row's "
            "weighted mean D (D = rowsum(dA ⊙ A), so the softmax's m × m Jacobian per row is never formed)",
            {head, query, key}, {S::weights, S::d_weights}, Op::softmax_backward, Needs::always, true),
+      grad(S::d_capped, "d_capped", "dS_c = dS'' where allowed, 0 elsewhere",
+           "the mask's backward: a forbidden score's -inf is a constant, so its gradient is 0", {head, query, key},
+           {S::d_masked}, Op::mask, Needs::softcap, true),
       grad(S::d_scaled, "d_scaled", "dS' = dS'' where allowed, 0 elsewhere",
            "the mask's backward: a forbidden score's -inf is a constant, so its gradient is 0", {head, query, key},
-           {S::d_masked}, Op::mask, Needs::always, true),
+           {S::d_masked, S::d_capped, S::capped}, Op::mask, Needs::always, true),
       grad(S::d_scores, "d_scores", "dS = dS' · scale",
            "the gradient of the unscaled scores S = Q·Kᵀ: the scale multiplies it as it multiplied S",
            {head, query, key}, {S::d_scaled}, Op::scale, Needs::always, true),
@@ -311,13 +324,22 @@ std::string scale_formula(const Problem& p) {
 }
 
 std::string alibi_formula(const Problem& p) {
-  return fmt::format("S' + B, B[i][j] = -m_h·(pos_i - pos_j), m = {:.4g}{}, pos_i = {}, pos_j = {}",
-                     fmt::join(p.alibi->slopes, ", "), p.alibi->standard ? " (ALiBi's standard slopes)" : "",
-                     positions_text(p.alibi->query_positions), positions_text(p.alibi->key_positions));
+  return fmt::format("{} + B, B[i][j] = -m_h·(pos_i - pos_j), m = {:.4g}{}, pos_i = {}, pos_j = {}",
+                     p.softcap ? "S_c" : "S'", fmt::join(p.alibi->slopes, ", "),
+                     p.alibi->standard ? " (ALiBi's standard slopes)" : "", positions_text(p.alibi->query_positions),
+                     positions_text(p.alibi->key_positions));
+}
+
+std::string softcap_formula(const Problem& p) { return fmt::format("S_c = {}·tanh(S'/{})", *p.softcap, *p.softcap); }
+
+// What the mask reads: the scaled scores, soft-capped, plus ALiBi's bias, as the input has them.
+std::string before_mask(const Problem& p) {
+  const std::string_view scores = p.softcap ? "S_c" : "S'";
+  return p.alibi ? fmt::format("{} + B", scores) : std::string(scores);
 }
 
 std::string mask_formula(const Problem& p) {
-  const std::string_view before = p.alibi ? "S' + B" : "S'";
+  const std::string before = before_mask(p);
   return p.mask.kind == MaskKind::none
              ? fmt::format("S'' = {} (mask: none)", before)
              : fmt::format("S'' = {} where allowed, -inf elsewhere (mask: {})", before, p.mask.summary());
@@ -344,8 +366,8 @@ std::size_t rows_the_mask_empties(const Problem& p) {
 
 std::string mask_description(const Problem& p) {
   if (p.mask.kind != MaskKind::none) return std::string(table()[slot(Step::masked)].description);
-  return p.alibi ? "no mask: every query may see every key, so this is the biased scores unchanged"
-                 : "no mask: every query may see every key, so this is the scaled scores unchanged";
+  return fmt::format("no mask: every query may see every key, so this is the {} scores unchanged",
+                     p.alibi ? "biased" : (p.softcap ? "capped" : "scaled"));
 }
 
 std::string softmax_description(const Problem& p) {
@@ -379,10 +401,25 @@ std::string d_concat_formula(const Problem& p) {
   return p.has_output_projection() ? "dO = dY·W_oᵀ" : "dO = dY (no W_o: the output is the merged heads)";
 }
 
-std::string d_scaled_formula(const Problem& p) {
+// The mask's backward, into what the mask read: S' (d_scaled), or S_c with softcap (d_capped).
+std::string mask_backward_formula(const Problem& p, std::string_view into) {
   const std::string_view what = p.alibi ? " (ALiBi's bias is a constant: it passes the gradient on)" : "";
-  return p.mask.kind == MaskKind::none ? fmt::format("dS' = dS''{} (mask: none)", what)
-                                       : fmt::format("dS' = dS'' where allowed, 0 elsewhere{}", what);
+  return p.mask.kind == MaskKind::none ? fmt::format("{} = dS''{} (mask: none)", into, what)
+                                       : fmt::format("{} = dS'' where allowed, 0 elsewhere{}", into, what);
+}
+
+std::string d_capped_formula(const Problem& p) { return mask_backward_formula(p, "dS_c"); }
+
+std::string d_scaled_formula(const Problem& p) {
+  if (p.softcap) return fmt::format("dS' = dS_c ⊙ (1 - (S_c/{})²)", *p.softcap);
+  return mask_backward_formula(p, "dS'");
+}
+
+std::string d_scaled_description(const Problem& p) {
+  if (p.softcap)
+    return "the cap's backward: the slope of c·tanh(x/c) is 1 - tanh², near 1 for a small score and near 0 for "
+           "one the cap holds at ±c, whose gradient it all but stops";
+  return std::string(table()[slot(Step::d_scaled)].description);
 }
 
 std::string d_scores_formula(const Problem& p) {
@@ -431,6 +468,7 @@ void set_texts(std::array<StepInfo, table_size>& steps) {
   row(Step::q_rot).formula_for = q_rot_formula;
   row(Step::k_rot).formula_for = k_rot_formula;
   row(Step::scaled).formula_for = scale_formula;
+  row(Step::capped).formula_for = softcap_formula;
   row(Step::bias).formula_for = alibi_formula;
   row(Step::masked).formula_for = mask_formula;
   row(Step::masked).description_for = mask_description;
@@ -439,7 +477,9 @@ void set_texts(std::array<StepInfo, table_size>& steps) {
   row(Step::output).description_for = output_description;
   row(Step::d_output).description_for = d_output_description;
   row(Step::d_concat).formula_for = d_concat_formula;
+  row(Step::d_capped).formula_for = d_capped_formula;
   row(Step::d_scaled).formula_for = d_scaled_formula;
+  row(Step::d_scaled).description_for = d_scaled_description;
   row(Step::d_scores).formula_for = d_scores_formula;
   row(Step::d_q_heads).formula_for = d_q_heads_formula;
   row(Step::d_k_heads).formula_for = d_k_heads_formula;
@@ -493,6 +533,7 @@ std::string_view to_string(Op op) {
     case Op::dot_products: return "dot_products";
     case Op::scale: return "scale";
     case Op::add_bias: return "add_bias";
+    case Op::softcap: return "softcap";
     case Op::mask: return "mask";
     case Op::softmax: return "softmax";
     case Op::weighted_sum: return "weighted_sum";
@@ -518,6 +559,7 @@ std::string_view to_string(Needs needs) {
     case Needs::always: return "always";
     case Needs::rope: return "rope";
     case Needs::alibi: return "alibi";
+    case Needs::softcap: return "softcap";
     case Needs::cross: return "context";
     case Needs::w_o: return "W_o";
     case Needs::b_q: return "b_q";

@@ -16,8 +16,9 @@
 
 namespace attn {
 
-// In the order of the pipeline. q_rot and k_rot are steps of an input with `rope` only, bias of an input
-// with `alibi` only (step_applies); every other forward step is in every trace. The backward steps
+// In the order of the pipeline. q_rot and k_rot are steps of an input with `rope` only, capped of an input
+// with `softcap` only, bias of an input with `alibi` only (step_applies); every other forward step is in
+// every trace. The backward steps
 // follow (`d_` + what each is the gradient of, in the order of docs/backward.md), each where it applies.
 enum class Step {
   q,
@@ -30,6 +31,7 @@ enum class Step {
   k_rot,
   scores,
   scaled,
+  capped,
   bias,
   masked,
   weights,
@@ -43,6 +45,7 @@ enum class Step {
   d_weights,
   d_v_heads,
   d_masked,
+  d_capped,
   d_scaled,
   d_scores,
   d_q_rot,
@@ -65,9 +68,9 @@ enum class Step {
 };
 
 // The forward steps, q … output: the first step_count of the table, in every forward trace.
-inline constexpr std::size_t step_count = 16;
+inline constexpr std::size_t step_count = 17;
 // The backward steps, d_output … d_b_o, after them.
-inline constexpr std::size_t gradient_step_count = 25;
+inline constexpr std::size_t gradient_step_count = 26;
 inline constexpr std::size_t table_size = step_count + gradient_step_count;
 
 // What each axis of a step is, so a printer knows which labels go where.
@@ -105,6 +108,7 @@ enum class Op {
   dot_products,  // Q·Kᵀ over d_k
   scale,         // times one number
   add_bias,      // plus a number per (query, key)
+  softcap,       // c·tanh(x/c) of each number: a smooth cap at ±c
   mask,          // −∞ where forbidden: nothing computed
   softmax,       // exp and a sum along each row
   weighted_sum,  // A·V over the keys
@@ -115,9 +119,9 @@ enum class Op {
   bias_gradient,     // Σ dY: a bias's gradient, summed over every token of every batch item
 };
 
-// Which inputs have the step: every one, or only those with RoPE, ALiBi, a context (cross-attention),
-// an output projection, or the bias it is the gradient of.
-enum class Needs { always, rope, alibi, cross, w_o, b_q, b_k, b_v, b_o };
+// Which inputs have the step: every one, or only those with RoPE, ALiBi, soft-capping, a context
+// (cross-attention), an output projection, or the bias it is the gradient of.
+enum class Needs { always, rope, alibi, softcap, cross, w_o, b_q, b_k, b_v, b_o };
 
 // Which pass computes the step.
 enum class Pass { forward, backward };
@@ -163,11 +167,11 @@ std::optional<Step> step_from_name(std::string_view name);
 // d_output … d_b_o.
 bool is_gradient_step(Step step);
 
-// The n × m steps (scores, scaled, bias, masked, weights): the matrices the flash pass never forms whole;
+// The n × m steps (scores, scaled, capped, bias, masked, weights): the matrices the flash pass never forms whole;
 // its tiles hold them piece by piece.
 bool is_score_step(Step step);
 
-// The forward steps that only some inputs have: q_rot and k_rot (RoPE), bias (ALiBi).
+// The forward steps that only some inputs have: q_rot and k_rot (RoPE), capped (softcap), bias (ALiBi).
 bool is_position_step(Step step);
 
 // Does `later` use the value of `earlier`, directly or through other steps?

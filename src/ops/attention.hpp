@@ -180,6 +180,21 @@ Tensor<T> scale(const Tensor<T>& S, T factor) {
   return out;
 }
 
+// Logit soft-capping, one score: c·tanh(s/c), about s while |s| is well below c, never beyond ±c.
+// ref: Gemma 2 (arXiv:2408.00118), section 2, "logit soft-capping".
+template <class T>
+T softcap_term(T s, T c) {
+  return c * std::tanh(s / c);
+}
+
+// S_c = c·tanh(S'/c), element by element (any shape)      S' (B, h, n, m), c > 0 -> (B, h, n, m)
+template <class T>
+Tensor<T> softcap(const Tensor<T>& S, T c) {
+  Tensor<T> out = S;
+  for (T& s : out.values()) s = softcap_term(s, c);
+  return out;
+}
+
 // Masked scores: -inf where the mask forbids query i to see key j, so that exp() makes it exactly 0.
 // S (B, h, n, m); allows(b, i, j) -> bool is the same for every head.
 template <class T, class Allows>

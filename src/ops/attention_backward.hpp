@@ -159,6 +159,25 @@ Tensor<T> d_apply_mask(const Tensor<T>& dS, const Allows& allows) {
   return out;
 }
 
+// Soft-capping's backward, one score: the slope of c·tanh(x/c) is 1 - tanh²(x/c), written with the
+// capped value S_c = c·tanh(x/c) itself, as autograd's tanh backward reads its output.
+template <class T>
+T softcap_slope(T capped, T c) {
+  const T t = capped / c;
+  return 1 - t * t;
+}
+
+// S_c = c·tanh(S'/c), back to S':                          dS_c, S_c (B, h, n, m), c > 0 -> (B, h, n, m)
+// dS'[..] = dS_c[..] · (1 - (S_c[..]/c)²)
+template <class T>
+Tensor<T> d_softcap(const Tensor<T>& dS, const Tensor<T>& capped, T c) {
+  detail::require(dS.shape() == capped.shape(), "d_softcap",
+                  fmt::format("dS_c {} and S_c {} differ", dS.shape(), capped.shape()));
+  Tensor<T> out = dS;
+  for (std::size_t k = 0; k < out.size(); ++k) out.values()[k] *= softcap_slope(capped.values()[k], c);
+  return out;
+}
+
 // ------------------------------------------------------------------------------------ softmax
 
 // A = softmax(S) along each row, back to S, with the identity

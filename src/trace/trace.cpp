@@ -14,6 +14,7 @@ bool step_applies(Step step, const Problem& p) {
   switch (step_info(step).needs) {
     case Needs::rope: return p.rope.has_value();
     case Needs::alibi: return p.alibi.has_value();
+    case Needs::softcap: return p.softcap.has_value();
     case Needs::cross: return p.cross;
     case Needs::w_o: return p.has_output_projection();
     case Needs::b_q: return !p.b_q.empty();

@@ -131,18 +131,20 @@ TEST_CASE("ALiBi adds -slope·(pos_i - pos_j) after the scale, before the mask, 
   for (std::size_t k = 0; k < y.size(); ++k) CHECK(y_flash.values()[k] == Approx(y.values()[k]).margin(1e-14));
 }
 
-TEST_CASE("The position steps sit in pipeline order and only inputs with rope or alibi have them", "[rope][alibi]") {
+TEST_CASE("The position steps sit in pipeline order and only inputs with rope, softcap or alibi have them",
+          "[rope][alibi][softcap]") {
   const Problem plain = load_problem(one_token(""), "t.json");
   CHECK(steps_of(plain).size() == 13);
-  const Problem both = load_problem(one_token(R"(, "rope": {}, "alibi": true)"), "t.json");
-  const std::vector<Step> steps = steps_of(both);
+  const Problem all = load_problem(one_token(R"(, "rope": {}, "alibi": true, "softcap": 50)"), "t.json");
+  const std::vector<Step> steps = steps_of(all);
   REQUIRE(steps.size() == step_count);
   test::StepRecorder r;
-  run_naive<float>(both, r);
+  run_naive<float>(all, r);
   CHECK(r.order() == steps);
   CHECK(steps[6] == Step::q_rot);
   CHECK(steps[7] == Step::k_rot);
-  CHECK(steps[10] == Step::bias);
+  CHECK(steps[10] == Step::capped);
+  CHECK(steps[11] == Step::bias);
 }
 
 TEST_CASE("Without alibi the keys of ALiBi count from 0 and the last query sits at the last key", "[alibi]") {

@@ -223,9 +223,17 @@ void score(Page& page, const Explanation& e, const Numbers& num) {
                       ? "The input sets the scale."
                       : "Dividing by √d_k keeps the scores' spread near 1 whatever d_k, so that softmax does not "
                         "saturate (attn-trace scaling measures it).");
+  if (e.softcap) {
+    page.pieces({"soft cap: c·tanh(s/c) =",
+                 fmt::format("{}·tanh({}/{})", num.factor(*e.softcap), num.factor(e.scaled), num.factor(*e.softcap)),
+                 fmt::format("= {}", num(e.capped))});
+    paragraph(page, fmt::format("The cap keeps every score within ±{}: about s while |s| is small, bent towards ±c as "
+                                "it grows (Gemma 2's logit soft-capping); from here on s means the capped score.",
+                                num(*e.softcap)));
+  }
   if (e.alibi) {
     page.pieces({fmt::format("ALiBi: s + b, b = -{}·({} - {}) =", num.factor(e.slope), e.alibi_pos_q, e.alibi_pos_k),
-                 fmt::format("{} + {}", num.factor(e.scaled), num.factor(*e.alibi)),
+                 fmt::format("{} + {}", num.factor(e.softcap ? e.capped : e.scaled), num.factor(*e.alibi)),
                  fmt::format("= {}", num(e.biased))});
     paragraph(page, fmt::format("Head {}'s slope {} lowers a score in proportion to how far the key lies behind the "
                                 "query; from here on s means s + b.",
@@ -246,11 +254,11 @@ void mask(Page& page, const Explanation& e, const Numbers& num) {
                                 "q·k is. The row below still shows how the keys it allows share query {}'s attention.",
                                 e.mask, e.mask_reason, e.query));
   } else if (e.mask == "none") {
-    paragraph(page, fmt::format("No mask: query {} may attend to every key, so s stays {}.", e.query,
-                                num(e.alibi ? e.biased : e.scaled)));
+    paragraph(page,
+              fmt::format("No mask: query {} may attend to every key, so s stays {}.", e.query, num(e.before_mask())));
   } else {
     paragraph(page, fmt::format("The mask ({}) allows query {} to see key {}, so s stays {}.", e.mask, e.query, e.key,
-                                num(e.alibi ? e.biased : e.scaled)));
+                                num(e.before_mask())));
   }
   page.line();
 }

@@ -81,6 +81,7 @@ void Renderer::header() {
   row("sizes", fmt::format("d_model = {}, {}, d_k = {}, d_v = {}, output width {}", p_.d_model, heads, p_.d_k, p_.d_v,
                            p_.d_out));
   row("scale", scale_text());
+  if (p_.softcap) row("softcap", fmt::format("S_c = {0}·tanh(S'/{0}): every score within ±{0}", *p_.softcap));
   row("mask", p_.mask.summary());
   if (p_.rope)
     row("rope", fmt::format("theta {}, style {}, {} of d_k = {} features turn", p_.rope->theta,
