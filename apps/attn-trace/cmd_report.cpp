@@ -43,6 +43,15 @@ void check_saved_run(const CLI::App& cmd, const TraceOptions& o, const Trace& tr
   };
   tiles("--block-q", o.block_q, true);
   tiles("--block-k", o.block_k, false);
+  // Dropout is part of the saved run, as its input records it.
+  if (o.dropout || o.dropout_seed) {
+    const std::optional<Dropout>& d = trace.problem->dropout;
+    const bool same = (!o.dropout || (*o.dropout == 0 ? !d : d && d->p == *o.dropout)) &&
+                      (!o.dropout_seed || (d && d->seed == *o.dropout_seed));
+    if (!same)
+      refuse(o.dropout ? fmt::format("--dropout {}", *o.dropout) : fmt::format("--dropout-seed {}", *o.dropout_seed),
+             d ? fmt::format("dropout {} and seed {}", d->p, d->seed) : std::string("no dropout"));
+  }
   // The backward pass is in the trace or not, with the dY it was run with.
   if (o.backward && !trace.backward) refuse("--backward", "no backward pass");
   if (o.grad_seed) {
@@ -108,6 +117,7 @@ Runner add_report(CLI::App& app) {
   cmd->get_option("--engine")->default_str("both");
   add_filter_options(*cmd, c->trace);
   add_backward_options(*cmd, c->trace);
+  add_dropout_options(*cmd, c->trace);
   add_memory_option(*cmd, c->trace);
   add_color_scale_option(*cmd, c->trace.weight_scale);
   cmd->add_option("-o,--output", c->out, "write the page to this file; - (the default) writes it to stdout");

@@ -105,6 +105,7 @@ Runner add_run(CLI::App& app) {
   add_display_options(*cmd, *options);
   add_format_option(*cmd, *options);
   add_backward_options(*cmd, *options);
+  add_dropout_options(*cmd, *options);
   cmd->add_option("--mistake", all->mistake,
                   "make one of the common mistakes on purpose and show what it changes, step by step, and what it "
                   "costs; --mistake list lists them");

@@ -225,9 +225,36 @@ Trace run_problem(const TraceOptions& o, const std::shared_ptr<const Problem>& p
   return record_run(problem, request);
 }
 
+namespace {
+
+// --dropout and --dropout-seed in place of the input's "dropout": --dropout 0 turns it off.
+void apply_dropout_options(const TraceOptions& o, Problem& problem) {
+  if (o.dropout && !(*o.dropout >= 0 && *o.dropout < 1))
+    throw UsageError(
+        fmt::format("--dropout {}: expected a probability 0 <= p < 1 (p = 1 would drop every weight)", *o.dropout));
+  if (o.dropout_seed && !o.dropout && !problem.dropout)
+    throw UsageError(
+        "--dropout-seed: it seeds dropout's keep mask, and this run has no dropout; add --dropout P (or a \"dropout\" "
+        "key to the input)");
+  if (o.dropout_seed && o.dropout && *o.dropout == 0)
+    throw UsageError("--dropout-seed: --dropout 0 drops nothing, so there is no mask to seed");
+  if (o.dropout) {
+    if (*o.dropout == 0) {
+      problem.dropout.reset();
+      return;
+    }
+    const std::uint64_t seed = problem.dropout ? problem.dropout->seed : 0;
+    problem.dropout = Dropout{*o.dropout, seed};
+  }
+  if (o.dropout_seed) problem.dropout->seed = *o.dropout_seed;
+}
+
+}  // namespace
+
 std::shared_ptr<const Problem> as_run(const TraceOptions& o, Problem problem) {
   if (o.grad_seed && !o.backward) throw UsageError("--grad-seed: it draws the backward pass's dY; add --backward");
   if (o.grad_seed) problem = with_grad_seed(std::move(problem), *o.grad_seed);
+  apply_dropout_options(o, problem);
   return std::make_shared<const Problem>(std::move(problem));
 }
 
@@ -249,6 +276,20 @@ void add_backward_options(CLI::App& command, TraceOptions& o) {
       .add_option("--grad-seed", o.grad_seed,
                   "with --backward: draw dY from a standard normal with this seed, in place of the input's dY (or "
                   "of 1 everywhere)")
+      ->check(whole_number);
+}
+
+void add_dropout_options(CLI::App& command, TraceOptions& o) {
+  command
+      .add_option("--dropout", o.dropout,
+                  "dropout on the attention weights with this probability P (0 <= P < 1), in place of the "
+                  "input's \"dropout\" p; 0 turns it off")
+      ->type_name("P");
+  command
+      .add_option("--dropout-seed", o.dropout_seed,
+                  "the seed of dropout's keep mask (Philox4x32-10, docs/input-format.md), in place of the input's; "
+                  "default 0")
+      ->type_name("S")
       ->check(whole_number);
 }
 

@@ -113,6 +113,29 @@ def softmax_rows(masked):
     return torch.nn.functional.softmax(masked, dim=-1).masked_fill(nothing_to_see, 0.0)
 
 
+def philox4x32_10(counter, key):
+    """Philox4x32 with 10 rounds (docs/input-format.md, "Dropout"), on numpy arrays of uint64 holding
+    32-bit words: `counter` is four arrays, `key` two numbers. Returns the first word of the result."""
+    mask32 = np.uint64(0xFFFFFFFF)
+    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in counter)
+    k0, k1 = np.uint64(key[0]), np.uint64(key[1])
+    for round_ in range(10):
+        if round_ > 0:  # the key walks by two Weyl constants between rounds
+            k0, k1 = (k0 + np.uint64(0x9E3779B9)) & mask32, (k1 + np.uint64(0xBB67AE85)) & mask32
+        p0, p1 = np.uint64(0xD2511F53) * c0, np.uint64(0xCD9E8D57) * c2  # 64-bit products of 32-bit words
+        c0, c1, c2, c3 = (p1 >> np.uint64(32)) ^ c1 ^ k0, p1 & mask32, (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & mask32
+    return c0
+
+
+def keep_mask(dropout, B, h, n, m):
+    """Dropout's keep mask (B, h, n, m): weight (b, head, i, j) is kept where the first word of Philox4x32-10
+    of the counter (j, i, head, b) under the key (the seed's low and high 32 bits) is >= floor(p · 2^32)."""
+    b, head, i, j = np.meshgrid(np.arange(B), np.arange(h), np.arange(n), np.arange(m), indexing="ij")
+    seed = dropout["seed"]
+    first = philox4x32_10((j, i, head, b), (seed & 0xFFFFFFFF, seed >> 32))
+    return torch.from_numpy(first >= np.uint64(int(dropout["p"] * 2**32)))
+
+
 def rotate(x, positions, rope, tensor):
     """RoPE on x (B, heads, tokens, d_k): the first `dims` features turn in pairs by position · θ_i;
     "half" pairs feature i with i + dims/2 (Hugging Face's rotate-half), "interleaved" 2i with 2i + 1."""
@@ -185,12 +208,24 @@ def pytorch_attention(inp, config, dtype, inputs_in=None):
         s["bias"] = before_mask = before_mask + (-slopes * distance).to(dtype)             # (B, h, n, m)
     s["allowed"] = allowed_keys(config["mask"], B, n, m)                  # (B, n, m), the same for every head
     s["masked"] = before_mask.masked_fill(~s["allowed"].unsqueeze(1), -torch.inf)
-    s["weights"] = softmax_rows(s["masked"])                              # (B, h, n, m)
-    s["head_outputs"] = s["weights"] @ V                                  # (B, h, n, d_v)
+    if "sinks" in config:  # one more logit per head, of no value: the row's weights and its share sum to 1
+        sinks = tensor(config["sinks"])[None, :, None, None].expand(B, h, n, 1)
+        with_sink = torch.softmax(torch.cat([s["masked"], sinks], dim=-1), dim=-1)
+        s["weights"], s["sink_weights"] = with_sink[..., :m], with_sink[..., m]
+        # What the flash pass keeps of each row: log Σ exp, the sink's logit included.
+        s["lse"] = torch.logsumexp(torch.cat([s["masked"], sinks], dim=-1), dim=-1)
+    else:
+        s["weights"] = softmax_rows(s["masked"])                          # (B, h, n, m)
+        # What the flash pass keeps of each row: log Σ exp(masked), -inf for a row with no key.
+        s["lse"] = torch.logsumexp(s["masked"], dim=-1)                   # (B, h, n)
+    read = s["weights"]
+    if "dropout" in config:  # the kept weights scaled by 1/(1 - p) (formed in float64, then rounded), the rest 0
+        keep = keep_mask(config["dropout"], B, h, n, m)
+        factor = torch.tensor(1 / (1 - config["dropout"]["p"]), dtype=dtype)
+        s["dropped"] = read = torch.where(keep, s["weights"] * factor, 0.0)
+    s["head_outputs"] = read @ V                                          # (B, h, n, d_v)
     s["concat"] = s["head_outputs"].transpose(1, 2).reshape(B, n, h * d_v)  # (B, n, h·d_v)
     s["output"] = s["concat"] @ weight("W_o") + bias("b_o", weight("W_o").shape[1]) if "W_o" in inp else s["concat"]
-    # What the flash pass keeps of each row: log Σ exp(masked), -inf for a row with no key.
-    s["lse"] = torch.logsumexp(s["masked"], dim=-1)                       # (B, h, n)
     return s
 
 
@@ -214,10 +249,22 @@ def as_in_trace(ours, dims, config):
 
 # ---- the checks ----------------------------------------------------------------------------------
 
-def check_softmax(steps, tol):
-    """The softmax alone: PyTorch's softmax of the trace's own masked scores gives its weights."""
+def check_softmax(steps, config, tol):
+    """The softmax alone: PyTorch's softmax of the trace's own masked scores gives its weights (with
+    sinks, of the masked scores and each head's sink, whose share is left out of the weights)."""
     masked = torch.from_numpy(steps["masked"])
-    np.testing.assert_allclose(softmax_rows(masked).numpy(), steps["weights"], **tol,
+    if "sinks" in config:
+        sinks = torch.tensor(config["sinks"], dtype=masked.dtype)
+        head = -3  # the axis of the heads: (head, query, key), after the batch axis of a batch
+        if config["head"] is not None:
+            sinks = sinks[config["head"]:config["head"] + 1]
+        shape = [1] * masked.dim()
+        shape[head] = sinks.shape[0]
+        sinks = sinks.reshape(shape).expand(*masked.shape[:-1], 1)
+        weights = torch.softmax(torch.cat([masked, sinks], dim=-1), dim=-1)[..., :-1]
+    else:
+        weights = softmax_rows(masked)
+    np.testing.assert_allclose(weights.numpy(), steps["weights"], **tol,
                                err_msg="weights: softmax of the trace's masked scores")
     print("softmax(masked) in PyTorch matches the trace's weights")
 
@@ -233,6 +280,8 @@ def check_steps(trace, steps, ours, tol):
 def check_empty_rows(trace, ours):
     """The rows the trace lists as having nothing to attend are those PyTorch's mask leaves empty."""
     empty = (~ours["allowed"]).all(dim=-1).nonzero().tolist()            # [[batch, query], ...]
+    if "sinks" in trace["config"]:
+        empty = []  # a row the mask leaves with no key still has its sink: it gives all its weight to nothing
     listed = [[row["batch"], row["query"]] for row in trace["empty_rows"]]
     assert sorted(listed) == sorted(empty), f"empty_rows: the trace lists {listed}, the mask leaves {empty} empty"
     for b, i in empty:
@@ -332,7 +381,7 @@ def main(argv=None):
         ours = pytorch_attention(trace["input"], config, TORCH_DTYPE[config["dtype"]])
         print_weights(trace, steps, ours)
         if "masked" in steps and "weights" in steps:  # a flash trace has neither
-            check_softmax(steps, tol)
+            check_softmax(steps, config, tol)
         check_steps(trace, steps, ours, tol)
         print(f"PyTorch from the trace's input matches all {len(steps)} steps ({config['dtype']}, rtol {tol['rtol']})")
         check_empty_rows(trace, ours)

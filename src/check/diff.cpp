@@ -173,7 +173,8 @@ Terms terms_of(const Problem& p, const Values<double>& x, const Tensor<double>& 
       return {std::move(of), 2};
     }
     case Op::softcap: return {magnitude(own), 3};  // s/c, tanh and the product by c; its slope is at most 1
-    case Op::softmax: return {magnitude(own), static_cast<double>(p.m)};
+    case Op::softmax: return {magnitude(own), static_cast<double>(p.m + (p.sinks.empty() ? 0 : 1))};
+    case Op::dropout: return {magnitude(own), 1};  // one product by 1/(1 - p), or 0
     case Op::weighted_sum:
       return {weighted_sum(magnitude(x[slot(in[0])]), magnitude(x[slot(in[1])])), static_cast<double>(p.m)};
     case Op::relayout:

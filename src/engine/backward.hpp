@@ -112,13 +112,24 @@ AttentionResult<T> run_naive_backward(const Problem& p, Observer& observer, DTyp
   const Tensor<T> dY = upstream_gradient<T>(p, storage);  // (B, n, d_out)
   const Tensor<T> dO_h = backward_output(p, in, dY, keep, observer);
 
-  // pass 6: back through the weighted sum O_h = A·V_h
+  // pass 6: back through the weighted sum O_h = A·V_h (A_drop·V_h with dropout, then through the same
+  // keep mask: the mask is drawn again from the seed, not stored)
   HeadGradients<T> g;
-  Held<T> dS = keep.held(Step::d_weights, d_weighted_sum_weights(dO_h, f.heads.V));  // dA (B, h, n, m)
-  g.dV = keep(Step::d_v_heads, d_weighted_sum_values(*f.A, dO_h, p.g));              // (B, g, m, d_v)
+  Held<T> dS;
+  if (p.dropout) {
+    dS = keep.held(Step::d_dropped, d_weighted_sum_weights(dO_h, f.heads.V));      // dA_drop (B, h, n, m)
+    dS = keep.held(Step::d_weights, apply_dropout(*dS, DropoutMask(*p.dropout)));  // dA
+    g.dV = keep(Step::d_v_heads, d_weighted_sum_values(*f.A_drop, dO_h, p.g));     // (B, g, m, d_v)
+    f.A_drop.drop();
+  } else {
+    dS = keep.held(Step::d_weights, d_weighted_sum_weights(dO_h, f.heads.V));  // dA (B, h, n, m)
+    g.dV = keep(Step::d_v_heads, d_weighted_sum_values(*f.A, dO_h, p.g));      // (B, g, m, d_v)
+  }
 
-  // pass 7: the softmax's backward (D = rowsum(dA ⊙ A): no m × m Jacobian per row), the mask's, the
-  // cap's (with softcap), the scale's
+  // pass 7: the softmax's backward (D = rowsum(dA ⊙ A): no m × m Jacobian per row), the sinks' (reported
+  // with the parameters), the mask's, the cap's (with softcap), the scale's
+  Tensor<T> d_sink;
+  if (!p.sinks.empty()) d_sink = d_sinks(*f.A, *dS, f.sink);
   dS = keep.held(Step::d_masked, d_softmax_rows(*f.A, *dS));
   f.A.drop();
   if (p.softcap) {  // the mask's backward into the capped scores, then the cap's
@@ -137,6 +148,7 @@ AttentionResult<T> run_naive_backward(const Problem& p, Observer& observer, DTyp
 
   // passes 9 and 10
   backward_projections(p, in, std::move(g), f.O_h, dY, keep, observer);
+  if (!p.sinks.empty()) keep(Step::d_sinks, std::move(d_sink));
   return {std::move(f.Y), find_empty_rows(p), keep.peak(), Tensor<T>()};
 }
 
@@ -152,6 +164,7 @@ void flash_backward_head(const Problem& p, const Inputs<T>& in, const FlashForwa
   const T scale = static_cast<T>(p.scale);
   const T softcap = static_cast<T>(p.softcap.value_or(0));
   const bool watching = observer.wants_backward_tiles();
+  const DropoutMask mask(p.dropout.value_or(Dropout{}));  // used with dropout only
   const Tensor<T>& Q = f.heads.Q;
   const Tensor<T>& K = f.heads.K;
   const Tensor<T>& V = f.heads.V;
@@ -193,18 +206,26 @@ void flash_backward_head(const Problem& p, const Inputs<T>& in, const FlashForwa
       // dP = dO_i·V_jᵀ       dP[r][c] = Σ_e dO[r0+r][e] · V[c0+c][e]
       // dS = P ⊙ (dP - D_i)  the softmax's backward, with D = rowsum(dO ⊙ O) = rowsum(dA ⊙ A),
       //                      times the cap's slope with softcap: the gradient of S' itself
+      // With dropout the keep mask Z is drawn again from the seed: P·V read P ⊙ Z/(1 - p), so dV_j sums
+      // that, and dP is dO_i·V_jᵀ ⊙ Z/(1 - p), the gradient of the weights before dropout.
       for (std::size_t r = 0; r < rows; ++r) {
         const T* dO = &dO_h(b, hd, r0 + r, 0);
         for (std::size_t c = 0; c < cols; ++c) {
           const T* v = &V(b, kv, c0 + c, 0);
           T dot = 0;
           for (std::size_t e = 0; e < d_v; ++e) dot += dO[e] * v[e];
+          T read = P(r, c);  // the weight P·V read
+          if (p.dropout) {
+            const T z = mask.factor<T>(b, hd, r0 + r, c0 + c);
+            dot *= z;
+            read = stored(storage, read * z);
+          }
           dP(r, c) = dot;
           T ds = P(r, c) * (dot - D(b, hd, r0 + r));
           if (p.softcap) ds *= slope(r, c);
           dS(r, c) = stored(storage, ds);
-          if (P(r, c) == 0) continue;  // a masked key adds nothing
-          for (std::size_t e = 0; e < d_v; ++e) dV_j(c, e) += P(r, c) * dO[e];
+          if (read == 0) continue;  // a masked (or dropped) key adds nothing
+          for (std::size_t e = 0; e < d_v; ++e) dV_j(c, e) += read * dO[e];
         }
       }
       // dQ_i += scale · dS·K_j   dQ[r0+r][e] += scale · Σ_c dS[r][c] · K[c0+c][e]
@@ -260,6 +281,14 @@ AttentionResult<T> run_flash_backward(const Problem& p, Observer& observer, Tile
         D(b, hd, i) = sum;
       }
   if (observer.wants_backward_tiles()) observer.on_backward_rows(D);
+  // the sinks' gradients from D and lse alone: a_sink = exp(sink - lse), dsink = -Σ a_sink · D
+  Tensor<T> d_sink;
+  if (!p.sinks.empty()) {
+    d_sink = Tensor<T>({p.h});
+    for (std::size_t b = 0; b < p.B; ++b)
+      for (std::size_t hd = 0; hd < p.h; ++hd)
+        for (std::size_t i = 0; i < p.n; ++i) d_sink(hd) -= std::exp(in.sinks[hd] - f.lse(b, hd, i)) * D(b, hd, i);
+  }
 
   // passes 6 to 8, tile by tile, per head
   HeadGradients<T> g{Tensor<T>(f.heads.Q.shape()), Tensor<T>(f.heads.K.shape()), Tensor<T>(f.heads.V.shape())};
@@ -273,6 +302,7 @@ AttentionResult<T> run_flash_backward(const Problem& p, Observer& observer, Tile
 
   // passes 9 and 10
   backward_projections(p, in, std::move(g), f.O_h, dY, keep, observer);
+  if (!p.sinks.empty()) keep(Step::d_sinks, std::move(d_sink));
   return {f.Y, find_empty_rows(p), std::max(f.peak_bytes, meter.peak()), f.lse};
 }
 

@@ -51,9 +51,11 @@ std::size_t bytes_of(const Tensor<T>& t) {
   return t.size() * sizeof(T);
 }
 
-// The rows that the mask leaves without a single key (the same for every head).
+// The rows that the mask leaves without a single key (the same for every head). With sinks there are
+// none: such a row gives all its weight to its head's sink, which is what sinks are for.
 inline std::vector<EmptyRow> find_empty_rows(const Problem& p) {
   std::vector<EmptyRow> rows;
+  if (!p.sinks.empty()) return rows;
   for (std::size_t b = 0; b < p.B; ++b)
     for (std::size_t i = 0; i < p.n; ++i) {
       const auto [first, last] = p.mask.band(i);
@@ -164,6 +166,7 @@ struct Inputs {
   // ALiBi (empty without alibi): the slopes held as inputs; the positions are whole numbers, exact in T.
   std::vector<T> slopes;        // (h)
   std::vector<T> pos_q, pos_k;  // (n), (m)
+  std::vector<T> sinks;         // (h) the sink logits, or empty
 
   explicit Inputs(const Problem& p, DType storage = DType::float32)
       : X(held(p.X, storage)),
@@ -175,7 +178,8 @@ struct Inputs {
         b_q(held(p.b_q, storage)),
         b_k(held(p.b_k, storage)),
         b_v(held(p.b_v, storage)),
-        b_o(held(p.b_o, storage)) {
+        b_o(held(p.b_o, storage)),
+        sinks(held(p.sinks, storage)) {
     if (p.rope) {
       cos_q = held(p.rope->cos_q, storage);
       sin_q = held(p.rope->sin_q, storage);

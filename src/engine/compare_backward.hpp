@@ -91,16 +91,28 @@ std::array<Tensor<double>, table_size> gradient_magnitudes(const Problem& p, con
   const Tensor<double> Q = abs_of(p.rope ? Step::q_rot : Step::q_heads);
   const Tensor<double> K = abs_of(p.rope ? Step::k_rot : Step::k_heads);
   const Tensor<double> V = abs_of(Step::v_heads);
-  at(Step::d_v_heads) = d_weighted_sum_values(A, dO_h, p.g);
+  // dropout scales each kept weight by 1/(1 - p): the largest factor bounds what A·V and dP read
+  const double keep = p.dropout ? 1 / (1 - p.dropout->p) : 1;
+  at(Step::d_v_heads) = d_weighted_sum_values(scale(A, keep), dO_h, p.g);
   // dS' = A ⊙ (dP - D): |dP| + |D| bounds what each weight multiplies
   Tensor<double> dS = d_weighted_sum_weights(dO_h, V);  // |dO|·|V|ᵀ (B, h, n, m)
   const std::size_t m = p.m;
+  // a sink's gradient, -Σ_rows share · Σ_j A·dP: share (B, h, n) times the rows' Σ_j A·|dP|
+  const Tensor<double> share = p.sinks.empty() ? Tensor<double>() : cast<double>(ref[Step::sink_weights]);
+  Tensor<double> d_sinks({p.h}, 0.0);
   for (std::size_t r = 0; m > 0 && r < dS.size() / m; ++r) {
     double D = 0;
     const std::size_t d_v = p.d_v;
     for (std::size_t e = 0; e < d_v; ++e) D += dO_h.values()[r * d_v + e] * O_h.values()[r * d_v + e];
-    for (std::size_t j = 0; j < m; ++j) dS.values()[r * m + j] = A.values()[r * m + j] * (dS.values()[r * m + j] + D);
+    double row = 0;
+    for (std::size_t j = 0; j < m; ++j) {
+      const double a = A.values()[r * m + j], dP = keep * dS.values()[r * m + j];
+      row += a * dP;
+      dS.values()[r * m + j] = a * (dP + D);
+    }
+    if (!share.empty()) d_sinks((r / p.n) % p.h) += share.values()[r] * row;  // r runs over (b, head, query)
   }
+  if (!p.sinks.empty()) at(Step::d_sinks) = d_sinks;
   dS = scale(dS, std::fabs(p.scale));
   Tensor<double> dQ = d_scores_queries(dS, K);
   Tensor<double> dK = d_scores_keys(dS, Q, p.g);

@@ -30,6 +30,7 @@
 #include "engine/estimate.hpp"
 #include "kernel/kernels.hpp"
 #include "model/run.hpp"
+#include "ops/dropout.hpp"
 
 namespace attn {
 
@@ -193,6 +194,7 @@ Attended<T> attend_naive(const Problem& p, Projected<T> x, const FastOptions& o)
   const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v;
   const std::vector<T> slopes = p.alibi ? in_type<T>(p.alibi->slopes) : std::vector<T>();
   const std::vector<T> pos_q = positions<T>(p.alibi, true), pos_k = positions<T>(p.alibi, false);
+  const std::vector<T> sinks = in_type<T>(p.sinks);
 
   // S = Q·Kᵀ per head, all of it: (B, h, n, m)
   // S[b][hd][i][j] = Σ_e Q[b·n + i][hd·d_k + e] · K[b·m + j][kv·d_k + e]
@@ -237,7 +239,15 @@ Attended<T> attend_naive(const Problem& p, Projected<T> x, const FastOptions& o)
     a.lo = lo.data();
     a.hi = hi.data();
     a.keep = gaps ? keep.data() : nullptr;
+    if (!sinks.empty()) a.sink = &sinks[hd];
     kernel::softmax_rows(o.isa, a);
+    if (p.dropout) {  // the weights after dropout, in place: kept ones times 1/(1 - p), the rest 0
+      const DropoutMask mask(*p.dropout);
+      for (std::size_t r = 0; r < rows; ++r) {
+        T* row = a.s + r * m;
+        for (std::size_t j = 0; j < m; ++j) row[j] *= mask.factor<T>(b, hd, i0 + r, j);
+      }
+    }
   });
 
   // O = P·V per head, into the merged layout (B·n, h·d_v)
@@ -330,6 +340,7 @@ struct FlashInputs {
   const std::vector<T> slopes;  // (h), or empty
   const std::vector<T> pos_q;   // (n), or empty
   const std::vector<T> pos_k;   // (Tc·cols_pad), or empty
+  const std::vector<T> sinks;   // (h), or empty
   const bool gaps;
 
   FlashInputs(const Problem& problem, const FlashShape& shape, const Projected<T>& x, const FastOptions& o)
@@ -340,16 +351,17 @@ struct FlashInputs {
         slopes(problem.alibi ? in_type<T>(problem.alibi->slopes) : std::vector<T>()),
         pos_q(positions<T>(problem.alibi, true)),
         pos_k(tiled_key_positions<T>(problem, shape)),
+        sinks(in_type<T>(problem.sinks)),
         gaps(mask_has_gaps(problem.mask)) {}
 };
 
 // One thread's buffers for a query tile, made at its first tile and reused for the rest.
 template <class T>
 struct FlashScratch {
-  std::vector<T> q, s, o, m, l, alpha, keep;
+  std::vector<T> q, s, o, m, l, alpha, keep, drop;
   std::vector<std::int64_t> lo, hi;
 
-  void make(const FlashShape& t, std::size_t d_k, bool gaps) {
+  void make(const FlashShape& t, std::size_t d_k, bool gaps, bool dropout = false) {
     if (!q.empty()) return;
     q.resize(t.rows_pad * d_k);
     s.resize(t.rows_pad * t.cols_pad);
@@ -358,6 +370,7 @@ struct FlashScratch {
     l.resize(t.rows_pad);
     alpha.resize(t.rows_pad);
     keep.resize(gaps ? t.Br * t.cols_pad : 0);
+    drop.resize(dropout ? t.Br * t.cols_pad : 0);
     lo.resize(t.Br);
     hi.resize(t.Br);
   }
@@ -381,7 +394,8 @@ inline QueryTile query_tile_of(const Problem& p, const FlashShape& t, std::size_
   return q;
 }
 
-// The query tile's rows into the scratch (padding rows zero), and its running state m = -inf, l = 0, O = 0.
+// The query tile's rows into the scratch (padding rows zero), and its running state m = -inf, l = 0, O = 0,
+// or with the head's sink folded in, m = sink, l = 1 (engine/flash.hpp says why first is enough).
 template <class T>
 void start_query_tile(const FlashInputs<T>& in, const QueryTile& qt, FlashScratch<T>& w) {
   const std::size_t h = in.p.h, n = in.p.n, d_k = in.p.d_k;
@@ -390,8 +404,9 @@ void start_query_tile(const FlashInputs<T>& in, const QueryTile& qt, FlashScratc
     const T* q = in.Q.data() + ((qt.b * n + qt.r0 + r) * h + qt.hd) * d_k;
     std::copy(q, q + d_k, w.q.data() + r * d_k);
   }
-  std::fill(w.m.begin(), w.m.end(), -std::numeric_limits<T>::infinity());
-  std::fill(w.l.begin(), w.l.end(), T{0});
+  const bool sink = !in.sinks.empty();
+  std::fill(w.m.begin(), w.m.end(), sink ? in.sinks[qt.hd] : -std::numeric_limits<T>::infinity());
+  std::fill(w.l.begin(), w.l.end(), sink ? T{1} : T{0});
   std::fill(w.o.begin(), w.o.end(), T{0});
 }
 
@@ -434,6 +449,15 @@ void fold_key_tile(const FlashInputs<T>& in, const QueryTile& qt, std::size_t j,
   a.lo = w.lo.data();
   a.hi = w.hi.data();
   a.keep = in.gaps ? w.keep.data() : nullptr;
+  if (p.dropout) {  // the keep mask of these entries, drawn from the seed: the numbers naive draws
+    const DropoutMask mask(*p.dropout);
+    for (std::size_t r = 0; r < qt.rows; ++r) {
+      T* drop = w.drop.data() + r * t.cols_pad;
+      for (std::size_t c = 0; c < cols; ++c) drop[c] = mask.factor<T>(qt.b, qt.hd, qt.r0 + r, c0 + c);
+      std::fill(drop + cols, drop + t.cols_pad, T{0});
+    }
+    a.drop = w.drop.data();
+  }
   a.s = w.s.data();
   a.m = w.m.data();
   a.l = w.l.data();
@@ -487,7 +511,7 @@ Attended<T> attend_flash_keeping(const Problem& p, const Projected<T>& x, const 
   Tensor<T> lse({p.B, p.h, p.n});
   kernel::parallel_for(p.B * p.h * t.Tr, threads, [&](std::size_t item, std::size_t worker) {
     FlashScratch<T>& w = scratch[worker];
-    w.make(t, p.d_k, in.gaps);
+    w.make(t, p.d_k, in.gaps, p.dropout.has_value());
     const QueryTile qt = query_tile_of(p, t, item);
     start_query_tile(in, qt, w);
     for (std::size_t j = 0; j < t.Tc; ++j) fold_key_tile(in, qt, j, w, o);

@@ -59,15 +59,16 @@ BackwardShape backward_shape(const Problem& p, TileSize tiles, kernel::Isa isa) 
 template <class T>
 struct HeadGradientRows {
   std::vector<T> dQ, dK, dV;
+  std::vector<T> d_sinks;  // (h) with sinks, else empty
 };
 
 // One thread's buffers (args.hpp, FlashBackwardTileArgs), made before the threads start.
 template <class T>
 struct BackwardScratch {
-  std::vector<T> q, d_o, lse, D, kt, k, vt, p, ds, dq, dk, dv, keep;
+  std::vector<T> q, d_o, lse, D, kt, k, vt, p, ds, dq, dk, dv, keep, drop;
   std::vector<std::int64_t> lo, hi;
 
-  BackwardScratch(const BackwardShape& t, std::size_t d_k, std::size_t d_v, bool gaps)
+  BackwardScratch(const BackwardShape& t, std::size_t d_k, std::size_t d_v, bool gaps, bool dropout)
       : q(t.rows_pad * t.dk_pad),
         d_o(t.rows_pad * t.dv_pad),
         lse(t.rows_pad),
@@ -81,6 +82,7 @@ struct BackwardScratch {
         dk(t.cols_pad * t.dk_pad),
         dv(t.cols_pad * t.dv_pad),
         keep(gaps ? t.Br * t.cols_pad : 0),
+        drop(dropout ? t.Br * t.cols_pad : 0),
         lo(t.Br),
         hi(t.Br) {}
 };
@@ -177,6 +179,15 @@ bool backward_tile(const BackwardInputs<T>& in, std::size_t b, std::size_t hd, s
   a.lo = w.lo.data();
   a.hi = w.hi.data();
   a.keep = in.gaps ? w.keep.data() : nullptr;
+  if (p.dropout) {  // the forward's keep mask, drawn again from the seed
+    const DropoutMask mask(*p.dropout);
+    for (std::size_t r = 0; r < rows; ++r) {
+      T* drop = w.drop.data() + r * t.cols_pad;
+      for (std::size_t c = 0; c < cols; ++c) drop[c] = mask.factor<T>(b, hd, r0 + r, c0 + c);
+      std::fill(drop + cols, drop + t.cols_pad, T{0});
+    }
+    a.drop = w.drop.data();
+  }
   a.p = w.p.data();
   a.ds = w.ds.data();
   a.dq = w.dq.data();
@@ -212,8 +223,14 @@ HeadGradientRows<T> attend_flash_backward(const Problem& p, const Projected<T>& 
   const BackwardShape t = backward_shape<T>(p, o.backward_tiles, o.isa);
   const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, group = h / std::max<std::size_t>(g, 1);
 
-  // pass 1: D = rowsum(dO ⊙ O), one number per query row
+  // pass 1: D = rowsum(dO ⊙ O), one number per query row; the sinks' gradients from it and lse alone,
+  // dsink = -Σ exp(sink - lse) · D
   const std::vector<T> D = row_dots(p, dO, O);
+  std::vector<T> d_sinks(p.sinks.size());
+  for (std::size_t b = 0; b < B && !d_sinks.empty(); ++b)
+    for (std::size_t hd = 0; hd < h; ++hd)
+      for (std::size_t i = 0; i < n; ++i)
+        d_sinks[hd] -= std::exp(static_cast<T>(p.sinks[hd]) - lse(b, hd, i)) * D[(b * h + hd) * n + i];
   std::vector<T> pos_k(p.alibi ? t.Tc * t.cols_pad : 0);
   if (p.alibi)
     for (std::size_t c = 0; c < m; ++c)
@@ -231,13 +248,13 @@ HeadGradientRows<T> attend_flash_backward(const Problem& p, const Projected<T>& 
 
   // pass 2: per key tile j of each key/value head, the sweep over the query tiles of its query heads
   HeadGradientRows<T> out{std::vector<T>(B * n * h * d_k), std::vector<T>(B * m * g * d_k),
-                          std::vector<T>(B * m * g * p.d_v)};
+                          std::vector<T>(B * m * g * p.d_v), std::move(d_sinks)};
   const std::size_t items = B * g * t.Tc;
   const double work = double(B) * double(h) * double(n) * double(m) * double(d_k + p.d_v);
   const std::size_t threads = std::min(kernel::threads_for(work, o.threads), std::max<std::size_t>(1, items));
   std::vector<BackwardScratch<T>> scratch;
   scratch.reserve(threads);
-  for (std::size_t k = 0; k < threads; ++k) scratch.emplace_back(t, d_k, p.d_v, in.gaps);
+  for (std::size_t k = 0; k < threads; ++k) scratch.emplace_back(t, d_k, p.d_v, in.gaps, p.dropout.has_value());
   // next[(b·h + hd)·Tr + i]: the key tile whose share of dQ_i is to be added next
   std::vector<std::atomic<std::size_t>> next(B * h * t.Tr);
   kernel::parallel_for(items, threads, [&](std::size_t item, std::size_t worker) {
@@ -376,6 +393,7 @@ void fast_backward_projections(const Problem& p, fast::HeadGradientRows<T> g, co
   keep(Step::d_q, Tensor<T>({B, n, h * d_k}, std::move(g.dQ)));
   keep(Step::d_k, Tensor<T>({B, m, kvh * d_k}, std::move(g.dK)));
   keep(Step::d_v, Tensor<T>({B, m, kvh * d_v}, std::move(g.dV)));
+  if (!p.sinks.empty()) keep(Step::d_sinks, Tensor<T>({h}, std::move(g.d_sinks)));
 }
 
 // run_fast_backward in its stages, for whoever times them apart (bench): the forward keeping its heads,

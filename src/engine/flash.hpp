@@ -55,6 +55,7 @@ FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& o
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   const bool watching = observer.wants_tiles();
   const bool alibi = p.alibi.has_value();
+  const DropoutMask mask(p.dropout.value_or(Dropout{}));
   ByteMeter meter;
 
   // pass 1: project the tokens into queries, keys and values, split them into heads, and turn the
@@ -69,9 +70,13 @@ FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& o
       const std::size_t kv = kv_head_of(hd, h, g);
       for (std::size_t i = 0; i < Tr; ++i) {
         const std::size_t r0 = i * Br, r1 = std::min(n, r0 + Br), rows = r1 - r0;
-        Tensor<T> m_i({rows}, minus_inf);  // running row max
-        Tensor<T> l_i({rows}, T{0});       // running row sum
-        Tensor<T> O_i({rows, d_v}, T{0});  // running unnormalised output
+        // The running row max and sum start empty (-inf, 0), or with the head's sink folded in (sink, 1): the
+        // sink is one more key, of value 0, so it changes m and l but not O, and the online softmax gives the
+        // same m, l and O whichever tile a key comes in; the sink must only come once, so it comes first.
+        const bool sink = !in.sinks.empty();
+        Tensor<T> m_i({rows}, sink ? in.sinks[hd] : minus_inf);  // running row max
+        Tensor<T> l_i({rows}, sink ? T{1} : T{0});               // running row sum
+        Tensor<T> O_i({rows, d_v}, T{0});                        // running unnormalised output
         for (std::size_t j = 0; j < Tc; ++j) {
           const std::size_t c0 = j * Bc, c1 = std::min(m, c0 + Bc), cols = c1 - c0;
           if (tile_masked_out(p.mask, b, r0, r1, c0, c1)) {
@@ -100,13 +105,25 @@ FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& o
           for (std::size_t c = 0; c < cols; ++c)
             for (std::size_t e = 0; e < d_v; ++e) V_j(c, e) = heads.V(b, kv, c0 + c, e);
 
-          OnlineSoftmaxStep<T> step = online_softmax_update(S, m_i, l_i, O_i, V_j, storage);
-          meter.hold(bytes_of(S) + bytes_of(step.P));
-          if (watching) {
-            observer.on_tile(TileEvent<T>{b, hd, i, j, r0, r1, c0, c1, false, &S, &m_i, &step.m_new, &step.alpha,
-                                          &step.P, &l_i, &step.l_new, &step.O});
+          // dropout: this tile's keep mask, 1/(1 - p) where kept and 0 where dropped, drawn from the seed and
+          // the entries' positions, the same numbers naive draws
+          Tensor<T> drop;
+          if (p.dropout) {
+            drop = Tensor<T>({rows, cols});
+            for (std::size_t r = 0; r < rows; ++r)
+              for (std::size_t c = 0; c < cols; ++c) drop(r, c) = mask.factor<T>(b, hd, r0 + r, c0 + c);
           }
-          meter.release(bytes_of(S) + bytes_of(step.P));
+          OnlineSoftmaxStep<T> step =
+              online_softmax_update(S, m_i, l_i, O_i, V_j, storage, p.dropout ? &drop : nullptr);
+          const std::size_t tile_bytes = bytes_of(S) + bytes_of(step.P) + bytes_of(step.P_drop) + bytes_of(drop);
+          meter.hold(tile_bytes);
+          if (watching) {
+            TileEvent<T> e{b,  hd,   i,           j,           r0,      r1,   c0,          c1,     false,
+                           &S, &m_i, &step.m_new, &step.alpha, &step.P, &l_i, &step.l_new, &step.O};
+            if (p.dropout) e.P_drop = &step.P_drop;
+            observer.on_tile(e);
+          }
+          meter.release(tile_bytes);
           m_i = std::move(step.m_new);
           l_i = std::move(step.l_new);
           O_i = std::move(step.O);
@@ -123,6 +140,15 @@ FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& o
       }
     }
   observer.on_lse(lse);  // the result of the pass, like its output: reported whether or not tiles are watched
+  if (!in.sinks.empty() && observer.wants(Step::sink_weights)) {
+    // each sink's share of its row, from what the pass keeps: exp(sink - M) / l = exp(sink - lse)
+    Tensor<T> share({B, h, n});
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t hd = 0; hd < h; ++hd)
+        for (std::size_t r = 0; r < n; ++r) share(b, hd, r) = std::exp(in.sinks[hd] - lse(b, hd, r));
+    round_stored(share, storage);
+    report(observer, Step::sink_weights, share);
+  }
   report(observer, Step::head_outputs, O_h);
 
   // pass 3: merge the heads and project out

@@ -13,6 +13,8 @@ template <class T>
 struct NaiveForward {
   Heads<T> heads;  // Q (B, h, n, d_k), K (B, g, m, d_k) turned with RoPE; V (B, g, m, d_v)
   Held<T> A;       // (B, h, n, m)
+  Held<T> A_drop;  // (B, h, n, m) the weights after dropout: with dropout only
+  Tensor<T> sink;  // (B, h, n) the sinks' shares of the weights: with sinks only
   Held<T> capped;  // (B, h, n, m) the capped scores, for the cap's backward: with softcap, when asked
   Tensor<T> O_h;   // (B, h, n, d_v)
   Tensor<T> Y;     // (B, n, d_out)
@@ -34,6 +36,7 @@ NaiveForward<T> naive_forward(const Problem& p, const Inputs<T>& in, Keeper<T>& 
   // (three when the backward keeps the capped scores).
   Held<T> A;  // (B, h, n, m)
   Held<T> capped;
+  Tensor<T> sink;
   {
     Held<T> S = keep.held(Step::scores, scores(heads.Q, heads.K));  // (B, h, n, m)
     Held<T> S_scaled = keep.held(Step::scaled, scale(*S, static_cast<T>(p.scale)));
@@ -45,15 +48,25 @@ NaiveForward<T> naive_forward(const Problem& p, const Inputs<T>& in, Keeper<T>& 
     if (p.alibi) S_scaled = keep.held(Step::bias, add_alibi(*S_scaled, slopes, pos_q, pos_k));  // the mask reads it
     Held<T> S_masked = keep.held_as_is(Step::masked, apply_mask(*S_scaled, allows));  // stored values and -inf
     S_scaled.drop();
-    A = keep.held(Step::weights, softmax_rows(*S_masked));
+    if (p.sinks.empty()) {
+      A = keep.held(Step::weights, softmax_rows(*S_masked));
+    } else {  // each head's sink joins the row's max and denominator: its share goes to nothing
+      Tensor<T> share;
+      A = keep.held(Step::weights, softmax_rows_with_sinks(*S_masked, std::span<const T>(in.sinks), share));
+      sink = keep(Step::sink_weights, std::move(share));  // (B, h, n)
+    }
   }
+  // dropout: the kept weights scaled by 1/(1 - p), the rest 0, by the keep mask of the seed
+  Held<T> A_drop;
+  if (p.dropout) A_drop = keep.held(Step::dropped, apply_dropout(*A, DropoutMask(*p.dropout)));
 
-  // pass 3: average the values with the weights, per head
-  Tensor<T> O_h = keep(Step::head_outputs, weighted_sum(*A, heads.V));  // (B, h, n, d_v)
+  // pass 3: average the values with the weights (after dropout), per head
+  Tensor<T> O_h = keep(Step::head_outputs, weighted_sum(p.dropout ? *A_drop : *A, heads.V));  // (B, h, n, d_v)
 
   // pass 4: merge the heads and project out
   Tensor<T> Y = merge_and_project(p, in, O_h, observer, storage);
-  return {std::move(heads), std::move(A), std::move(capped), std::move(O_h), std::move(Y)};
+  return {std::move(heads),  std::move(A),   std::move(A_drop), std::move(sink),
+          std::move(capped), std::move(O_h), std::move(Y)};
 }
 
 template <class T>

@@ -28,9 +28,9 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr std::array top_keys = {"X",      "tokens",  "W_q",  "W_k",     "W_v",         "W_o",   "b_q",
-                                 "b_k",    "b_v",     "b_o",  "n_heads", "n_kv_heads",  "scale", "mask",
-                                 "layout", "context", "rope", "alibi",   "description", "dY",    "softcap"};
+constexpr std::array top_keys = {"X",    "tokens", "W_q",         "W_k",        "W_v",     "W_o",   "b_q",    "b_k",
+                                 "b_v",  "b_o",    "n_heads",     "n_kv_heads", "scale",   "mask",  "layout", "context",
+                                 "rope", "alibi",  "description", "dY",         "softcap", "sinks", "dropout"};
 
 // The input format (docs/input-format.md), read with the pieces of JsonReader.
 class Reader : public JsonReader {
@@ -386,6 +386,39 @@ class Reader : public JsonReader {
     return c;
   }
 
+  // One sink logit per query head: raw, not scaled or capped, as gpt-oss adds them.
+  std::vector<double> sinks(const json& j, const Problem& p) const {
+    if (!j.is_array() || j.size() != p.h)
+      fail("/sinks", fmt::format("expected a list of {} (one logit per query head, n_heads = {}), found {}",
+                                 plural(p.h, "number", "numbers"), p.h, type_name(j)));
+    std::vector<double> out;
+    for (std::size_t k = 0; k < j.size(); ++k) out.push_back(item_number(j, k, "/sinks"));
+    return out;
+  }
+
+  // {"p": 0.1, "seed": 42}: p in [0, 1), the seed a whole number 0 … 2^64 − 1 (read as an integer: a
+  // double would round seeds past 2^53). p = 0 is no dropout at all.
+  std::optional<Dropout> dropout(const json& j) const {
+    if (!j.is_object())
+      fail("/dropout", fmt::format("expected an object {{\"p\": 0.1, \"seed\": 42}}, found {}", type_name(j)));
+    constexpr std::array keys = {"p", "seed"};
+    require_keys(j, "/dropout", keys);
+    if (!j.contains("p")) fail("/dropout/p", "missing: the probability of dropping a weight, 0 <= p < 1");
+    const double p = number(j.at("p"), "/dropout/p");
+    if (!(p >= 0 && p < 1))
+      fail("/dropout/p", fmt::format("expected a probability 0 <= p < 1 (p = 1 would drop every weight), found {}", p));
+    Dropout d{p, 0};
+    if (j.contains("seed")) d.seed = dropout_seed(j.at("seed"));
+    if (p == 0) return std::nullopt;
+    return d;
+  }
+
+  std::uint64_t dropout_seed(const json& j) const {
+    if (j.is_number_unsigned()) return j.get<std::uint64_t>();
+    if (j.is_number_integer() && j.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(j.get<std::int64_t>());
+    fail("/dropout/seed", fmt::format("expected a whole number 0 … 18446744073709551615, found {}", type_name(j)));
+  }
+
   Problem problem(const json& root) const {
     // pass 1: the keys, the sequence, its context and the projections, each checked against the last
     check_top(root);
@@ -402,6 +435,8 @@ class Reader : public JsonReader {
     if (root.contains("rope")) p.rope = rope(root.at("rope"), p);
     if (root.contains("alibi")) p.alibi = alibi(root.at("alibi"), p);
     if (root.contains("softcap")) p.softcap = softcap(root.at("softcap"));
+    if (root.contains("sinks")) p.sinks = sinks(root.at("sinks"), p);
+    if (root.contains("dropout")) p.dropout = dropout(root.at("dropout"));
     if (root.contains("dY")) read_upstream(root.at("dY"), p);
     return p;
   }
@@ -582,6 +617,8 @@ void check_range(const Problem& p, const std::string& file, DType dtype) {
   // The scale and the cap stay float32 numbers in a half run.
   if (std::fabs(p.scale) > float32_max) fail_in("/scale", p.scale, DType::float32);
   if (p.softcap && *p.softcap > float32_max) fail_in("/softcap", *p.softcap, DType::float32);
+  for (std::size_t k = 0; k < p.sinks.size(); ++k)
+    if (beyond(p.sinks[k])) fail(pointer_index("/sinks", k), p.sinks[k]);
 }
 
 Problem load_problem_file(const std::string& path, const MemoryLimit& limit) {

@@ -204,6 +204,7 @@ class TraceReader {
       tile.l_prev = values(t, at, "l_prev", {r}, float32);
       tile.l_new = values(t, at, "l_new", {r}, float32);
       tile.O = values(t, at, "O", {r, p.d_v}, float32);
+      if (p.dropout) tile.P_drop = values(t, at, "P_drop", {r, c}, float32);
     }
     return tile;
   }

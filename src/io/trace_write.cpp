@@ -114,6 +114,14 @@ ojson config_json(const Trace& t) {
                        {"query_positions", whole_numbers(p.alibi->query_positions)},
                        {"key_positions", whole_numbers(p.alibi->key_positions)}};
   if (p.softcap) config["softcap"] = *p.softcap;
+  if (!p.sinks.empty()) config["sinks"] = p.sinks;
+  if (p.dropout)
+    config["dropout"] = {{"p", p.dropout->p},
+                         {"seed", p.dropout->seed},
+                         {"generator", "Philox4x32-10"},
+                         {"counter", "(key, query, head, batch)"},
+                         {"key", "(seed & 0xffffffff, seed >> 32)"},
+                         {"keep", "first word >= floor(p · 2^32)"}};
   return config;
 }
 
@@ -298,6 +306,14 @@ void write_input(TextWriter& w, const Problem& p, int indent) {
     key("softcap");
     w.value(ojson(*p.softcap), indent + 2);
   }
+  if (!p.sinks.empty()) {
+    key("sinks");
+    w.value(ojson(p.sinks), indent + 2);
+  }
+  if (p.dropout) {
+    key("dropout");
+    w.value(ojson{{"p", p.dropout->p}, {"seed", p.dropout->seed}}, indent + 2);
+  }
   if (!p.dY.empty()) {
     key("dY");
     w.data(as_written(p.dY, p.batched), false, indent + 2);
@@ -361,6 +377,7 @@ void write_flash(TextWriter& w, const FlashRecord& f, bool float32) {
       matrix("l_prev", t.l_prev, 8);
       matrix("l_new", t.l_new, 8);
       matrix("O", t.O, 8);
+      if (!t.P_drop.empty()) matrix("P_drop", t.P_drop, 8);
       w.append("\n      ");
     }
     w.append("}");

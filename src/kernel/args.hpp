@@ -66,11 +66,13 @@ struct FlashTileArgs {
   const std::int64_t* lo = nullptr;  // (rows)
   const std::int64_t* hi = nullptr;  // (rows)
   const T* keep = nullptr;           // (rows, cols_pad), or none
-  T* s = nullptr;                    // (rows_pad, cols_pad) scratch: S, then P
-  T* m = nullptr;                    // (rows) running row max, updated
-  T* l = nullptr;                    // (rows) running row sum, updated
-  T* alpha = nullptr;                // (rows_pad) scratch
-  T* o = nullptr;                    // (rows_pad, dv_pad) running unnormalised output, updated
+  // Dropout: P·V reads P ⊙ drop (1/(1 - p) where kept, 0 where dropped) while l sums P; none: no dropout.
+  const T* drop = nullptr;  // (rows, cols_pad), or none
+  T* s = nullptr;           // (rows_pad, cols_pad) scratch: S, then P
+  T* m = nullptr;           // (rows) running row max, updated
+  T* l = nullptr;           // (rows) running row sum, updated
+  T* alpha = nullptr;       // (rows_pad) scratch
+  T* o = nullptr;           // (rows_pad, dv_pad) running unnormalised output, updated
 };
 
 // One query tile's share of one key tile's gradients (FlashAttention-2, Algorithm 2, lines 11-21), the
@@ -99,11 +101,13 @@ struct FlashBackwardTileArgs {
   const std::int64_t* lo = nullptr;  // (rows) the kept columns [lo, hi) of each row
   const std::int64_t* hi = nullptr;  // (rows)
   const T* keep = nullptr;           // (rows, cols_pad), or none
-  T* p = nullptr;                    // (rows_pad, cols_pad) scratch: S, then P
-  T* ds = nullptr;                   // (rows_pad, cols_pad) scratch: dP, then dS
-  T* dq = nullptr;                   // (rows_pad, dk_pad) overwritten: this tile's share of dQ_i
-  T* dk = nullptr;                   // (cols_pad, dk_pad) running dK_j, updated
-  T* dv = nullptr;                   // (cols_pad, dv_pad) running dV_j, updated
+  // Dropout, as in FlashTileArgs: dP becomes dP ⊙ drop before dS, and dV sums (P ⊙ drop)ᵀ·dO.
+  const T* drop = nullptr;  // (rows, cols_pad), or none
+  T* p = nullptr;           // (rows_pad, cols_pad) scratch: S, then P
+  T* ds = nullptr;          // (rows_pad, cols_pad) scratch: dP, then dS
+  T* dq = nullptr;          // (rows_pad, dk_pad) overwritten: this tile's share of dQ_i
+  T* dk = nullptr;          // (cols_pad, dk_pad) running dK_j, updated
+  T* dv = nullptr;          // (cols_pad, dv_pad) running dV_j, updated
 };
 
 // The naive engine's rows of scores, in place: S' = S·scale, capped, + bias, masked to -inf, then
@@ -121,6 +125,9 @@ struct SoftmaxRowsArgs {
   const std::int64_t* lo = nullptr;  // (rows) the kept columns [lo, hi) of each row
   const std::int64_t* hi = nullptr;  // (rows)
   const T* keep = nullptr;           // (rows, cols) 0 where the mask forbids, or none
+  // A sink logit for every row (one head's rows): it joins the max and the denominator but takes no
+  // column; a row the mask empties then has all-zero weights. None: no sink.
+  const T* sink = nullptr;
 };
 
 }  // namespace attn::kernel

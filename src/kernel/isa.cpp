@@ -416,6 +416,14 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
     a.alpha[r] = alpha;
   }
 
+  // dropout: P·V reads P ⊙ drop, while l summed P (the softmax's denominator)
+  if (a.drop != nullptr)
+    for (std::size_t r = 0; r < a.rows; ++r) {
+      T* row = a.s + r * a.cols_pad;
+      const T* drop = a.drop + r * a.cols_pad;
+      for (std::size_t c = 0; c < used_pad; c += w) store(row + c, load(row + c) * load(drop + c));
+    }
+
   // pass 3: O = diag(alpha)·O + P·V, register blocks of RO rows × up to NVO vectors of O's columns
   for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += RO) {
     const T* p = a.s + r0 * a.cols_pad;
@@ -523,7 +531,15 @@ void flash_backward_tile_impl(const FlashBackwardTileArgs<T>& a) {
   // pass 2: P recomputed from lse, dS = P ⊙ (dP - D)·scale; padded rows and rows with nothing to attend 0
   for (std::size_t r = 0; r < a.rows_pad; ++r) {
     if (r < a.rows && a.lse[r] != minus_inf<T>()) {
+      T* p = a.p + r * a.cols_pad;
+      T* ds = a.ds + r * a.cols_pad;
+      const T* drop = a.drop != nullptr ? a.drop + r * a.cols_pad : nullptr;
+      // dropout: the gradient of the weights before it is dP ⊙ drop; dV sums what P·V read, P ⊙ drop
+      if (drop != nullptr)
+        for (std::size_t c = 0; c < span; c += W<T>) store(ds + c, load(ds + c) * load(drop + c));
       weights_and_score_gradient(a, r, span);
+      if (drop != nullptr)
+        for (std::size_t c = 0; c < span; c += W<T>) store(p + c, load(p + c) * load(drop + c));
       continue;
     }
     for (std::size_t c = 0; c < span; ++c) a.p[r * a.cols_pad + c] = a.ds[r * a.cols_pad + c] = 0;
@@ -565,11 +581,13 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
       row[c] = score(c, row[c]);
       row_max = row[c] > row_max ? row[c] : row_max;
     }
+    if (a.sink != nullptr) row_max = *a.sink > row_max ? *a.sink : row_max;  // the sink joins the max
     if (row_max == minus_inf<T>()) {  // nothing to attend: all-zero weights instead of 0/0
       for (std::size_t c = 0; c < a.cols; ++c) row[c] = 0;
       continue;
     }
-    // P[c] = exp(S'[c] - max) / Σ exp(S' - max): subtracting the max is so exp never overflows
+    // P[c] = exp(S'[c] - max) / Σ exp(S' - max): subtracting the max is so exp never overflows; the sink's
+    // exp(sink - max) joins the sum
     V sum_lanes{};
     for (std::size_t c = 0; c < full; c += w) {
       const V p = exp_nonpositive<T>(load(row + c) - row_max);
@@ -577,6 +595,7 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
       sum_lanes += p;
     }
     T sum = lane_sum<T>(sum_lanes);
+    if (a.sink != nullptr) sum += exp_one(*a.sink - row_max);
     for (std::size_t c = full; c < a.cols; ++c) {
       row[c] = exp_one(row[c] - row_max);
       sum += row[c];

@@ -6,6 +6,7 @@
 #include "engine/common.hpp"
 #include "ops/attention.hpp"
 #include "ops/attention_backward.hpp"
+#include "ops/dropout.hpp"
 
 namespace attn {
 
@@ -121,16 +122,24 @@ BackwardRun<T> run_backward(const Problem& p, const StepValues<T>& f, Mistake v,
                                                                        : Tensor<T>(dY));  // (B, n, h·d_v)
   const Tensor<T>& dO_h = keep(Step::d_head_outputs, split_heads(dO, p.h));               // (B, h, n, d_v)
 
-  // pass 6: back through O_h = A·V_h (A transposed in dV, or not, for the mistake)
-  const Tensor<T>& dA = keep(Step::d_weights, d_weighted_sum_weights(dO_h, V));  // (B, h, n, m)
+  // pass 6: back through O_h = A·V_h (A transposed in dV, or not, for the mistake); with dropout A is the
+  // dropped weights, and the gradient goes back to the weights through the same keep mask
+  const Tensor<T>& A_read = p.dropout ? f[slot(Step::dropped)] : A;
+  const Tensor<T>* dA = &keep(p.dropout ? Step::d_dropped : Step::d_weights, d_weighted_sum_weights(dO_h, V));
+  if (p.dropout) dA = &keep(Step::d_weights, apply_dropout(*dA, DropoutMask(*p.dropout)));  // (B, h, n, m)
   const Tensor<T>& dV_h =
-      keep(Step::d_v_heads, key_head_gradient(v == Mistake::dv_untransposed ? swap_last_axes(A) : A, dO_h, p.g, v));
+      keep(Step::d_v_heads,
+           key_head_gradient(v == Mistake::dv_untransposed ? swap_last_axes(A_read) : A_read, dO_h, p.g, v));
 
-  // pass 7: the softmax's backward, the mask's, the scale's (left out, for the mistake)
-  const Tensor<T>& dS2 = keep(Step::d_masked, softmax_backward(A, dA, dO_h, v));  // dS'' (B, h, n, m)
-  const Tensor<T>& dS1 = keep(Step::d_scaled, d_apply_mask(dS2, allows));         // dS'
+  // pass 7: the sinks' gradients (kept with the parameters', last), the softmax's backward, the mask's, the
+  // cap's (with softcap), the scale's (left out, for the mistake)
+  const Tensor<T> d_sink = p.sinks.empty() ? Tensor<T>() : d_sinks(A, *dA, f[slot(Step::sink_weights)]);
+  const Tensor<T>& dS2 = keep(Step::d_masked, softmax_backward(A, *dA, dO_h, v));  // dS'' (B, h, n, m)
+  const Tensor<T>* dS1 = &keep(p.softcap ? Step::d_capped : Step::d_scaled, d_apply_mask(dS2, allows));
+  if (p.softcap)
+    dS1 = &keep(Step::d_scaled, d_softcap(*dS1, f[slot(Step::capped)], static_cast<T>(*p.softcap)));  // dS'
   const Tensor<T>& dS =
-      keep(Step::d_scores, v == Mistake::backward_no_scale ? Tensor<T>(dS1) : scale(dS1, static_cast<T>(p.scale)));
+      keep(Step::d_scores, v == Mistake::backward_no_scale ? Tensor<T>(*dS1) : scale(*dS1, static_cast<T>(p.scale)));
 
   // pass 8: back through S = Q·Kᵀ to the heads the scores read (dS transposed where it must not be, or
   // not where it must, for the mistakes)
@@ -167,6 +176,7 @@ BackwardRun<T> run_backward(const Problem& p, const StepValues<T>& f, Mistake v,
   if (!p.b_k.empty()) keep(Step::d_b_k, d_project_bias(dK));
   if (!p.b_v.empty()) keep(Step::d_b_v, d_project_bias(dVm));
   if (!p.b_o.empty()) keep(Step::d_b_o, d_project_bias(dY));
+  if (!p.sinks.empty()) keep(Step::d_sinks, Tensor<T>(d_sink));
   return std::move(pass.out);
 }
 

@@ -5,6 +5,7 @@
 
 #include "engine/common.hpp"
 #include "ops/attention.hpp"
+#include "ops/dropout.hpp"
 #include "tensor/half.hpp"
 
 namespace attn {
@@ -163,13 +164,24 @@ ForwardRun<T> run_forward(const Problem& p, Mistake v, DType storage, const Give
   else if (v == Mistake::minus_1e9) masked = fill_forbidden(*S_scaled, p.mask, static_cast<T>(lowest_written(storage)));
   else masked = apply_mask(*S_scaled, mask_of(p, v));
   const Tensor<T>& S_masked = keep(Step::masked, std::move(masked));
-  Tensor<T> A = v == Mistake::softmax_columns ? softmax_columns(S_masked) : softmax_rows(S_masked);
+  // With sinks each row's softmax has one more logit, of no value; the column mistake leaves them out.
+  Tensor<T> A;
+  Tensor<T> sink_share({p.B, p.h, p.n}, T{0});
+  if (v == Mistake::softmax_columns) A = softmax_columns(S_masked);
+  else if (p.sinks.empty()) A = softmax_rows(S_masked);
+  else {
+    const std::vector<T> sinks = pass.input(p.sinks);
+    A = softmax_rows_with_sinks(S_masked, std::span<const T>(sinks), sink_share);
+  }
   if (v == Mistake::mask_after_softmax) A = fill_forbidden(std::move(A), p.mask, T{0});
-  const Tensor<T>& weights = keep(Step::weights, std::move(A));
+  const Tensor<T>* weights = &keep(Step::weights, std::move(A));
+  if (!p.sinks.empty()) keep(Step::sink_weights, std::move(sink_share));
+  // dropout: the engines' keep mask, drawn from the seed and each weight's position
+  if (p.dropout) weights = &keep(Step::dropped, apply_dropout(*weights, DropoutMask(*p.dropout)));
 
   // pass 3: the weighted sum of the values, the heads merged (by a reshape alone, for wrong-reshape) and
   // projected out
-  const Tensor<T>& O_h = keep(Step::head_outputs, weighted_sum(weights, V));
+  const Tensor<T>& O_h = keep(Step::head_outputs, weighted_sum(*weights, V));
   const Tensor<T>& O =
       keep(Step::concat, v == Mistake::wrong_reshape ? reinterpreted(O_h, {p.B, p.n, p.h * p.d_v}) : merge_heads(O_h));
   if (p.has_output_projection()) {

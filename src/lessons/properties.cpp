@@ -27,7 +27,8 @@ void require_weights(const Tensor<double>& A, const char* who) {
 
 }  // namespace
 
-PropertyCheck rows_sum_to_one(const Tensor<double>& A, std::span<const EmptyRow> empty, DType dtype) {
+PropertyCheck rows_sum_to_one(const Tensor<double>& A, std::span<const EmptyRow> empty, DType dtype,
+                              const Tensor<double>* sink_share) {
   require_weights(A, "rows_sum_to_one");
   const std::size_t B = A.dim(0), h = A.dim(1), n = A.dim(2), m = A.dim(3);
   const auto is_empty = [&](std::size_t b, std::size_t i) {
@@ -37,12 +38,14 @@ PropertyCheck rows_sum_to_one(const Tensor<double>& A, std::span<const EmptyRow>
   // The exact softmax of the rounded exps sums to 1 whatever the scores were, so only the sum's m - 1
   // roundings and the division's one are left; +2 leaves room for second-order terms.
   c.tolerance = static_cast<double>(m + 2) * unit_roundoff(dtype);
-  double empty_sum = 0;  // the largest |Σ_j a_ij| over the emptied rows: 0 by the one policy
+  double empty_sum = 0;      // the largest |Σ_j a_ij| over the emptied rows: 0 by the one policy
+  double least_weights = 1;  // with sinks, the smallest 1 - share: what the weights alone sum to at least
   // r_i = Σ_j a_ij, summed in long double so that the check adds no rounding of its own worth counting
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t hd = 0; hd < h; ++hd)
       for (std::size_t i = 0; i < n; ++i) {
-        long double r = 0;
+        long double r = sink_share ? (*sink_share)(b, hd, i) : 0;
+        least_weights = std::min(least_weights, 1 - static_cast<double>(r));
         for (std::size_t j = 0; j < m; ++j) r += A(b, hd, i, j);
         const double sum = static_cast<double>(r);
         if (is_empty(b, i)) empty_sum = std::max(empty_sum, std::fabs(sum));
@@ -51,9 +54,40 @@ PropertyCheck rows_sum_to_one(const Tensor<double>& A, std::span<const EmptyRow>
       }
   c.holds = c.figure <= c.tolerance && empty_sum == 0;
   c.reason = fmt::format("softmax divides each row by its own sum; tolerance (m + 2)·u, m = {}", m);
+  if (sink_share) {
+    c.tolerance += unit_roundoff(dtype);  // the sink's share is one more rounded term of the sum
+    c.reason = fmt::format(
+        "softmax divides each row by its own sum, the sink's exp included, so the weights and "
+        "the sink's share sum to 1 (the weights alone to as little as {}); tolerance (m + 3)·u, "
+        "m = {}",
+        significant_value(least_weights, 3), m);
+  }
   if (!empty.empty())
     c.reason += fmt::format("; the {} the mask empties sum to {} (zero weights)", plural(empty.size(), "row", "rows"),
                             empty_sum == 0 ? "0" : significant_value(empty_sum, 3));
+  return c;
+}
+
+PropertyCheck dropped_rows_sum_to_one(const Tensor<double>& A_drop, double p, DType dtype) {
+  require_weights(A_drop, "dropped_rows_sum_to_one");
+  const std::size_t B = A_drop.dim(0), h = A_drop.dim(1), n = A_drop.dim(2), m = A_drop.dim(3);
+  PropertyCheck c{.name = "dropped rows sum to 1", .expected = false};
+  // each dropped weight is a weight times 1/(1 - p), one rounding more than the weight's
+  c.tolerance = static_cast<double>(m + 3) * unit_roundoff(dtype);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < h; ++hd)
+      for (std::size_t i = 0; i < n; ++i) {
+        long double r = 0;
+        for (std::size_t j = 0; j < m; ++j) r += A_drop(b, hd, i, j);
+        const double sum = static_cast<double>(r);
+        if (sum == 0) continue;  // a row with nothing to attend, or every weight dropped
+        c.figure = std::isnan(sum) ? sum : std::max(c.figure, std::fabs(sum - 1));
+      }
+  c.holds = c.figure <= c.tolerance;
+  c.reason = fmt::format(
+      "not expected: dropout zeroes each weight with probability {} and scales the rest by "
+      "1/(1 - p) = {}, so a row sums to 1 only on average over seeds",
+      significant_value(p, 3), significant_value(1 / (1 - p), 4));
   return c;
 }
 
@@ -161,6 +195,10 @@ Expectation equivariance_expected(const Problem& p) {
                                p.rope && p.alibi ? "RoPE and ALiBi"
                                : p.rope          ? "RoPE"
                                                  : "ALiBi")};
+  if (p.dropout)
+    return {false,
+            "not expected: dropout's keep mask is drawn from each weight's place (query, key), which stays "
+            "when the tokens move, so a moved token's weights are kept or dropped differently"};
   switch (p.mask.kind) {
     case MaskKind::causal:
     case MaskKind::sliding_window:
@@ -232,11 +270,13 @@ std::vector<PropertyCheck> check_properties(const std::shared_ptr<const Problem>
   RunRequest run;
   run.dtype = request.dtype;
   run.tile_size = request.tile_size;
-  run.filter.only = {Step::weights};
+  run.filter.only = {Step::weights, Step::sink_weights, Step::dropped};
   run.filter.tiles = false;
   const Trace trace = record_compare(problem, run);
   const CompareRecord& compare = *trace.compare;
   const Tensor<double> A = with_batch_axis(step_value(trace, Step::weights), 4);  // (B, h, n, m)
+  const Tensor<double> share =
+      p.sinks.empty() ? Tensor<double>() : with_batch_axis(step_value(trace, Step::sink_weights), 3);  // (B, h, n)
 
   // pass 2: naive again on the permuted tokens, keeping its output
   const std::vector<std::size_t> pi = seeded_permutation(p.n, request.seed);
@@ -247,9 +287,16 @@ std::vector<PropertyCheck> check_properties(const std::shared_ptr<const Problem>
 
   // pass 3: the checks. Each run is within compare's Δy of the exact output on the rounded inputs,
   // whatever the order of its sums, so two runs differ by at most 2·max Δy: compare's noise.
-  return {rows_sum_to_one(A, trace.empty_rows, request.dtype), columns_sum_to_one(A, request.dtype),
-          permutation_equivariance(p, compare.naive, Y_permuted, pi, compare.noise), masked_keys_get_zero(A, p.mask),
-          flash_equals_naive(compare)};
+  std::vector<PropertyCheck> checks{
+      rows_sum_to_one(A, trace.empty_rows, request.dtype, p.sinks.empty() ? nullptr : &share)};
+  if (p.dropout)
+    checks.push_back(
+        dropped_rows_sum_to_one(with_batch_axis(step_value(trace, Step::dropped), 4), p.dropout->p, request.dtype));
+  checks.push_back(columns_sum_to_one(A, request.dtype));
+  checks.push_back(permutation_equivariance(p, compare.naive, Y_permuted, pi, compare.noise));
+  checks.push_back(masked_keys_get_zero(A, p.mask));
+  checks.push_back(flash_equals_naive(compare));
+  return checks;
 }
 
 bool all_expected_hold(std::span<const PropertyCheck> checks) {

@@ -30,8 +30,14 @@ struct PropertyCheck {
 
 // max |Σ_j a_ij - 1| over the rows that have a key to attend, within (m + 2)·u: the sum's m - 1 roundings
 // and the division's one, with room to spare; u is the unit roundoff of `dtype`. The rows the mask empties (`empty`)
-// must sum to exactly 0.
-PropertyCheck rows_sum_to_one(const Tensor<double>& A, std::span<const EmptyRow> empty, DType dtype);
+// must sum to exactly 0. With sinks, `sink_share` (B, h, n) is each row's sink's share, which the row's
+// weights and it sum to 1 (within one rounding more).
+PropertyCheck rows_sum_to_one(const Tensor<double>& A, std::span<const EmptyRow> empty, DType dtype,
+                              const Tensor<double>* sink_share = nullptr);
+
+// With dropout, A_drop (B, h, n, m) the dropped weights: max |Σ_j a_ij - 1| over the rows with a weight
+// left, not expected, since dropout keeps the rows' sums at 1 only on average; `p` its probability.
+PropertyCheck dropped_rows_sum_to_one(const Tensor<double>& A_drop, double p, DType dtype);
 
 // max |Σ_i a_ij - 1|: not expected, since softmax normalises each query's row, not each key's column.
 PropertyCheck columns_sum_to_one(const Tensor<double>& A, DType dtype);

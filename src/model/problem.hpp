@@ -20,6 +20,14 @@ enum class Layout { in_out, out_in };
 // input's "dY", or a seeded standard normal (--grad-seed).
 enum class Upstream { ones, input, seeded };
 
+// Dropout on the attention weights (`dropout`): each weight kept with probability 1 − p and then scaled
+// by 1/(1 − p), or set to 0. Which ones is a pure function of (seed, batch, head, query, key): the keep
+// mask of ops/dropout.hpp, so every engine, tiling and thread count drops the same weights.
+struct Dropout {
+  double p = 0;            // in (0, 1): an input with p = 0 has no dropout at all
+  std::uint64_t seed = 0;  // 0 … 2^64 − 1
+};
+
 struct Problem {
   std::string description;
   bool batched = false;       // X was 3-D; otherwise B == 1 and traces drop the batch axis
@@ -57,6 +65,10 @@ struct Problem {
   // Soft-capping (`softcap`, c > 0): the scaled scores become c·tanh(S'/c) before ALiBi's bias and the
   // mask, as Gemma 2 orders it.
   std::optional<double> softcap;
+  // Attention sinks (`sinks`): one logit per query head that joins each row's softmax denominator but has
+  // no value, so a row can give weight to nothing. Empty: no sinks.
+  std::vector<double> sinks;
+  std::optional<Dropout> dropout;  // with p > 0 only
 
   // The backward pass's dY (B, n, d_out): the input's "dY" or drawn from grad_seed; empty when it is 1
   // everywhere (engine/backward.hpp, upstream_gradient).

@@ -23,6 +23,7 @@ struct TileEvent {
   const Tensor<T>* l_prev = nullptr;  // (Br) running sum before the tile
   const Tensor<T>* l_new = nullptr;   // (Br) and after it
   const Tensor<T>* O = nullptr;       // (Br, d_v) unnormalised output after the tile
+  const Tensor<T>* P_drop = nullptr;  // (Br, Bc) P after dropout, what P·V read: with dropout only
 };
 
 // The end of one query tile: its rows divided by their sums, and their log-sum-exp.

@@ -151,12 +151,33 @@ std::array<StepInfo, table_size> rows() {  // NOLINT(readability-function-size)
        ValueClass::probability,
        Needs::always,
        true},
+      {S::sink_weights,
+       "sink_weights",
+       "a_sink = exp(sink_h - M) / l",
+       "the weight each query gives its head's sink: a logit with no value, so this share of the row goes to "
+       "nothing and the row's weights sum to 1 - a_sink",
+       {head, query},
+       {S::masked},
+       Op::softmax,
+       ValueClass::probability,
+       Needs::sinks},
+      {S::dropped,
+       "dropped",
+       "A_drop = A ⊙ Z / (1 - p)",
+       "the weights after dropout: each kept with probability 1 - p and scaled by 1/(1 - p), the rest set to 0, by "
+       "a keep mask Z drawn from the seed and each entry's position",
+       {head, query, key},
+       {S::weights},
+       Op::dropout,
+       ValueClass::non_negative,
+       Needs::dropout,
+       true},
       {S::head_outputs,
        "head_outputs",
        "O_h = A·V_h",
        "each head's output: the values averaged with the attention weights",
        {head, query, d_v},
-       {S::weights, S::v_heads},
+       {S::weights, S::dropped, S::v_heads},
        Op::weighted_sum},
       {S::concat,
        "concat",
@@ -212,12 +233,16 @@ std::array<StepInfo, gradient_step_count> gradient_rows() {  // NOLINT(readabili
       grad(S::d_head_outputs, "d_head_outputs", "dO_h = dO.reshape(n, h, d_v).transpose(0, 1)",
            "the output gradient split into heads, as the heads were merged", {head, query, d_v}, {S::d_concat},
            Op::relayout),
+      grad(S::d_dropped, "d_dropped", "dA_drop = dO_h·V_hᵀ",
+           "how the loss changes with each weight after dropout: dA_drop[i][j] = dO_i · v_j, for every key, dropped "
+           "or not",
+           {head, query, key}, {S::d_head_outputs, S::v_heads}, Op::dot_products, Needs::dropout, true),
       grad(S::d_weights, "d_weights", "dA = dO_h·V_hᵀ",
            "how the loss changes with each weight: dA[i][j] = dO_i · v_j, for every key, masked or not",
-           {head, query, key}, {S::d_head_outputs, S::v_heads}, Op::dot_products, Needs::always, true),
+           {head, query, key}, {S::d_head_outputs, S::v_heads, S::d_dropped}, Op::dot_products, Needs::always, true),
       grad(S::d_v_heads, "d_v_heads", "dV_h = Aᵀ·dO_h, summed over the query heads that share a key/value head",
            "each value's gradient: the output gradients of the queries that read it, weighted by how much they read it",
-           {kv_head, key, d_v}, {S::weights, S::d_head_outputs}, Op::weighted_sum),
+           {kv_head, key, d_v}, {S::weights, S::dropped, S::d_head_outputs}, Op::weighted_sum),
       grad(S::d_masked, "d_masked", "dS'' = A ⊙ (dA - D), D = rowsum(dA ⊙ A)",
            "the softmax backward: a score's gradient is its weight times how far its dA lies above the row's "
            "weighted mean D (D = rowsum(dA ⊙ A), so the softmax's m × m Jacobian per row is never formed)",
@@ -272,6 +297,10 @@ std::array<StepInfo, gradient_step_count> gradient_rows() {  // NOLINT(readabili
             {v_width}, {S::d_v}, Op::bias_gradient, Needs::b_v),
       param(S::d_b_o, "d_b_o", "db_o = Σ dY", "b_o's gradient: the output's gradients summed over every token", {d_out},
             {S::d_output}, Op::bias_gradient, Needs::b_o),
+      param(S::d_sinks, "d_sinks", "dsink_h = -Σ a_sink · D, D = rowsum(dA ⊙ A)",
+            "each sink's gradient: the softmax backward at the sink's column, whose dA is 0 (it has no value), "
+            "summed over every query of every batch item",
+            {head}, {S::sink_weights, S::weights, S::d_weights}, Op::softmax_backward, Needs::sinks),
   }};
 }
 
@@ -372,12 +401,44 @@ std::string mask_description(const Problem& p) {
 
 std::string softmax_description(const Problem& p) {
   const std::size_t empty = rows_the_mask_empties(p);
-  if (empty == 0) return std::string(table()[slot(Step::weights)].description);
+  const std::string_view dropout =
+      p.dropout ? "; these are the weights before dropout, which comes after them (dropped) and changes the sums" : "";
+  if (!p.sinks.empty())
+    return fmt::format(
+        "how much each query attends to each key: every row is ≥ 0 and sums to 1 - a_sink, the share its head's "
+        "sink takes{}{}",
+        empty == 0 ? "" : " (all of it in a row the mask left with no key)", dropout);
+  if (empty == 0 && !p.dropout) return std::string(table()[slot(Step::weights)].description);
+  if (empty == 0)
+    return fmt::format("how much each query attends to each key: every row is ≥ 0 and sums to 1{}", dropout);
   return fmt::format(
       "how much each query attends to each key: every row is ≥ 0 and sums to 1, except the {} row{} that the mask "
-      "left with no key, whose weights are all 0",
-      empty, empty == 1 ? "" : "s");
+      "left with no key, whose weights are all 0{}",
+      empty, empty == 1 ? "" : "s", dropout);
 }
+
+std::string softmax_formula(const Problem& p) {
+  return p.sinks.empty()
+             ? std::string(table()[slot(Step::weights)].formula)
+             : "A = exp(S'' - M) / l, M = max(sink_h, rowmax S''), l = exp(sink_h - M) + rowsum exp(S'' - M)";
+}
+
+std::string dropped_formula(const Problem& p) {
+  if (!p.dropout) return std::string(table()[slot(Step::dropped)].formula);
+  return fmt::format("A_drop = A ⊙ Z / (1 - {}), Z = [Philox4x32-10(j, i, head, batch; seed {}) ≥ ⌊{}·2³²⌋]",
+                     p.dropout->p, p.dropout->seed, p.dropout->p);
+}
+
+std::string dropped_description(const Problem& p) {
+  if (!p.dropout) return std::string(table()[slot(Step::dropped)].description);
+  return fmt::format(
+      "the weights after dropout (training only): each kept with probability {} and scaled by 1/(1 - {}), the rest "
+      "set to 0, so a row no longer sums to 1 but keeps its expected sum; the keep mask Z is a pure function of the "
+      "seed and the entry's position, so every engine draws the same one",
+      1 - p.dropout->p, p.dropout->p);
+}
+
+std::string head_outputs_formula(const Problem& p) { return p.dropout ? "O_h = A_drop·V_h" : "O_h = A·V_h"; }
 
 std::string output_description(const Problem& p) {
   if (p.has_output_projection()) return std::string(table()[slot(Step::output)].description);
@@ -406,6 +467,16 @@ std::string mask_backward_formula(const Problem& p, std::string_view into) {
   const std::string_view what = p.alibi ? " (ALiBi's bias is a constant: it passes the gradient on)" : "";
   return p.mask.kind == MaskKind::none ? fmt::format("{} = dS''{} (mask: none)", into, what)
                                        : fmt::format("{} = dS'' where allowed, 0 elsewhere{}", into, what);
+}
+
+std::string d_weights_formula(const Problem& p) {
+  if (!p.dropout) return std::string(table()[slot(Step::d_weights)].formula);
+  return fmt::format("dA = dA_drop ⊙ Z / (1 - {}): through the same keep mask", p.dropout->p);
+}
+
+std::string d_v_heads_formula(const Problem& p) {
+  return p.dropout ? "dV_h = A_dropᵀ·dO_h, summed over the query heads that share a key/value head"
+                   : std::string(table()[slot(Step::d_v_heads)].formula);
 }
 
 std::string d_capped_formula(const Problem& p) { return mask_backward_formula(p, "dS_c"); }
@@ -473,6 +544,12 @@ void set_texts(std::array<StepInfo, table_size>& steps) {
   row(Step::masked).formula_for = mask_formula;
   row(Step::masked).description_for = mask_description;
   row(Step::weights).description_for = softmax_description;
+  row(Step::weights).formula_for = softmax_formula;
+  row(Step::dropped).formula_for = dropped_formula;
+  row(Step::dropped).description_for = dropped_description;
+  row(Step::head_outputs).formula_for = head_outputs_formula;
+  row(Step::d_weights).formula_for = d_weights_formula;
+  row(Step::d_v_heads).formula_for = d_v_heads_formula;
   row(Step::output).formula_for = output_formula;
   row(Step::output).description_for = output_description;
   row(Step::d_output).description_for = d_output_description;
@@ -537,6 +614,7 @@ std::string_view to_string(Op op) {
     case Op::mask: return "mask";
     case Op::softmax: return "softmax";
     case Op::weighted_sum: return "weighted_sum";
+    case Op::dropout: return "dropout";
     case Op::softmax_backward: return "softmax_backward";
     case Op::input_gradient: return "input_gradient";
     case Op::weight_gradient: return "weight_gradient";
@@ -560,6 +638,8 @@ std::string_view to_string(Needs needs) {
     case Needs::rope: return "rope";
     case Needs::alibi: return "alibi";
     case Needs::softcap: return "softcap";
+    case Needs::sinks: return "sinks";
+    case Needs::dropout: return "dropout";
     case Needs::cross: return "context";
     case Needs::w_o: return "W_o";
     case Needs::b_q: return "b_q";

@@ -17,8 +17,8 @@
 namespace attn {
 
 // In the order of the pipeline. q_rot and k_rot are steps of an input with `rope` only, capped of an input
-// with `softcap` only, bias of an input with `alibi` only (step_applies); every other forward step is in
-// every trace. The backward steps
+// with `softcap` only, bias of an input with `alibi` only, sink_weights of one with `sinks`, dropped of one
+// with `dropout` (step_applies); every other forward step is in every trace. The backward steps
 // follow (`d_` + what each is the gradient of, in the order of docs/backward.md), each where it applies.
 enum class Step {
   q,
@@ -35,6 +35,8 @@ enum class Step {
   bias,
   masked,
   weights,
+  sink_weights,
+  dropped,
   head_outputs,
   concat,
   output,
@@ -42,6 +44,7 @@ enum class Step {
   d_output,
   d_concat,
   d_head_outputs,
+  d_dropped,
   d_weights,
   d_v_heads,
   d_masked,
@@ -64,13 +67,14 @@ enum class Step {
   d_b_q,
   d_b_k,
   d_b_v,
-  d_b_o
+  d_b_o,
+  d_sinks
 };
 
 // The forward steps, q … output: the first step_count of the table, in every forward trace.
-inline constexpr std::size_t step_count = 17;
-// The backward steps, d_output … d_b_o, after them.
-inline constexpr std::size_t gradient_step_count = 26;
+inline constexpr std::size_t step_count = 19;
+// The backward steps, d_output … d_sinks, after them.
+inline constexpr std::size_t gradient_step_count = 28;
 inline constexpr std::size_t table_size = step_count + gradient_step_count;
 
 // What each axis of a step is, so a printer knows which labels go where.
@@ -112,6 +116,7 @@ enum class Op {
   mask,          // −∞ where forbidden: nothing computed
   softmax,       // exp and a sum along each row
   weighted_sum,  // A·V over the keys
+  dropout,       // kept × 1/(1 − p), 0 where dropped: the keep mask of ops/dropout.hpp
   // the backward pass's own
   softmax_backward,  // A ⊙ (dA − rowsum(dA ⊙ A)) along each row
   input_gradient,    // dY·Wᵀ: a row of gradients back through a weight matrix (summed over the paths)
@@ -119,9 +124,9 @@ enum class Op {
   bias_gradient,     // Σ dY: a bias's gradient, summed over every token of every batch item
 };
 
-// Which inputs have the step: every one, or only those with RoPE, ALiBi, soft-capping, a context
-// (cross-attention), an output projection, or the bias it is the gradient of.
-enum class Needs { always, rope, alibi, softcap, cross, w_o, b_q, b_k, b_v, b_o };
+// Which inputs have the step: every one, or only those with RoPE, ALiBi, soft-capping, sinks, dropout, a
+// context (cross-attention), an output projection, or the bias it is the gradient of.
+enum class Needs { always, rope, alibi, softcap, sinks, dropout, cross, w_o, b_q, b_k, b_v, b_o };
 
 // Which pass computes the step.
 enum class Pass { forward, backward };
@@ -171,7 +176,8 @@ bool is_gradient_step(Step step);
 // its tiles hold them piece by piece.
 bool is_score_step(Step step);
 
-// The forward steps that only some inputs have: q_rot and k_rot (RoPE), capped (softcap), bias (ALiBi).
+// The forward steps that only some inputs have: q_rot and k_rot (RoPE), capped (softcap), bias (ALiBi),
+// sink_weights (sinks), dropped (dropout).
 bool is_position_step(Step step);
 
 // Does `later` use the value of `earlier`, directly or through other steps?

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "model/positions.hpp"
+#include "ops/dropout.hpp"
 #include "tensor/tensor.hpp"
 
 namespace attn {
@@ -237,6 +238,53 @@ Tensor<T> softmax_rows(const Tensor<T>& S) {
     for (std::size_t j = 0; j < m; ++j) out[j] /= sum;
   }
   return P;
+}
+
+// P = softmax along each row with one sink logit per head: the sink joins each row's max and denominator
+// but has no value, so the row's weights sum to 1 - a_sink.     S (B, h, n, m), sinks (h) -> P (B, h, n, m)
+// M = max(sink_h, max_j S[r][j]),  l = exp(sink_h - M) + Σ_j exp(S[r][j] - M)
+// P[r][j] = exp(S[r][j] - M) / l,  sink_share[b][hd][i] = exp(sink_h - M) / l              -> (B, h, n)
+// A row whose every entry is -inf puts all its weight on the sink: P = 0, a_sink = 1.
+// The sink logit is learned per head and taken raw: it is not scaled, capped or biased like the scores.
+template <class T>
+Tensor<T> softmax_rows_with_sinks(const Tensor<T>& S, std::span<const T> sinks, Tensor<T>& sink_share) {
+  detail::require(S.rank() == 4 && sinks.size() == S.dim(1), "softmax_rows_with_sinks",
+                  fmt::format("S {} with {} sinks", S.shape(), sinks.size()));
+  const std::size_t B = S.dim(0), h = S.dim(1), n = S.dim(2), m = S.dim(3);
+  Tensor<T> P(S.shape());
+  sink_share = Tensor<T>({B, h, n});
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < h; ++hd)
+      for (std::size_t i = 0; i < n; ++i) {
+        const T* row = m > 0 ? &S(b, hd, i, 0) : nullptr;
+        T* out = m > 0 ? &P(b, hd, i, 0) : nullptr;
+        const T sink = sinks[hd];
+        T max = sink;
+        for (std::size_t j = 0; j < m; ++j) max = std::max(max, row[j]);
+        T sum = std::exp(sink - max);
+        const T sink_exp = sum;
+        for (std::size_t j = 0; j < m; ++j) {
+          out[j] = std::exp(row[j] - max);
+          sum += out[j];
+        }
+        for (std::size_t j = 0; j < m; ++j) out[j] /= sum;
+        sink_share(b, hd, i) = sink_exp / sum;
+      }
+  return P;
+}
+
+// Dropout of the weights: A[b][hd][i][j] · 1/(1 - p) where the keep mask keeps it, 0 where it drops it
+// (ops/dropout.hpp).                                              A (B, h, n, m) -> (B, h, n, m)
+template <class T>
+Tensor<T> apply_dropout(const Tensor<T>& A, const DropoutMask& mask) {
+  detail::require(A.rank() == 4, "apply_dropout", "expects (B, h, n, m)");
+  const std::size_t B = A.dim(0), h = A.dim(1), n = A.dim(2), m = A.dim(3);
+  Tensor<T> out = A;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < h; ++hd)
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < m; ++j) out(b, hd, i, j) *= mask.factor<T>(b, hd, i, j);
+  return out;
 }
 
 // O = P·V per head                                 P (B, h, n, m), V (B, g, m, d_v) -> (B, h, n, d_v)

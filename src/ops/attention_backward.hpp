@@ -204,6 +204,30 @@ Tensor<T> d_softmax_rows(const Tensor<T>& A, const Tensor<T>& dA) {
   return dS;
 }
 
+// The sinks' logits, back from the softmax: the sink is a column of the row whose dA is 0 (it has no
+// value), so the softmax's backward at it is a_sink · (0 - D), D = rowsum(dA ⊙ A) over the keys; each
+// head's sink gathers it from every query of every batch item.
+// dsink[hd] = -Σ_{b,i} a_sink[b][hd][i] · Σ_j dA[b][hd][i][j] · A[b][hd][i][j]
+// A, dA (B, h, n, m), sink_share (B, h, n)                                                  -> (h)
+template <class T>
+Tensor<T> d_sinks(const Tensor<T>& A, const Tensor<T>& dA, const Tensor<T>& sink_share) {
+  detail::require(
+      A.rank() == 4 && A.shape() == dA.shape() && sink_share.rank() == 3 && sink_share.dim(0) == A.dim(0) &&
+          sink_share.dim(1) == A.dim(1) && sink_share.dim(2) == A.dim(2),
+      "d_sinks",
+      fmt::format("A {}, dA {} and the sinks' shares {} do not fit", A.shape(), dA.shape(), sink_share.shape()));
+  const std::size_t B = A.dim(0), h = A.dim(1), n = A.dim(2), m = A.dim(3);
+  Tensor<T> d({h});
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < h; ++hd)
+      for (std::size_t i = 0; i < n; ++i) {
+        T D = 0;
+        for (std::size_t j = 0; j < m; ++j) D += dA(b, hd, i, j) * A(b, hd, i, j);
+        d(hd) -= sink_share(b, hd, i) * D;
+      }
+  return d;
+}
+
 // ------------------------------------------------------------------------------- weighted sum
 
 // O = A·V per head, back to A: every key's weight, masked or not, changes O by its value.

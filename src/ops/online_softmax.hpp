@@ -17,11 +17,12 @@ namespace attn {
 // The state of one query tile after a key tile has been folded in.
 template <class T>
 struct OnlineSoftmaxStep {
-  Tensor<T> m_new;  // (Br)       running row max, including this tile
-  Tensor<T> alpha;  // (Br)       exp(m_prev - m_new): how much the earlier tiles shrink
-  Tensor<T> P;      // (Br, Bc)   exp(S - m_new): this tile's unnormalised weights
-  Tensor<T> l_new;  // (Br)       running row sum of exp(S - m_new)
-  Tensor<T> O;      // (Br, d_v)  running unnormalised output
+  Tensor<T> m_new;   // (Br)       running row max, including this tile
+  Tensor<T> alpha;   // (Br)       exp(m_prev - m_new): how much the earlier tiles shrink
+  Tensor<T> P;       // (Br, Bc)   exp(S - m_new): this tile's unnormalised weights
+  Tensor<T> P_drop;  // (Br, Bc)  P after dropout, what P·V reads: with a dropout mask only
+  Tensor<T> l_new;   // (Br)       running row sum of exp(S - m_new)
+  Tensor<T> O;       // (Br, d_v)  running unnormalised output
 };
 
 // Fold score tile S into the running state (m_prev, l_prev, O_prev) of its query rows.
@@ -31,13 +32,15 @@ struct OnlineSoftmaxStep {
 //   P     = exp(S - m_new)                  subtracting the max is so exp never overflows
 //   l_new = alpha · l_prev + rowsum(P)
 //   O     = diag(alpha) · O_prev + P·V      O[r][c] = alpha[r]·O_prev[r][c] + Σ_j P[r][j]·V[j][c]
+// With dropout (`drop`, (Br, Bc): 1/(1 - p) where kept, 0 where dropped) the running sum l still sums P,
+// the softmax's denominator, while O sums P_drop·V = (P ⊙ drop)·V: dropout comes after the softmax.
 // A row that has seen only -inf so far keeps m = -inf, alpha = 1, P = 0: nothing to rescale yet.
 // In a half `storage` type P is rounded to it before P·V, as FlashAttention feeds P to its half-precision
 // matrix product, while l sums P unrounded; S, m, l, alpha and O stay in T (registers).
 template <class T>
 OnlineSoftmaxStep<T> online_softmax_update(const Tensor<T>& S, const Tensor<T>& m_prev, const Tensor<T>& l_prev,
-                                           const Tensor<T>& O_prev, const Tensor<T>& V,
-                                           DType storage = DType::float32) {
+                                           const Tensor<T>& O_prev, const Tensor<T>& V, DType storage = DType::float32,
+                                           const Tensor<T>* drop = nullptr) {
   detail::require(S.rank() == 2 && V.rank() == 2 && O_prev.rank() == 2 && S.dim(1) == V.dim(0) &&
                       m_prev.size() == S.dim(0) && l_prev.size() == S.dim(0) && O_prev.dim(0) == S.dim(0) &&
                       O_prev.dim(1) == V.dim(1),
@@ -46,7 +49,10 @@ OnlineSoftmaxStep<T> online_softmax_update(const Tensor<T>& S, const Tensor<T>& 
                               m_prev.size()));
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   const std::size_t Br = S.dim(0), Bc = S.dim(1), d_v = V.dim(1);
-  OnlineSoftmaxStep<T> out{Tensor<T>({Br}), Tensor<T>({Br}), Tensor<T>({Br, Bc}), Tensor<T>({Br}), O_prev};
+  OnlineSoftmaxStep<T> out{Tensor<T>({Br}),     Tensor<T>({Br}),
+                           Tensor<T>({Br, Bc}), drop != nullptr ? Tensor<T>({Br, Bc}) : Tensor<T>(),
+                           Tensor<T>({Br}),     O_prev};
+  const Tensor<T>& weights = drop != nullptr ? out.P_drop : out.P;  // what P·V reads
   for (std::size_t r = 0; r < Br; ++r) {
     T m = m_prev(r);
     for (std::size_t j = 0; j < Bc; ++j) m = std::max(m, S(r, j));
@@ -63,13 +69,14 @@ OnlineSoftmaxStep<T> online_softmax_update(const Tensor<T>& S, const Tensor<T>& 
       const T p = std::exp(S(r, j) - m);
       sum += p;
       out.P(r, j) = stored(storage, p);
+      if (drop != nullptr) out.P_drop(r, j) = stored(storage, out.P(r, j) * (*drop)(r, j));
     }
     out.l_new(r) = alpha * l_prev(r) + sum;
     T* o = &out.O(r, 0);
     for (std::size_t c = 0; c < d_v; ++c) o[c] *= alpha;
     for (std::size_t j = 0; j < Bc; ++j) {
-      const T p = out.P(r, j);
-      if (p == 0) continue;  // a masked key adds nothing
+      const T p = weights(r, j);
+      if (p == 0) continue;  // a masked (or dropped) key adds nothing
       const T* v = &V(j, 0);
       for (std::size_t c = 0; c < d_v; ++c) o[c] += p * v[c];
     }

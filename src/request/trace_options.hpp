@@ -45,6 +45,8 @@ struct TraceOptions {
   std::string max_memory = "4G";                      // refuse input or runs estimated to need more
   bool backward = false;                              // --backward: the gradients too
   std::optional<std::uint64_t> grad_seed;             // --grad-seed: dY from a seeded standard normal
+  std::optional<double> dropout;                      // --dropout P: in place of the input's "dropout" p
+  std::optional<std::uint64_t> dropout_seed;          // --dropout-seed S: in place of its seed
 };
 
 }  // namespace attn

@@ -67,7 +67,7 @@ void TraceCollector::keep_tile(const TileEvent<T>& e) {
   const auto copy = [](const Tensor<T>* t) { return t ? cast<double>(*t) : Tensor<double>(); };
   trace_.flash->tiles.push_back({e.batch, e.head, e.i, e.j, e.row_begin, e.row_end, e.col_begin, e.col_end, e.skipped,
                                  copy(e.S), copy(e.m_prev), copy(e.m_new), copy(e.alpha), copy(e.P), copy(e.l_prev),
-                                 copy(e.l_new), copy(e.O)});
+                                 copy(e.l_new), copy(e.O), copy(e.P_drop)});
 }
 
 template <class T>

@@ -15,6 +15,8 @@ bool step_applies(Step step, const Problem& p) {
     case Needs::rope: return p.rope.has_value();
     case Needs::alibi: return p.alibi.has_value();
     case Needs::softcap: return p.softcap.has_value();
+    case Needs::sinks: return !p.sinks.empty();
+    case Needs::dropout: return p.dropout.has_value();
     case Needs::cross: return p.cross;
     case Needs::w_o: return p.has_output_projection();
     case Needs::b_q: return !p.b_q.empty();

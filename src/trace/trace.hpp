@@ -28,6 +28,7 @@ struct FlashTile {
   std::size_t row_begin, row_end, col_begin, col_end;
   bool skipped = false;
   Tensor<double> S, m_prev, m_new, alpha, P, l_prev, l_new, O;
+  Tensor<double> P_drop;  // P after dropout, what P·V read: empty without dropout
 };
 
 // The end of a query tile: O / l and lse for its rows.

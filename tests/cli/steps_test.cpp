@@ -25,21 +25,60 @@ std::vector<std::string> lines_of(const std::string& text) {
 }  // namespace
 
 TEST_CASE(
-    "steps --names prints the seventeen forward step names in pipeline order, then the backward's "
-    "twenty-six",
+    "steps --names prints the nineteen forward step names in pipeline order, then the backward's "
+    "twenty-eight",
     "[cli][steps]") {
   const RunResult r = run_binary({"steps", "--names"});
   INFO(r.describe());
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.empty());
-  CHECK(lines_of(r.out) ==
-        std::vector<std::string>{
-            "q",        "k",        "v",         "q_heads",        "k_heads",   "v_heads",   "q_rot",        "k_rot",
-            "scores",   "scaled",   "capped",    "bias",           "masked",    "weights",   "head_outputs", "concat",
-            "output",   "d_output", "d_concat",  "d_head_outputs", "d_weights", "d_v_heads", "d_masked",     "d_capped",
-            "d_scaled", "d_scores", "d_q_rot",   "d_k_rot",        "d_q_heads", "d_k_heads", "d_q",          "d_k",
-            "d_v",      "d_X",      "d_context", "d_W_q",          "d_W_k",     "d_W_v",     "d_W_o",        "d_b_q",
-            "d_b_k",    "d_b_v",    "d_b_o"});
+  CHECK(lines_of(r.out) == std::vector<std::string>{"q",
+                                                    "k",
+                                                    "v",
+                                                    "q_heads",
+                                                    "k_heads",
+                                                    "v_heads",
+                                                    "q_rot",
+                                                    "k_rot",
+                                                    "scores",
+                                                    "scaled",
+                                                    "capped",
+                                                    "bias",
+                                                    "masked",
+                                                    "weights",
+                                                    "sink_weights",
+                                                    "dropped",
+                                                    "head_outputs",
+                                                    "concat",
+                                                    "output",
+                                                    "d_output",
+                                                    "d_concat",
+                                                    "d_head_outputs",
+                                                    "d_dropped",
+                                                    "d_weights",
+                                                    "d_v_heads",
+                                                    "d_masked",
+                                                    "d_capped",
+                                                    "d_scaled",
+                                                    "d_scores",
+                                                    "d_q_rot",
+                                                    "d_k_rot",
+                                                    "d_q_heads",
+                                                    "d_k_heads",
+                                                    "d_q",
+                                                    "d_k",
+                                                    "d_v",
+                                                    "d_X",
+                                                    "d_context",
+                                                    "d_W_q",
+                                                    "d_W_k",
+                                                    "d_W_v",
+                                                    "d_W_o",
+                                                    "d_b_q",
+                                                    "d_b_k",
+                                                    "d_b_v",
+                                                    "d_b_o",
+                                                    "d_sinks"});
 }
 
 TEST_CASE("steps shows each step's axes, the steps it reads and its formula, and --json the same table",

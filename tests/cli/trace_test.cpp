@@ -101,10 +101,12 @@ TEST_CASE("run --json - prints the JSON trace on stdout and no text", "[cli][tra
     CHECK(trace.at("format") == "attn-trace.trace");
     CHECK(trace.at("version") == 1);
     // the thirteen steps, and q_rot and k_rot for an input with rotary positions (bias with ALiBi, capped
-    // with softcap)
+    // with softcap, sink_weights with sinks, dropped with a dropout of p > 0)
     const nlohmann::json input = nlohmann::json::parse(read_file(file));
-    const std::size_t steps =
-        13 + (input.contains("rope") ? 2 : 0) + (input.contains("alibi") ? 1 : 0) + (input.contains("softcap") ? 1 : 0);
+    const bool dropout = input.contains("dropout") && input.at("dropout").at("p").get<double>() > 0;
+    const std::size_t steps = 13 + (input.contains("rope") ? 2 : 0) + (input.contains("alibi") ? 1 : 0) +
+                              (input.contains("softcap") ? 1 : 0) + (input.contains("sinks") ? 1 : 0) +
+                              (dropout ? 1 : 0);
     CHECK(trace.at("steps").size() == steps);
     // the same text as --json FILE writes
     check_success(run_binary({"run", file, "--json", dir / "same.json"}));

@@ -142,21 +142,21 @@ expect_exactly "auto always" attn-trace run x.json --color a
 expect_exactly "" attn-trace run x.json --head ''
 expect_exactly "" attn-trace run x.json --max-memory ''
 expect_exactly "naive flash both" attn-trace plot x.json --engine ''
-expect_exactly "q k v q_heads k_heads v_heads q_rot k_rot scores scaled capped bias masked weights head_outputs concat output
-                d_output d_concat d_head_outputs d_weights d_v_heads d_masked d_capped d_scaled d_scores d_q_rot d_k_rot d_q_heads d_k_heads d_q d_k d_v d_X d_context d_W_q d_W_k d_W_v d_W_o d_b_q d_b_k d_b_v d_b_o" attn-trace plot x.json --step ''
+expect_exactly "q k v q_heads k_heads v_heads q_rot k_rot scores scaled capped bias masked weights sink_weights dropped head_outputs concat output
+                d_output d_concat d_head_outputs d_dropped d_weights d_v_heads d_masked d_capped d_scaled d_scores d_q_rot d_k_rot d_q_heads d_k_heads d_q d_k d_v d_X d_context d_W_q d_W_k d_W_v d_W_o d_b_q d_b_k d_b_v d_b_o d_sinks" attn-trace plot x.json --step ''
 expect_exactly "weights" attn-trace plot x.json --step w
 expect_exactly "" attn-trace plot x.json --batch ''
 
 # --steps: a comma list; the names already given are not offered again.
-expect_exactly "q k v q_heads k_heads v_heads q_rot k_rot scores scaled capped bias masked weights head_outputs concat output
-                d_output d_concat d_head_outputs d_weights d_v_heads d_masked d_capped d_scaled d_scores d_q_rot d_k_rot d_q_heads d_k_heads d_q d_k d_v d_X d_context d_W_q d_W_k d_W_v d_W_o d_b_q d_b_k d_b_v d_b_o tiles" attn-trace run x.json --steps ''
+expect_exactly "q k v q_heads k_heads v_heads q_rot k_rot scores scaled capped bias masked weights sink_weights dropped head_outputs concat output
+                d_output d_concat d_head_outputs d_dropped d_weights d_v_heads d_masked d_capped d_scaled d_scores d_q_rot d_k_rot d_q_heads d_k_heads d_q d_k d_v d_X d_context d_W_q d_W_k d_W_v d_W_o d_b_q d_b_k d_b_v d_b_o d_sinks tiles" attn-trace run x.json --steps ''
 expect_exactly "q q_heads q_rot" attn-trace run x.json --steps q
 expect_exactly "d_q d_q_heads d_q_rot" attn-trace run x.json --steps d_q
 expect_exactly "scores,weights" attn-trace run x.json --steps scores,w
 expect_exactly "q,k q,k_heads q,k_rot" attn-trace run x.json --steps q,k
-expect_exactly "scores,weights,scaled" attn-trace run x.json --steps scores,weights,s
+expect_exactly "scores,weights,scaled scores,weights,sink_weights" attn-trace run x.json --steps scores,weights,s
 expect_exactly "q,k,v,q_heads q,k,v,k_heads q,k,v,v_heads q,k,v,q_rot q,k,v,k_rot q,k,v,scores q,k,v,scaled
-                q,k,v,capped q,k,v,bias q,k,v,masked q,k,v,weights q,k,v,head_outputs q,k,v,concat q,k,v,output q,k,v,d_output q,k,v,d_concat q,k,v,d_head_outputs q,k,v,d_weights q,k,v,d_v_heads q,k,v,d_masked q,k,v,d_capped q,k,v,d_scaled q,k,v,d_scores q,k,v,d_q_rot q,k,v,d_k_rot q,k,v,d_q_heads q,k,v,d_k_heads q,k,v,d_q q,k,v,d_k q,k,v,d_v q,k,v,d_X q,k,v,d_context q,k,v,d_W_q q,k,v,d_W_k q,k,v,d_W_v q,k,v,d_W_o q,k,v,d_b_q q,k,v,d_b_k q,k,v,d_b_v q,k,v,d_b_o q,k,v,tiles" \
+                q,k,v,capped q,k,v,bias q,k,v,masked q,k,v,weights q,k,v,sink_weights q,k,v,dropped q,k,v,head_outputs q,k,v,concat q,k,v,output q,k,v,d_output q,k,v,d_concat q,k,v,d_head_outputs q,k,v,d_dropped q,k,v,d_weights q,k,v,d_v_heads q,k,v,d_masked q,k,v,d_capped q,k,v,d_scaled q,k,v,d_scores q,k,v,d_q_rot q,k,v,d_k_rot q,k,v,d_q_heads q,k,v,d_k_heads q,k,v,d_q q,k,v,d_k q,k,v,d_v q,k,v,d_X q,k,v,d_context q,k,v,d_W_q q,k,v,d_W_k q,k,v,d_W_v q,k,v,d_W_o q,k,v,d_b_q q,k,v,d_b_k q,k,v,d_b_v q,k,v,d_b_o q,k,v,d_sinks q,k,v,tiles" \
   attn-trace run x.json --steps q,k,v,
 expect_exactly "scores,scaled" attn-trace compare x.json --steps = scores,sc
 

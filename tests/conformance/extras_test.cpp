@@ -38,9 +38,6 @@ namespace {
 constexpr double float64_tol = 1e-9;
 constexpr std::size_t max_reported = 5;
 
-// The input keys the engines know so far: a case that needs another one waits for it.
-bool engines_know(const json& input) { return !input.contains("sinks") && !input.contains("dropout"); }
-
 struct Flat {
   Shape shape;
   std::vector<double> values;
@@ -60,9 +57,24 @@ struct Case {
   std::string name;
   Problem problem;
   std::map<Step, Flat> expected;
+  Flat keep_mask;  // (B, h, n, m) 1 where make_extras.py's own Philox keeps a weight; with "dropout" only
 };
 
-std::vector<Case> read_cases(std::size_t& waiting) {
+// p = 0 is no dropout at all: the engines trace no dropped step (docs/input-format.md), and PyTorch's
+// dropped and d_dropped are then the weights and their gradient, which is checked here and then left out.
+void without_dropout_steps(Case& c) {
+  if (c.problem.dropout) return;
+  for (const auto& [drop, same] :
+       {std::pair(Step::dropped, Step::weights), std::pair(Step::d_dropped, Step::d_weights)}) {
+    const auto it = c.expected.find(drop);
+    if (it == c.expected.end()) continue;
+    REQUIRE(c.expected.count(same) == 1);
+    CHECK(it->second.values == c.expected.at(same).values);
+    c.expected.erase(it);
+  }
+}
+
+std::vector<Case> read_cases() {
   std::vector<fs::path> paths;
   for (const auto& entry : fs::directory_iterator(fs::path(ATTN_SOURCE_DIR) / "tests/conformance/golden_extras"))
     if (entry.path().extension() == ".json") paths.push_back(entry.path());
@@ -73,11 +85,8 @@ std::vector<Case> read_cases(std::size_t& waiting) {
     std::stringstream text;
     text << in.rdbuf();
     const json doc = json::parse(text.str());
-    if (!engines_know(doc.at("input"))) {
-      ++waiting;
-      continue;
-    }
-    Case c{doc.at("name").get<std::string>(), load_problem(doc.at("input").dump(), path.filename().string()), {}};
+    Case c{doc.at("name").get<std::string>(), load_problem(doc.at("input").dump(), path.filename().string()), {}, {}};
+    if (doc.contains("keep_mask")) flatten(doc.at("keep_mask"), 0, c.keep_mask);
     for (const auto& [key, value] : doc.at("expected").items()) {
       const std::optional<Step> step = step_from_name(key);
       if (!step) throw std::runtime_error(fmt::format("{}: expected.{} is not a step", c.name, key));
@@ -85,15 +94,14 @@ std::vector<Case> read_cases(std::size_t& waiting) {
       flatten(value, 0, f);
       c.expected.emplace(*step, std::move(f));
     }
+    without_dropout_steps(c);
     cases.push_back(std::move(c));
   }
   return cases;
 }
 
-std::size_t waiting_cases = 0;
-
 const std::vector<Case>& cases() {
-  static const std::vector<Case> all = read_cases(waiting_cases);
+  static const std::vector<Case> all = read_cases();
   return all;
 }
 
@@ -154,7 +162,8 @@ std::vector<TileSize> tilings(const Problem& p) { return {default_tiles(p.n, p.m
 
 }  // namespace
 
-TEST_CASE("the goldens of soft-capping, sinks and dropout cover what they are for", "[softcap][conformance]") {
+TEST_CASE("the goldens of soft-capping, sinks and dropout cover what they are for",
+          "[softcap][sinks][dropout][conformance]") {
   std::size_t softcap = 0;
   bool alibi = false, causal = false, batch = false, gqa = false, out_in = false, saturated = false;
   for (const Case& c : cases()) {
@@ -170,8 +179,23 @@ TEST_CASE("the goldens of soft-capping, sinks and dropout cover what they are fo
     REQUIRE(it != c.expected.end());
     for (const double x : it->second.values) saturated |= std::abs(x) == *p.softcap;  // tanh rounded to ±1
   }
-  INFO(fmt::format("{} cases wait for sinks or dropout", waiting_cases));
+  std::size_t sinks = 0, dropout = 0;
+  bool sink_takes_all = false, dropped_some = false;
+  for (const Case& c : cases()) {
+    if (!c.problem.sinks.empty()) {
+      ++sinks;
+      for (const double a : c.expected.at(Step::sink_weights).values) sink_takes_all |= a == 1;  // an emptied row
+    }
+    if (c.problem.dropout) {
+      ++dropout;
+      for (const double z : c.keep_mask.values) dropped_some |= z == 0;
+    }
+  }
   CHECK(softcap >= 6);
+  CHECK(sinks >= 6);
+  CHECK(dropout >= 4);
+  CHECK(sink_takes_all);
+  CHECK(dropped_some);
   CHECK(alibi);
   CHECK(causal);
   CHECK(batch);
@@ -180,8 +204,8 @@ TEST_CASE("the goldens of soft-capping, sinks and dropout cover what they are fo
   CHECK(saturated);
 }
 
-TEST_CASE("naive's steps and gradients with softcap are PyTorch's in float64, to 1e-9 of their size",
-          "[softcap][conformance]") {
+TEST_CASE("naive's steps and gradients with softcap, sinks and dropout are PyTorch's in float64, to 1e-9 of their size",
+          "[softcap][sinks][dropout][conformance]") {
   for (const Case& c : cases()) {
     Steps got;
     run_naive_backward<double>(c.problem, got);
@@ -189,8 +213,8 @@ TEST_CASE("naive's steps and gradients with softcap are PyTorch's in float64, to
   }
 }
 
-TEST_CASE("flash's steps and gradients with softcap are PyTorch's in float64 at four tilings",
-          "[softcap][conformance][flash]") {
+TEST_CASE("flash's steps and gradients with softcap, sinks and dropout are PyTorch's in float64 at four tilings",
+          "[softcap][sinks][dropout][conformance][flash]") {
   for (const Case& c : cases())
     for (const TileSize tiles : tilings(c.problem)) {
       Steps got;
@@ -199,8 +223,9 @@ TEST_CASE("flash's steps and gradients with softcap are PyTorch's in float64 at 
     }
 }
 
-TEST_CASE("in float32, flash with softcap passes compare's rule forward and backward at four tilings",
-          "[softcap][conformance][flash]") {
+TEST_CASE(
+    "in float32, flash with softcap, sinks and dropout passes compare's rule forward and backward at four tilings",
+    "[softcap][sinks][dropout][conformance][flash]") {
   for (const Case& c : cases())
     for (const TileSize tiles : tilings(c.problem)) {
       INFO(fmt::format("{}: float32 Br={} Bc={}", c.name, tiles.Br, tiles.Bc));
@@ -216,24 +241,44 @@ TEST_CASE("in float32, flash with softcap passes compare's rule forward and back
     }
 }
 
-TEST_CASE("the fast path with softcap gives PyTorch's output and gradients in float64",
-          "[softcap][conformance][fast]") {
+TEST_CASE("the fast path with softcap, sinks and dropout gives PyTorch's output and gradients in float64",
+          "[softcap][sinks][dropout][conformance][fast]") {
   for (const Case& c : cases())
     for (const Engine engine : {Engine::naive, Engine::flash}) {
       const AttentionResult<double> y = run_fast<double>(c.problem, engine, FastOptions{});
       Steps got;
       got.on(Step::output, y.output);
-      Case only_output{c.name, c.problem, {{Step::output, c.expected.at(Step::output)}}};
+      Case only_output{c.name, c.problem, {{Step::output, c.expected.at(Step::output)}}, {}};
       check_steps(only_output, fmt::format("fast {} float64", name_of(engine)), got, float64_tol, false);
     }
   for (const Case& c : cases()) {
     const FastBackward<double> g = run_fast_backward<double>(c.problem, FastOptions{});
     Steps got;
     for (const auto& [step, value] : g.gradients) got.on(step, value);
-    Case some{c.name, c.problem, {}};
+    Case some{c.name, c.problem, {}, {}};
     for (const auto& [step, value] : g.gradients)
       if (c.expected.count(step) != 0) some.expected.emplace(step, c.expected.at(step));
     REQUIRE(some.expected.count(Step::d_X) == 1);
     check_steps(some, "fast backward float64", got, float64_tol, false);
   }
+}
+
+TEST_CASE("our dropout mask is make_extras.py's own Philox4x32-10 mask, entry by entry", "[dropout][conformance]") {
+  std::size_t checked = 0;
+  for (const Case& c : cases()) {
+    if (!c.problem.dropout) continue;
+    const Problem& p = c.problem;
+    REQUIRE(c.keep_mask.shape == Shape{p.B, p.h, p.n, p.m});
+    const DropoutMask mask(*p.dropout);
+    std::size_t k = 0, bad = 0;
+    for (std::size_t b = 0; b < p.B; ++b)
+      for (std::size_t hd = 0; hd < p.h; ++hd)
+        for (std::size_t i = 0; i < p.n; ++i)
+          for (std::size_t j = 0; j < p.m; ++j, ++k)
+            if (mask.keeps(b, hd, i, j) != (c.keep_mask.values[k] == 1) && ++bad <= max_reported)
+              FAIL_CHECK(fmt::format("{}: entry ({}, {}, {}, {}): ours {}, make_extras.py's {}", c.name, b, hd, i, j,
+                                     mask.keeps(b, hd, i, j), c.keep_mask.values[k]));
+    checked += k;
+  }
+  CHECK(checked > 100);
 }

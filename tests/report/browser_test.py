@@ -118,6 +118,21 @@ def panels_of(step, config):
     return out
 
 
+def with_sink_column(panels, weights, sinks, config):
+    """The weights' panels as the page draws them with sinks: each row ends in its head's sink share,
+    the trace's sink_weights (head, query), or (batch, head, query) for a batch."""
+    cols = weights["shape"][-1]
+    shares = flat(sinks["data"])
+    heads, n = sinks["shape"][-2], sinks["shape"][-1]
+    out = []
+    for k, (batch, head, values) in enumerate(panels):
+        h = k % heads  # the panels come batch by batch, head by head, as the sink shares do
+        row_shares = shares[(batch * heads + h) * n:(batch * heads + h + 1) * n]
+        rows = len(values) // cols
+        out.append((batch, head, [x for r in range(rows) for x in values[r * cols:(r + 1) * cols] + [row_shares[r]]]))
+    return out
+
+
 COLLECT = """
 const out = {};
 for (const section of document.querySelectorAll('section.step')) {
@@ -289,9 +304,12 @@ def check_page(driver, name, path, trace, shots):
         time.sleep(0.05)
     page = driver.execute_script(COLLECT)
     compared = 0
+    sinks = {step["name"]: step for step in trace["steps"]}.get("sink_weights")
     for step in trace["steps"]:
         figures = page.get(step["name"], [])
         expected = panels_of(step, trace["config"])
+        if step["name"] == "weights" and sinks is not None:
+            expected = with_sink_column(expected, step, sinks, trace["config"])
         check(len(figures) == len(expected),
               f"{name}: step {step['name']} has {len(expected)} heatmaps, the page {len(figures)}")
         for (batch, head, values), figure in zip(expected, figures):

@@ -131,11 +131,15 @@ TEST_CASE("ALiBi adds -slope·(pos_i - pos_j) after the scale, before the mask, 
   for (std::size_t k = 0; k < y.size(); ++k) CHECK(y_flash.values()[k] == Approx(y.values()[k]).margin(1e-14));
 }
 
-TEST_CASE("The position steps sit in pipeline order and only inputs with rope, softcap or alibi have them",
-          "[rope][alibi][softcap]") {
+TEST_CASE(
+    "The optional steps sit in pipeline order and only inputs with rope, softcap, alibi, sinks or dropout have "
+    "them",
+    "[rope][alibi][softcap][sinks][dropout]") {
   const Problem plain = load_problem(one_token(""), "t.json");
   CHECK(steps_of(plain).size() == 13);
-  const Problem all = load_problem(one_token(R"(, "rope": {}, "alibi": true, "softcap": 50)"), "t.json");
+  const Problem all = load_problem(
+      one_token(R"(, "rope": {}, "alibi": true, "softcap": 50, "sinks": [0.5], "dropout": {"p": 0.5, "seed": 1})"),
+      "t.json");
   const std::vector<Step> steps = steps_of(all);
   REQUIRE(steps.size() == step_count);
   test::StepRecorder r;
@@ -145,6 +149,8 @@ TEST_CASE("The position steps sit in pipeline order and only inputs with rope, s
   CHECK(steps[7] == Step::k_rot);
   CHECK(steps[10] == Step::capped);
   CHECK(steps[11] == Step::bias);
+  CHECK(steps[14] == Step::sink_weights);
+  CHECK(steps[15] == Step::dropped);
 }
 
 TEST_CASE("Without alibi the keys of ALiBi count from 0 and the last query sits at the last key", "[alibi]") {

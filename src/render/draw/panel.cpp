@@ -43,6 +43,34 @@ std::string kv_head_caption(const Problem& p, std::size_t kv) {
                     : fmt::format("kv head {} (read by query heads {}–{})", kv, kv * group, kv * group + group - 1);
 }
 
+namespace {
+
+// With sinks, a panel of the weights gains a last column "sink": each row's share of its head's sink
+// (the trace's sink_weights), so that the row, sink and all, sums to 1. `head_index` is the position of
+// the panel's head on the traced head axis.
+void add_sink_column(const Trace& trace, Panel& panel, std::size_t head_index) {
+  const StepRecord* sink = find_step(trace, Step::sink_weights);
+  if (sink == nullptr || panel.cols == 0) return;
+  const Tensor<double> share = with_batch_axis(sink->value, 3);  // (B, h, n)
+  if (panel.batch >= share.dim(0) || head_index >= share.dim(1) || share.dim(2) != panel.rows) return;
+  const std::size_t cols = panel.cols + 1;
+  std::vector<double> values(panel.rows * cols);
+  std::vector<unsigned char> removed(panel.removed.empty() ? 0 : panel.rows * cols, 0);
+  for (std::size_t r = 0; r < panel.rows; ++r) {
+    for (std::size_t c = 0; c < panel.cols; ++c) {
+      values[r * cols + c] = panel.values[r * panel.cols + c];
+      if (!removed.empty()) removed[r * cols + c] = panel.removed[r * panel.cols + c];
+    }
+    values[r * cols + panel.cols] = share(panel.batch, head_index, r);
+  }
+  panel.values = std::move(values);
+  panel.removed = std::move(removed);
+  panel.col_labels.emplace_back("sink");
+  panel.cols = cols;
+}
+
+}  // namespace
+
 std::vector<Panel> panels(const Trace& trace, const StepRecord& rec) {
   const Problem& p = *trace.problem;
   const StepInfo& info = step_info(rec.step);
@@ -56,7 +84,7 @@ std::vector<Panel> panels(const Trace& trace, const StepRecord& rec) {
   std::size_t outer = 1;
   for (std::size_t a = 0; a < outer_rank; ++a) outer *= shape[a];
 
-  const bool after_mask = rec.step == Step::masked || rec.step == Step::weights;
+  const bool after_mask = rec.step == Step::masked || rec.step == Step::weights || rec.step == Step::dropped;
   std::vector<Panel> out;
   for (std::size_t k = 0; k < outer; ++k) {
     Panel panel;
@@ -95,6 +123,7 @@ std::vector<Panel> panels(const Trace& trace, const StepRecord& rec) {
       panel.empty_row.assign(rows, false);
       for (const EmptyRow& e : trace.empty_rows)
         if (e.batch == panel.batch && e.query < rows) panel.empty_row[e.query] = true;
+      add_sink_column(trace, panel, index_of_head);
     }
     out.push_back(std::move(panel));
   }

@@ -82,6 +82,13 @@ void Renderer::header() {
                            p_.d_out));
   row("scale", scale_text());
   if (p_.softcap) row("softcap", fmt::format("S_c = {0}·tanh(S'/{0}): every score within ±{0}", *p_.softcap));
+  if (!p_.sinks.empty())
+    row("sinks", fmt::format("{:.4g}, one logit per head: each row's softmax gives the sink's share to nothing",
+                             fmt::join(p_.sinks, ", ")));
+  if (p_.dropout)
+    row("dropout", fmt::format("p = {}, seed {}: each weight kept with probability {} and scaled by 1/(1 - p), by a "
+                               "Philox4x32-10 keep mask",
+                               p_.dropout->p, p_.dropout->seed, 1 - p_.dropout->p));
   row("mask", p_.mask.summary());
   if (p_.rope)
     row("rope", fmt::format("theta {}, style {}, {} of d_k = {} features turn", p_.rope->theta,
