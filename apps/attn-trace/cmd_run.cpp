@@ -50,7 +50,7 @@ int run_mistake(const TraceOptions& o, const std::string& name, const CLI::App& 
   if (std::find(o.steps.begin(), o.steps.end(), "tiles") != o.steps.end())
     throw UsageError("--steps tiles: --mistake runs the naive computation, which has no tiles");
   check_mistake_dtype(o.dtype);
-  auto problem = std::make_shared<const Problem>(load_problem_file(o.file, memory_limit(o)));
+  const std::shared_ptr<const Problem> problem = as_run(o, load_problem_file(o.file, memory_limit(o)));
   const StepFilter filter = trace_filter(o, *problem, /*has_tiles=*/false);
   check_mistake_fits(mistake, *problem);
   check_range(*problem, display_name(o.file), o.dtype);

@@ -914,6 +914,22 @@ DiffResult diff_dump(const Problem& input, const std::vector<DumpedStep>& dumped
   const ReadDump read = read_dump(p, dumped, full, dtype);
   result.notes = read.notes;
   if (gradients) result.notes.push_back(dY.note);
+  if (const auto& theirs = read.given[slot(Step::dropped)]; p.dropout && theirs) {
+    // The dump's keep mask against the seed's: where a weight is not 0, is it kept by both or dropped by both?
+    const Tensor<double>& weights = full.exact[slot(Step::weights)];
+    const Tensor<double>& seeded = full.exact[slot(Step::dropped)];
+    std::size_t choices = 0, other = 0;
+    for (std::size_t e = 0; e < theirs->size() && e < seeded.size(); ++e) {
+      if (weights.values()[e] == 0) continue;
+      ++choices;
+      if ((theirs->values()[e] != 0) != (seeded.values()[e] != 0)) ++other;
+    }
+    result.notes.push_back(fmt::format(
+        "dropped: the keep mask is read from the dump (a weight is kept where the dump's is not 0), so its weights "
+        "and their 1/(1 - p) are judged, not its random numbers; {} of its {} keep-or-drop choices differ from the "
+        "mask of seed {} (Philox4x32-10)",
+        other, choices, p.dropout->seed));
+  }
 
   // pass 2: each dumped step judged against ours from the dump's earlier steps (resumed) and from the
   // input (full), forward steps first, then the gradients in the backward's order; at the first that is

@@ -46,6 +46,11 @@ const std::vector<MistakeInfo>& table() {
        "exp(−1e9 − max) is 0 as long as one key is allowed; in a row where the mask allows nothing, every score is "
        "−1e9, the row max is −1e9 and the softmax hands out 1/m to each forbidden key instead of nothing.",
        true, Code::large_negative, "a large negative number used for -∞"},
+      {dropout_unscaled, "dropout-unscaled",
+       "drop weights without scaling the kept ones by 1/(1 − p): training's outputs shrink by 1 − p",
+       "A_drop = A ⊙ Z / (1 − p)", "A_drop = A ⊙ Z",
+       "Each output is then on average 1 − p times what the same layer gives at inference, where nothing is "
+       "dropped: the layers after it learn on smaller numbers than they will be given."},
       // The mistakes diff alone tries: each needs a dump to show, or a particular shape to be made at all.
       {scale_twice, "scale-twice", "", "S' = S / √d_k", "S' = S / d_k", "", false, Code::scale,
        "the scale applied twice"},
@@ -165,6 +170,7 @@ bool changes_something(Mistake mistake, const Problem& p) {
     case shared_qkv: return true;
     case wrong_reshape: return p.h > 1 || p.g > 1;
     case minus_1e9: return has_empty_row(p);
+    case dropout_unscaled: return p.dropout.has_value();
     case k_untransposed: return p.m == p.d_k;
     case w_q_transposed: return square(p.W_q);
     case w_k_transposed: return square(p.W_k);

@@ -22,6 +22,7 @@ enum class Mistake {
   shared_qkv,          // one projection for all three: Q = K = V = X·W_q
   wrong_reshape,       // heads split (and merged) by a reshape without the transpose
   minus_1e9,           // -1e9 (or the half type's lowest) for a forbidden score instead of -infinity
+  dropout_unscaled,    // dropout without the 1/(1 - p) rescale of the kept weights
   scale_twice,         // S' = S · scale²
   k_untransposed,      // S = Q·K, with K (m, d_k) read as (d_k, m)
   w_q_transposed,      // a square weight used transposed

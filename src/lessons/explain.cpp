@@ -13,6 +13,7 @@
 
 #include "observe/steps.hpp"
 #include "ops/attention.hpp"
+#include "ops/dropout.hpp"
 #include "ops/online_softmax.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
@@ -271,6 +272,8 @@ struct HeadSteps {
   Tensor<double> S_capped;       // (B, 1, n, m) the capped scores with softcap, else the scaled ones
   Tensor<double> S_before_mask;  // (B, 1, n, m) what the mask applies to: the biased scores with ALiBi
   Tensor<double> S_masked, A;    // (B, 1, n, m)
+  Tensor<double> sink_share;     // (B, 1, n) with sinks: each row's share of the head's sink
+  Tensor<double> A_drop;         // (B, 1, n, m) with dropout: the dropped weights
   Tensor<double> O;              // (B, 1, n, d_v)
 
   HeadSteps(const Trace& trace, const Problem& p)
@@ -285,6 +288,8 @@ struct HeadSteps {
         S_before_mask(p.alibi ? recorded(trace, Step::bias) : S_capped),
         S_masked(recorded(trace, Step::masked)),
         A(recorded(trace, Step::weights)),
+        sink_share(p.sinks.empty() ? Tensor<double>() : recorded(trace, Step::sink_weights)),
+        A_drop(p.dropout ? recorded(trace, Step::dropped) : Tensor<double>()),
         O(recorded(trace, Step::head_outputs)) {}
 };
 
@@ -377,13 +382,25 @@ void explain_softmax(const Problem& p, const HeadSteps& kept, Explanation& e) {
     s(0, k) = static_cast<T>(kept.S_masked(b, 0, i, k));
     for (std::size_t c = 0; c < p.d_v; ++c) v(k, c) = static_cast<T>(kept.V(b, 0, k, c));
   }
-  const OnlineSoftmaxStep<T> row = online_softmax_update(s, Tensor<T>({1}, -std::numeric_limits<T>::infinity()),
-                                                         Tensor<T>({1}, T{0}), Tensor<T>({1, p.d_v}, T{0}), v);
+  // With sinks the row starts from the sink, one key of value 0 (m, l) = (s_h, 1), as the flash pass does;
+  // the tile's alpha is then exp(s_h − max), the sink's term of the sum.
+  const bool sink = !p.sinks.empty();
+  const T sink_logit = sink ? static_cast<T>(in_dtype<T>(p.sinks[e.head])) : T{0};
+  const OnlineSoftmaxStep<T> row =
+      online_softmax_update(s, Tensor<T>({1}, sink ? sink_logit : -std::numeric_limits<T>::infinity()),
+                            Tensor<T>({1}, sink ? T{1} : T{0}), Tensor<T>({1, p.d_v}, T{0}), v);
   const T max = row.m_new(0);
   e.empty_row = max == -std::numeric_limits<T>::infinity();
   e.row_max = e.empty_row ? minus_inf : static_cast<double>(max);
   e.argmax = 0;  // the first key that holds the max
   while (e.argmax < p.m && !(s(0, e.argmax) == max)) ++e.argmax;
+  if (sink) {
+    e.sink = static_cast<double>(sink_logit);
+    e.sink_exp = static_cast<double>(row.alpha(0));
+    e.sink_weight = kept.sink_share(b, 0, i);
+    e.max_is_sink = e.argmax == p.m;
+    if (e.max_is_sink) e.argmax = 0;
+  }
   e.row.resize(p.m);
   for (std::size_t k = 0; k < p.m; ++k) {
     SoftmaxEntry& entry = e.row[k];
@@ -396,13 +413,22 @@ void explain_softmax(const Problem& p, const HeadSteps& kept, Explanation& e) {
   }
   e.row_sum = static_cast<double>(row.l_new(0));
   e.weight = kept.A(b, 0, i, e.key);
+  if (!p.dropout) return;
+  const DropoutMask mask(*p.dropout);
+  e.dropout = p.dropout->p;
+  e.kept = mask.keeps(b, e.head, i, e.key);
+  e.dropped = kept.A_drop(b, 0, i, e.key);
+  for (std::size_t k = 0; k < p.m; ++k) e.factors.push_back(mask.factor<T>(b, e.head, i, k));
 }
 
 // The head output o_i = Σ_j' a_ij'·v_j', with the weights of the explained engine.
 void explain_head_output(const Problem& p, const HeadSteps& kept, const Trace& trace, Explanation& e) {
   const std::size_t b = e.batch, i = e.query;
   std::vector<double> a(p.m);
-  for (std::size_t k = 0; k < p.m; ++k) a[k] = e.flash ? e.flash->weights[k] : kept.A(b, 0, i, k);
+  // with dropout the dropped weights: naive's step, or flash's weight times the same factor
+  for (std::size_t k = 0; k < p.m; ++k)
+    a[k] = e.flash ? e.flash->weights[k] * (p.dropout ? e.factors[k] : 1.0)
+                   : (p.dropout ? kept.A_drop(b, 0, i, k) : kept.A(b, 0, i, k));
   const std::vector<double> o_flash = e.flash ? flash_head_output(*trace.flash, b, e.head, i) : std::vector<double>();
   for (std::size_t c = 0; c < p.d_v; ++c) {
     e.v.push_back(kept.V(b, 0, e.key, c));
@@ -539,8 +565,10 @@ OutputExplanation explain_output(const std::shared_ptr<const Problem>& problem, 
 
 std::vector<Step> steps_explaining_weight(const Problem& p) {
   std::vector<Step> steps;
+  // and with sinks the sink's share, which the row's softmax gives to no value
   for (const Step s : steps_of(p))
-    if ((s == Step::head_outputs || depends_on(Step::head_outputs, s)) && step_info(s).op != Op::projection)
+    if ((s == Step::head_outputs || s == Step::sink_weights || depends_on(Step::head_outputs, s)) &&
+        step_info(s).op != Op::projection)
       steps.push_back(s);
   return steps;
 }

@@ -140,11 +140,22 @@ struct Explanation {
   std::size_t argmax = 0;         // the key that holds the row max
   double row_max = 0, row_sum = 0;
   double weight = 0;  // a_ij, the weights step
+  // 5a. with sinks: the head's sink, one more logit in the row's max and sum, of no value
+  std::optional<double> sink;  // s_h, in the dtype
+  double sink_exp = 0;         // exp(s_h − max), a term of row_sum
+  double sink_weight = 0;      // its share of the row, from the sink_weights step
+  bool max_is_sink = false;    // the sink holds the row max (argmax is then no key)
+  // 5b. with dropout: what the keep mask does to a_ij
+  std::optional<double> dropout;  // p
+  bool kept = true;               // the keep mask keeps (b, head, i, j)
+  double dropped = 0;             // a_ij·1/(1 − p), or 0: the dropped step
+  std::vector<double> factors;    // (m) each key's factor in row i: 1/(1 − p) or 0 (empty without dropout)
   // 6. with Engine::flash: the tile walk
   std::optional<FlashExplanation> flash;
   // 7. the head output of row i: o[e] = Σ_j' a_ij'·v_j'[e], a and o from the explained engine
   std::vector<double> v;      // (d_v) v_j, from v_heads
-  std::vector<ProductSum> o;  // (d_v) value from head_outputs (flash: O / l of its pass)
+  std::vector<ProductSum> o;  // (d_v) value from head_outputs (flash: O / l of its pass); with dropout it sums
+                              // the dropped weights
 };
 
 // How far flash's weight may be from naive's by rounding alone (docs/cli.md, "explain"). Both reach

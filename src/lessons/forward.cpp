@@ -106,6 +106,8 @@ class Pass {
     return r;
   }
   // A weight as the mistake uses it: transposed when that is the mistake.
+  // The value given for step s (a user's dump), if any.
+  const std::optional<Tensor<double>>& given(Step s) const { return given_[slot(s)]; }
   Tensor<T> weight(const Tensor<double>& W, Mistake transposed_by) const {
     return input(v_ == transposed_by ? transposed(W) : W);
   }
@@ -177,7 +179,21 @@ ForwardRun<T> run_forward(const Problem& p, Mistake v, DType storage, const Give
   const Tensor<T>* weights = &keep(Step::weights, std::move(A));
   if (!p.sinks.empty()) keep(Step::sink_weights, std::move(sink_share));
   // dropout: the engines' keep mask, drawn from the seed and each weight's position
-  if (p.dropout) weights = &keep(Step::dropped, apply_dropout(*weights, DropoutMask(*p.dropout)));
+  if (p.dropout) {
+    const DropoutMask mask(*p.dropout);
+    Tensor<T> dropped = apply_dropout(*weights, mask);
+    // A given dropped step (a dump made with another generator) brings its own mask: a weight is kept where
+    // the given value is not 0, so that what is judged is the weights and their 1/(1 - p), not the draws.
+    if (const auto& theirs = pass.given(Step::dropped); theirs && theirs->size() == dropped.size()) {
+      const T kept_factor = static_cast<T>(1 / (1 - p.dropout->p));
+      for (std::size_t e = 0; e < dropped.size(); ++e)
+        dropped.values()[e] = theirs->values()[e] != 0 ? weights->values()[e] * kept_factor : T{0};
+    }
+    if (v == Mistake::dropout_unscaled)  // the kept weights as they were: A ⊙ Z
+      for (std::size_t e = 0; e < dropped.size(); ++e)
+        if (dropped.values()[e] != 0) dropped.values()[e] = weights->values()[e];
+    weights = &keep(Step::dropped, std::move(dropped));
+  }
 
   // pass 3: the weighted sum of the values, the heads merged (by a reshape alone, for wrong-reshape) and
   // projected out
@@ -228,6 +244,7 @@ std::vector<std::pair<Step, std::string_view>> changed_steps(Mistake mistake) {
     case Mistake::no_mask:
     case Mistake::minus_1e9: return {{Step::masked, formula}};
     case Mistake::softmax_columns: return {{Step::weights, formula}};
+    case Mistake::dropout_unscaled: return {{Step::dropped, formula}};
     default: return {};
   }
 }

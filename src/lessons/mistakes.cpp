@@ -209,6 +209,26 @@ void cost_mask_after_softmax(const Problem& p, MistakeResult& r) {
       "rows the mask restricts sum to as little as {:.4f} instead of 1: the forbidden keys took the rest", smallest));
 }
 
+void cost_dropout_unscaled(const Problem& p, MistakeResult& r) {
+  const Tensor<double> intended = with_batch_axis(find_step(r.intended, Step::dropped)->value, 4);
+  const Tensor<double> mistaken = with_batch_axis(find_step(r.mistaken, Step::dropped)->value, 4);
+  CostTable t{.title = "per query: the sum of its row of dropped weights", .measures = {"row sum"}};
+  long double sum_intended = 0, sum_mistaken = 0;
+  each_row(p, [&](std::size_t b, std::size_t hd, std::size_t i) {
+    const double a = row_sum(intended, b, hd, i), m = row_sum(mistaken, b, hd, i);
+    t.rows.push_back({b, hd, i, {a}, {m}});
+    sum_intended += a;
+    sum_mistaken += m;
+  });
+  r.costs.push_back(std::move(t));
+  const double rows = static_cast<double>(p.B * p.h * p.n);
+  r.findings.push_back(fmt::format(
+      "the rows of dropped weights sum to {:.4f} on average instead of {:.4f}: 1 − p = {:.4g} "
+      "times as much, while the rescaled rows keep, on average over seeds, the sum of 1 "
+      "that inference (no dropout) gives",
+      static_cast<double>(sum_mistaken) / rows, static_cast<double>(sum_intended) / rows, 1 - p.dropout->p));
+}
+
 void cost_softmax_columns(const Problem& p, MistakeResult& r) {
   const Weights w = weights_of(r);
   CostTable rows{.title = "per query: the sum of its row of weights", .measures = {"row sum"}};
@@ -338,6 +358,9 @@ std::optional<std::string> mistake_refused(Mistake mistake, const Problem& p) {
         p.rope && p.alibi ? "\"rope\" and \"alibi\""
         : p.rope          ? "\"rope\""
                           : "\"alibi\"");
+  if (mistake == Mistake::dropout_unscaled && !p.dropout)
+    return std::string(
+        "dropout-unscaled needs dropout: this input has no \"dropout\"; add --dropout P, or a \"dropout\" key");
   if (mistake != Mistake::shared_qkv) return std::nullopt;
   if (p.cross)
     return std::string(
@@ -379,6 +402,7 @@ MistakeResult run_mistake(const std::shared_ptr<const Problem>& problem, Mistake
     case Mistake::shared_qkv: cost_shared_qkv(p, r); break;
     case Mistake::wrong_reshape: cost_wrong_reshape(p, r); break;
     case Mistake::minus_1e9: cost_minus_1e9(p, r); break;
+    case Mistake::dropout_unscaled: cost_dropout_unscaled(p, r); break;
     default: break;  // diff alone tries the others
   }
   if (const StepDifference* out = r.steps.empty() ? nullptr : &r.steps.back(); out && out->step == Step::output)

@@ -1,5 +1,6 @@
 #include "request/request.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include <fmt/format.h>
@@ -66,7 +67,13 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem, boo
                                    is_gradient_step(step) ? "gradients" : "steps", fmt::join(names, ",")));
     }
     if (is_score_step(step)) filter.tiles = true;
-    filter.only.push_back(step);
+    const auto add = [&filter](Step s) {
+      if (std::find(filter.only.begin(), filter.only.end(), s) == filter.only.end()) filter.only.push_back(s);
+    };
+    add(step);
+    // The sinks' shares are the weights' last column (the tables and pictures draw them there): they
+    // come with the weights.
+    if (step == Step::weights && step_applies(Step::sink_weights, problem)) add(Step::sink_weights);
   }
   filter.none = !options.steps.empty() && filter.only.empty();  // --steps tiles: the tiles alone
   return filter;

@@ -385,3 +385,40 @@ TEST_CASE("diff shows a bias's gradient that differs as one row with the element
   CHECK(contains(r.out, "first divergence: d_b_q"));
   CHECK(contains(r.out, "dump  0.0000      0.5000 ←"));
 }
+
+TEST_CASE("diff of a dropout dump reads its keep mask from the dumped dropped, and still finds a missing rescale",
+          "[cli][diff][dropout]") {
+  // The dumps are our own steps of the explainer's module (p = 0.1, seed 42), changed by hand: one kept
+  // weight dropped, as another generator would draw, then the rescale by 1/(1 - p) left out.
+  const std::string input = source_path("data/explainer_dropout.json");
+  const RunResult run = run_binary({"run", input, "--dtype", "float64", "--steps", "weights,dropped", "--json", "-"});
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json trace = nlohmann::json::parse(run.out);
+  nlohmann::json weights, dropped;
+  for (const auto& step : trace.at("steps")) (step.at("name") == "weights" ? weights : dropped) = step.at("data");
+  TempDir dir;
+  std::filesystem::create_directory(dir / "dumps");
+  write(dir / "dumps/weights.json", weights.dump());
+  REQUIRE(dropped[0][1][1].get<double>() != 0);  // head 0, "cat" to "cat": kept by seed 42
+  nlohmann::json other = dropped;
+  other[0][1][1] = 0.0;
+  write(dir / "dumps/dropped.json", other.dump());
+  RunOptions wide;
+  wide.env = {{"COLUMNS", "400"}};
+  const RunResult mask = run_binary({"diff", input, dir / "dumps"}, wide);
+  INFO(mask.describe());
+  CHECK(mask.exit_code == 0);
+  CHECK(contains(mask.out, "the keep mask is read from the dump"));
+  CHECK(contains(mask.out, "1 of its 20 keep-or-drop choices differ from the mask of seed 42"));
+
+  nlohmann::json unscaled = other;  // every kept weight as it was: A ⊙ Z
+  for (std::size_t h = 0; h < 2; ++h)
+    for (std::size_t i = 0; i < 4; ++i)
+      for (std::size_t j = 0; j < 4; ++j)
+        if (unscaled[h][i][j].get<double>() != 0) unscaled[h][i][j] = weights[h][i][j];
+  write(dir / "dumps/dropped.json", unscaled.dump());
+  const RunResult wrong = run_binary({"diff", input, dir / "dumps"}, wide);
+  INFO(wrong.describe());
+  CHECK(wrong.exit_code == 1);
+  CHECK(contains(wrong.out, "first divergence: dropped"));
+}

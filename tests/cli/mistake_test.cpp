@@ -21,7 +21,7 @@ namespace {
 const std::string cat_sat = source_path("data/the_cat_sat.json");
 const std::string gpt = source_path("data/gpt_causal.json");
 const std::vector<std::string> names = {"no-scale",   "no-mask",       "mask-after-softmax", "softmax-columns",
-                                        "shared-qkv", "wrong-reshape", "minus-1e9"};
+                                        "shared-qkv", "wrong-reshape", "minus-1e9",          "dropout-unscaled"};
 
 }  // namespace
 
@@ -56,6 +56,10 @@ TEST_CASE("run --mistake runs every mistake on every bundled example that allows
         check_usage_error(r, {"--mistake " + name, "this input has \"rope\""});
         continue;
       }
+      if (name == "dropout-unscaled" && !contains(read_file(file), "\"dropout\"")) {
+        check_usage_error(r, {"--mistake dropout-unscaled", "needs dropout", "--dropout P"});
+        continue;
+      }
       if (name == "shared-qkv" && (contains(file, "cross_attention") || contains(file, "kv_cache"))) {
         check_usage_error(r, {"--mistake shared-qkv", "self-attention"});
         continue;
@@ -67,6 +71,32 @@ TEST_CASE("run --mistake runs every mistake on every bundled example that allows
       check_success(r);
       CHECK(contains(r.out, "what it costs, measured"));
     }
+}
+
+TEST_CASE("run --mistake dropout-unscaled first differs at dropped, by the factor 1/(1 - p) it leaves out",
+          "[cli][mistake][dropout]") {
+  const std::string file = source_path("data/explainer_dropout.json");  // p = 0.1
+  const RunResult r = run_binary({"run", file, "--mistake", "dropout-unscaled", "--json", "-"});
+  check_success(r);
+  const nlohmann::json m = nlohmann::json::parse(r.out);
+  CHECK(m.at("first_difference").at("step") == "dropped");
+  // Every kept weight is a, not a/(1 - p): the intended and mistaken dropped steps differ by that factor
+  // (hand calculation: a/0.9 - a = a/9), and the steps before dropped do not differ at all.
+  bool said = false;
+  for (const auto& finding : m.at("findings"))
+    said = said || contains(finding.get<std::string>(), "1 − p = 0.9 times as much");
+  CHECK(said);
+  const RunResult weights = run_binary({"run", file, "--steps", "weights,dropped", "--json", "-"});
+  check_success(weights);
+  const nlohmann::json t = nlohmann::json::parse(weights.out);
+  std::vector<double> a, dropped;
+  for (const auto& step : t.at("steps"))
+    for (const auto& head : step.at("data"))
+      for (const auto& row : head)
+        for (const auto& x : row) (step.at("name") == "weights" ? a : dropped).push_back(x.get<double>());
+  REQUIRE(a.size() == dropped.size());
+  for (std::size_t k = 0; k < a.size(); ++k)
+    if (dropped[k] != 0) CHECK(dropped[k] == Approx(a[k] / 0.9).epsilon(1e-6));
 }
 
 TEST_CASE("run --mistake no-mask --json writes the comparison as attn-trace.mistake", "[cli][mistake]") {
@@ -182,8 +212,9 @@ TEST_CASE("run --mistake --head shows that head only, and --steps with it that h
 
 TEST_CASE("run --mistake fits COLUMNS=40 and is ASCII when the locale is not UTF-8", "[cli][mistake]") {
   for (const std::string& name : names) {
-    const RunResult r =
-        run_binary({"run", gpt, "--mistake", name}, RunOptions().set_env("COLUMNS", "40").set_env("LC_ALL", "C"));
+    std::vector<std::string> args = {"run", gpt, "--mistake", name};
+    if (name == "dropout-unscaled") args.insert(args.end(), {"--dropout", "0.2"});  // the example has none
+    const RunResult r = run_binary(args, RunOptions().set_env("COLUMNS", "40").set_env("LC_ALL", "C"));
     check_success(r);
     for (const std::string& line : split_lines(r.out)) {
       INFO(name << ": " << line);

@@ -69,6 +69,10 @@ def matrix(trace, step, batch, head):
         data = data[batch]
     if head is not None:
         data = data[head]
+    if step == "weights" and "sinks" in trace["config"]:
+        # with sinks the figure draws each row's sink share as a last column "sink"
+        shares = matrix(trace, "sink_weights", batch, head)
+        data = [row + [share] for row, share in zip(data, shares)]
     return data
 
 

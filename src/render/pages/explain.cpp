@@ -266,9 +266,13 @@ void mask(Page& page, const Explanation& e, const Numbers& num) {
 // The row's max, the sum of its exponentials and the key's weight, each as the terms that make it.
 void softmax_sum(Page& page, const Explanation& e, const Numbers& num) {
   const std::size_t m = e.row.size();
-  page.pieces({fmt::format("max = {}, key {} {}", num(e.row_max), e.argmax, token_in_quotes(e.key_tokens[e.argmax]))});
+  if (e.max_is_sink) page.pieces({fmt::format("max = {}, the sink", num(e.row_max))});
+  else
+    page.pieces(
+        {fmt::format("max = {}, key {} {}", num(e.row_max), e.argmax, token_in_quotes(e.key_tokens[e.argmax]))});
   std::vector<std::string> parts = {"sum ="};
   std::vector<double> exps;
+  if (e.sink) exps.push_back(e.sink_exp);  // the sink's term comes first, as the pass folds it in first
   for (const SoftmaxEntry& x : e.row)
     if (x.allowed) exps.push_back(x.exp);
   for (std::size_t t = 0; t < exps.size(); ++t) {
@@ -281,7 +285,8 @@ void softmax_sum(Page& page, const Explanation& e, const Numbers& num) {
   parts.push_back(fmt::format("= {}", num(e.row_sum)));
   if (exps.size() == 1) parts = {"sum =", num(e.row_sum)};
   page.pieces(parts);
-  if (exps.size() < m) paragraph(page, "(masked keys add exp(-∞) = 0)");
+  if (e.sink) paragraph(page, fmt::format("(the first term is the sink's, exp({} − max))", num(*e.sink)));
+  if (exps.size() < m + (e.sink ? 1 : 0)) paragraph(page, "(masked keys add exp(-∞) = 0)");
   if (e.allowed)
     page.pieces({"a = exp(s − max) / sum =", fmt::format("{} / {}", num(e.row[e.key].exp), num(e.row_sum)),
                  fmt::format("= {}", num(e.weight))});
@@ -290,9 +295,15 @@ void softmax_sum(Page& page, const Explanation& e, const Numbers& num) {
 
 void softmax(Page& page, const Explanation& e, const Numbers& num, const RenderOptions& o) {
   page.heading(fmt::format("7. the softmax of row {} ({})", e.query, token_in_quotes(e.query_token)));
-  paragraph(page,
-            "a_j = exp(s_j − max) / Σ exp(s − max): the row max is subtracted so exp never overflows, and the "
-            "weights of the row sum to 1.");
+  if (e.sink)
+    paragraph(page, fmt::format("a_j = exp(s_j − max) / (exp(sink − max) + Σ exp(s − max)): the head's sink ({}) is "
+                                "one more logit in the max and the sum, of no value, so the row's weights sum to 1 − "
+                                "a_sink; the row max is subtracted so exp never overflows.",
+                                num(*e.sink)));
+  else
+    paragraph(page,
+              "a_j = exp(s_j − max) / Σ exp(s − max): the row max is subtracted so exp never overflows, and the "
+              "weights of the row sum to 1.");
   const std::string mark = o.unicode ? "←" : "<-";
   const std::size_t m = e.row.size();
   const std::vector<std::size_t> rows = rows_to_show(m, {e.key, e.argmax}, most_rows);
@@ -307,6 +318,8 @@ void softmax(Page& page, const Explanation& e, const Numbers& num, const RenderO
     cells.push_back({fmt::format("{} {}", k, cell_label(e.key_tokens[k], o)), num(x.scaled),
                      x.allowed ? num(x.shifted) : "masked", num(x.exp), num(x.weight)});
   }
+  if (e.sink)  // the sink's row last: its logit, shifted, exp and share
+    cells.push_back({"sink", num(*e.sink), num(*e.sink - e.row_max), num(e.sink_exp), num(e.sink_weight)});
   const std::array<std::string, 5> head = {"key", "s", "s − max", "exp(s − max)", "a"};
   std::array<std::size_t, 5> w{};
   for (std::size_t c = 0; c < 5; ++c) {
@@ -330,6 +343,7 @@ void softmax(Page& page, const Explanation& e, const Numbers& num, const RenderO
       if (rows[r] == m) page.line("  …");
       else table_row(cells[r], rows[r] == e.key);
     }
+    if (e.sink) table_row(cells.back(), false);
   } else {
     for (std::size_t r = 0; r < rows.size(); ++r) {
       if (rows[r] == m) {
@@ -342,6 +356,11 @@ void softmax(Page& page, const Explanation& e, const Numbers& num, const RenderO
                             rows[r] == e.key ? " " + mark : ""),
                 "      ");
     }
+    if (e.sink) {
+      const auto& c = cells.back();
+      paragraph(page, fmt::format("  {}: s = {}, s − max = {}, exp = {}, a = {}", c[0], c[1], c[2], c[3], c[4]),
+                "      ");
+    }
   }
   if (const auto gaps = static_cast<std::size_t>(std::count(rows.begin(), rows.end(), m)); gaps != 0)
     page.line(fmt::format("  ({} of {} keys shown)", rows.size() - gaps, m));
@@ -351,6 +370,23 @@ void softmax(Page& page, const Explanation& e, const Numbers& num, const RenderO
     return;
   }
   softmax_sum(page, e, num);
+  page.line();
+}
+
+// With dropout, what the keep mask does to the explained weight: kept and scaled, or dropped.
+void dropped(Page& page, const Explanation& e, const Numbers& num) {
+  if (!e.dropout) return;
+  const double p = *e.dropout;
+  if (e.kept)
+    page.pieces({"dropout keeps it: a_drop = a / (1 − p) =",
+                 fmt::format("{} / (1 − {})", num(e.flash ? e.flash->weight : e.weight), num.factor(p)),
+                 fmt::format("= {}", num(e.dropped))});
+  else page.pieces({"dropout drops it: a_drop =", "0"});
+  paragraph(page, fmt::format(
+                      "The keep mask is drawn from the seed and the place (batch {}, head {}, query {}, key {}) alone, "
+                      "by Philox4x32-10, so every engine and the backward draw the same; each weight is kept with "
+                      "probability {}. The head output below sums the dropped weights.",
+                      e.batch, e.head, e.query, e.key, num.factor(1 - p)));
   page.line();
 }
 
@@ -447,7 +483,7 @@ void flash(Page& page, const Explanation& e, const Numbers& num) {
 }
 
 void output(Page& page, const Explanation& e, const Numbers& num) {
-  page.heading(fmt::format("8. the output of head {}: o = Σ_j a_j·v_j", e.head));
+  page.heading(fmt::format("8. the output of head {}: o = Σ_j {}·v_j", e.head, e.dropout ? "a_drop,j" : "a_j"));
   page.pieces({fmt::format("v_{} = v of {} =", e.key, token_in_quotes(e.key_tokens[e.key])), num.vector(e.v)});
   // the keys the mask forbids have weight 0 exactly: left out of the sums, said once
   std::vector<bool> allowed;
@@ -460,7 +496,7 @@ void output(Page& page, const Explanation& e, const Numbers& num) {
   if (std::find(allowed.begin(), allowed.end(), false) != allowed.end())
     paragraph(page, "(the keys the mask forbids have a = 0 and add nothing: left out)");
   page.pieces({"o =", num.vector(values_of(e.o))});
-  const double a = e.flash ? e.flash->weight : e.weight;
+  const double a = e.dropout ? e.dropped : (e.flash ? e.flash->weight : e.weight);
   std::vector<double> share;
   share.reserve(e.v.size());
   for (const double v : e.v) share.push_back(a * v);
@@ -509,6 +545,7 @@ std::string render_explanation(const Explanation& e, std::string_view title, con
   mask(page, e, num);
   if (e.flash) flash(page, e, num);
   else softmax(page, e, num, o);
+  dropped(page, e, num);
   output(page, e, num);
   return page.take();
 }
