@@ -57,8 +57,8 @@ ImportRequest request_of(const ImportOptions& o) {
   if (o.heads) r.heads = at_least_one("--heads", *o.heads);
   if (o.kv_heads) r.kv_heads = at_least_one("--kv-heads", *o.kv_heads);
   if (o.rope_theta) {
-    if (r.style != ImportStyle::llama)
-      throw UsageError(fmt::format("--rope-theta: --style {} has no RoPE; only llama does", o.style));
+    if (r.style != ImportStyle::llama && r.style != ImportStyle::gemma2)
+      throw UsageError(fmt::format("--rope-theta: --style {} has no RoPE; only llama and gemma2 do", o.style));
     if (!std::isfinite(*o.rope_theta) || *o.rope_theta <= 0)
       throw UsageError(fmt::format("--rope-theta {}: expected a number above 0, as 10000", *o.rope_theta));
     r.rope_theta = o.rope_theta;
@@ -109,7 +109,8 @@ Runner add_import(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "import", "write one attention layer of a real model (GPT-2, Llama, BERT, PyTorch) as an input");
   cmd->add_option("WEIGHTS", o->weights, "a .safetensors file, or a folder of <tensor name>.npy files")->required();
-  cmd->add_option("--style", o->style, "how the model names and lays out its tensors: gpt2, llama, bert or torch-mha")
+  cmd->add_option("--style", o->style,
+                  "how the model names and lays out its tensors: gpt2, llama, bert, torch-mha or gemma2")
       ->required();
   cmd->add_option("--prefix", o->prefix,
                   "the layer's name, put before each tensor's (transformer.h.0.attn., model.layers.0.self_attn., "
@@ -131,18 +132,21 @@ Runner add_import(CLI::App& app) {
       ->default_str("config.json's, else read from the shapes");
   cmd->add_option("--tokens", o->tokens, "a label for each token, separated by spaces")->default_str("t0 t1 ...");
   cmd->add_option("--mask", o->mask, "none, causal or sliding_window:W")
-      ->default_str("causal for gpt2 and llama, none for bert and torch-mha");
-  cmd->add_option("--rope-theta", o->rope_theta, "llama: RoPE's base")->default_str("config.json's, else 10000");
+      ->default_str("causal for gpt2, llama and gemma2, none for bert and torch-mha");
+  cmd->add_option("--rope-theta", o->rope_theta, "llama and gemma2: RoPE's base")
+      ->default_str("config.json's, else 10000");
   cmd->add_option("-o,--output", o->out, "write the input to OUT (whole or not at all); - is stdout")
       ->default_str("stdout");
   cmd->add_option("--max-memory", o->limits.max_memory,
                   "refuse weights that would need more than this once read (bytes, or with K, M, G)")
       ->default_str("4G");
   cmd->footer(
-      "config.json beside WEIGHTS (in its folder) gives the heads and rope_theta when the options do not.\n"
+      "config.json beside WEIGHTS (in its folder) gives the heads and rope_theta when the options do not, and for\n"
+      "gemma2 the scale (query_pre_attn_scalar) and the logit cap (attn_logit_softcapping).\n"
       "Examples:\n"
       "  attn-trace import gpt2-layer0.safetensors --style gpt2 --prefix transformer.h.0.attn. -o gpt2.json\n"
       "  attn-trace import llama/ --style llama --prefix model.layers.0.self_attn. --x x.npy -o llama.json\n"
+      "  attn-trace import gemma2/ --style gemma2 --prefix model.layers.1.self_attn. --x x.npy -o gemma2.json\n"
       "  attn-trace import mha.safetensors --style torch-mha --prefix \"\" --heads 4 --n 5 | attn-trace run -\n"
       "  attn-trace import bert-layer0/ --style bert --prefix bert.encoder.layer.0.attention. \\\n"
       "      --tokens \"the cat sat\" -o bert.json\n"

@@ -234,6 +234,7 @@ Layer read_layer(const Tensors& t, ImportStyle style) {
     case ImportStyle::llama: return linear_layer(t, {"q_proj", "k_proj", "v_proj", "o_proj"});
     case ImportStyle::bert: return linear_layer(t, {"self.query", "self.key", "self.value", "output.dense"});
     case ImportStyle::torch_mha: return torch_mha_layer(t);
+    case ImportStyle::gemma2: return linear_layer(t, {"q_proj", "k_proj", "v_proj", "o_proj"});
   }
   return {};
 }
@@ -289,7 +290,10 @@ Heads resolve_heads(const Layer& l, const ModelConfig& config, const ImportReque
   if (l.in(l.W_o) != out.h * out.d_v)
     fail(fmt::format("{} has shape ({}, {}), but its {} must be heads · d_v = {} · {} = {}", l.W_o.name, l.W_o.rows,
                      l.W_o.cols, l.out_in ? "columns" : "rows", out.h, out.d_v, out.h * out.d_v));
-  if (r.style == ImportStyle::llama && out.d_k % 2 != 0)
+  if (config.head_dim && r.style != ImportStyle::torch_mha && *config.head_dim != out.d_k)
+    fail(fmt::format("{}'s head_dim {} does not fit the shapes: the queries' width {} / {} heads is {}", config.file,
+                     *config.head_dim, q, out.h, out.d_k));
+  if ((r.style == ImportStyle::llama || r.style == ImportStyle::gemma2) && out.d_k % 2 != 0)
     fail(fmt::format("RoPE turns pairs of columns, so d_k must be even; the queries' width {} / {} heads is {}", q,
                      out.h, out.d_k));
   return out;
@@ -372,7 +376,8 @@ std::string x_text(const Tokens& t) {
 }
 
 MaskKind default_mask(ImportStyle style) {
-  return style == ImportStyle::gpt2 || style == ImportStyle::llama ? MaskKind::causal : MaskKind::none;
+  const bool decoder = style == ImportStyle::gpt2 || style == ImportStyle::llama || style == ImportStyle::gemma2;
+  return decoder ? MaskKind::causal : MaskKind::none;
 }
 
 std::string mask_text(MaskKind kind, std::size_t window) {
@@ -397,6 +402,41 @@ std::string description(const ImportRequest& r, const Layer& l, const Heads& hea
   const std::string layer = r.prefix.empty() ? std::string() : fmt::format(" {}", r.prefix);
   return fmt::format("imported by attn-trace import: the {} attention layer{} of {} ({}), {}",
                      import_style_name(r.style), layer, r.weights_name, dtype, fmt::join(parts, ", "));
+}
+
+// Gemma 2 scales the scores by query_pre_attn_scalar^-1/2, which need not be 1/√d_k, and caps them at
+// attn_logit_softcapping before the mask (arXiv:2408.00118); its local layers' sliding window depends on
+// the layer, which the file does not say, so it is left to --mask.
+struct GemmaSettings {
+  std::optional<double> scale, softcap;
+  std::optional<std::string> words;  // for the description
+};
+
+GemmaSettings gemma_settings(const ModelConfig& config, const Heads& heads, ImportedLayer& out) {
+  GemmaSettings g;
+  std::vector<std::string> words;
+  const std::string from = config.file.empty() ? std::string("no config.json") : config.file;
+  if (config.query_pre_attn_scalar) {
+    g.scale = 1 / std::sqrt(*config.query_pre_attn_scalar);
+    words.push_back(
+        fmt::format("scale {}^-1/2 (query_pre_attn_scalar)", exact_value(*config.query_pre_attn_scalar, false)));
+  } else {
+    out.warnings.push_back(
+        fmt::format("{} has no query_pre_attn_scalar: the scale is 1/√d_k = 1/√{}", from, heads.d_k));
+  }
+  if (config.attn_logit_softcapping) {
+    g.softcap = *config.attn_logit_softcapping;
+    words.push_back(fmt::format("logits capped at {} (attn_logit_softcapping)", exact_value(*g.softcap, false)));
+  } else {
+    out.warnings.push_back(fmt::format("{} has no attn_logit_softcapping: the scores are not capped", from));
+  }
+  if (config.sliding_window)
+    out.warnings.push_back(fmt::format(
+        "{} sets sliding_window {}, which Gemma 2 applies to every other layer only: import such a layer with "
+        "--mask sliding_window:{}",
+        from, *config.sliding_window, *config.sliding_window));
+  if (!words.empty()) g.words = fmt::format("{}", fmt::join(words, ", "));
+  return g;
 }
 
 }  // namespace
@@ -431,6 +471,18 @@ ModelConfig read_model_config(const std::string& weights, const MemoryLimit& lim
     if (theta <= 0) reader.fail("/rope_theta", fmt::format("expected a number above 0, found {}", theta));
     config.rope_theta = theta;
   }
+  const auto positive = [&](const char* key) -> std::optional<double> {
+    if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+    const double x = reader.number(j[key], pointer_key("", key));
+    if (!(x > 0)) reader.fail(pointer_key("", key), fmt::format("expected a number above 0, found {}", x));
+    return x;
+  };
+  config.query_pre_attn_scalar = positive("query_pre_attn_scalar");
+  config.attn_logit_softcapping = positive("attn_logit_softcapping");
+  if (j.contains("head_dim") && !j["head_dim"].is_null())
+    config.head_dim = reader.integer(j["head_dim"], "/head_dim", 1, most);
+  if (j.contains("sliding_window") && !j["sliding_window"].is_null())
+    config.sliding_window = reader.integer(j["sliding_window"], "/sliding_window", 1, most);
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const nlohmann::json& s = j["rope_scaling"];
     const char* key = s.contains("rope_type") ? "rope_type" : "type";
@@ -460,7 +512,7 @@ ImportedLayer import_layer(const std::vector<NamedDump>& weights, const ModelCon
   ImportedLayer out;
   const MaskKind mask = r.mask.value_or(default_mask(r.style));
   std::optional<std::string> rope_json, rope_words;
-  if (r.style == ImportStyle::llama) {
+  if (r.style == ImportStyle::llama || r.style == ImportStyle::gemma2) {
     const double theta = r.rope_theta ? *r.rope_theta : config.rope_theta.value_or(10000.0);
     const std::string from = r.rope_theta ? "--rope-theta" : config.rope_theta ? config.file : "the default";
     rope_json = fmt::format(R"({{"theta": {}, "style": "half"}})", exact_value(theta, false));
@@ -472,13 +524,18 @@ ImportedLayer import_layer(const std::vector<NamedDump>& weights, const ModelCon
                       config.file, *config.rope_scaling, exact_value(theta, false)));
   }
 
+  // Gemma 2's own settings: its scale and its logit cap from config.json, each said where it came from
+  const GemmaSettings gemma = r.style == ImportStyle::gemma2 ? gemma_settings(config, heads, out) : GemmaSettings{};
+  if (gemma.words) rope_words = rope_words ? *rope_words + ", " + *gemma.words : *gemma.words;
+
   // pass 4: the text, the model's numbers as it stores them
-  const std::string dtype(dump_dtype_name(tensors
-                                              .need(r.style == ImportStyle::gpt2    ? "c_attn.weight"
-                                                    : r.style == ImportStyle::llama ? "q_proj.weight"
-                                                    : r.style == ImportStyle::bert  ? "self.query.weight"
-                                                                                    : "out_proj.weight")
-                                              .dtype));
+  const std::string dtype(
+      dump_dtype_name(tensors
+                          .need(r.style == ImportStyle::gpt2                                      ? "c_attn.weight"
+                                : r.style == ImportStyle::llama || r.style == ImportStyle::gemma2 ? "q_proj.weight"
+                                : r.style == ImportStyle::bert                                    ? "self.query.weight"
+                                                                                                  : "out_proj.weight")
+                          .dtype));
   std::vector<std::string> quoted_labels;
   quoted_labels.reserve(labels.size());
   for (const std::string& label : labels) quoted_labels.push_back(attn::quoted(label));
@@ -489,6 +546,8 @@ ImportedLayer import_layer(const std::vector<NamedDump>& weights, const ModelCon
   text += fmt::format("  \"n_heads\": {},\n  \"n_kv_heads\": {},\n", heads.h, heads.g);
   text += fmt::format("  \"mask\": {},\n", mask_text(mask, r.window));
   if (rope_json) text += fmt::format("  \"rope\": {},\n", *rope_json);
+  if (gemma.scale) text += fmt::format("  \"scale\": {},\n", exact_value(*gemma.scale, false));
+  if (gemma.softcap) text += fmt::format("  \"softcap\": {},\n", exact_value(*gemma.softcap, false));
   text += fmt::format("  \"layout\": \"{}\",\n", l.out_in ? "out_in" : "in_out");
   text += x_text(x_rows);
   const auto weight = [&](const char* key, const Matrix& w) {

@@ -22,21 +22,27 @@ namespace attn {
 //   llama      q_proj, k_proj, v_proj, o_proj out × in, grouped-query, RoPE; causal (Mistral, Qwen2 too)
 //   bert       self.query, self.key, self.value, output.dense out × in; no mask
 //   torch_mha  nn.MultiheadAttention: in_proj_weight (3·d_model, d_model) out × in, q k v stacked; no mask
-enum class ImportStyle { gpt2, llama, bert, torch_mha };
+//   gemma2     llama's tensors and RoPE, the scale query_pre_attn_scalar^-1/2 and the logit cap
+//              attn_logit_softcapping of config.json; causal
+enum class ImportStyle { gpt2, llama, bert, torch_mha, gemma2 };
 
 // The command line's spellings, in the order of ImportStyle.
-inline constexpr std::array<std::string_view, 4> import_style_names = {"gpt2", "llama", "bert", "torch-mha"};
+inline constexpr std::array<std::string_view, 5> import_style_names = {"gpt2", "llama", "bert", "torch-mha", "gemma2"};
 
 std::optional<ImportStyle> import_style_by_name(std::string_view name);
 std::string_view import_style_name(ImportStyle style);
 
 // What a model's config.json says about attention; each absent when the file does not say it.
 struct ModelConfig {
-  std::string file;                         // as messages name it; "" when there is no config.json
-  std::optional<std::size_t> heads;         // n_head (GPT-2), else num_attention_heads
-  std::optional<std::size_t> kv_heads;      // num_key_value_heads
-  std::optional<double> rope_theta;         // rope_theta
-  std::optional<std::string> rope_scaling;  // rope_scaling's type, when it is set: not applied
+  std::string file;                              // as messages name it; "" when there is no config.json
+  std::optional<std::size_t> heads;              // n_head (GPT-2), else num_attention_heads
+  std::optional<std::size_t> kv_heads;           // num_key_value_heads
+  std::optional<double> rope_theta;              // rope_theta
+  std::optional<std::string> rope_scaling;       // rope_scaling's type, when it is set: not applied
+  std::optional<std::size_t> head_dim;           // head_dim: checked against the shapes
+  std::optional<double> query_pre_attn_scalar;   // Gemma 2: the scale is its -1/2 power
+  std::optional<double> attn_logit_softcapping;  // Gemma 2: the logit cap c
+  std::optional<std::size_t> sliding_window;     // Gemma 2: the window of its local layers, not applied
 };
 
 // The config.json beside `weights` (in the folder, or in the folder of the .safetensors file), read

@@ -12,6 +12,8 @@
 //   (RoPE)                   e_Q' = |cos|·e_Q + |sin|·e_Q' + (4 + 4|angle|)·u·(|q| + |q'|)
 //   S = scale · Q_h·K_hᵀ     e_S = scale · (e_Q·|K| + |Q|·e_K + γ_{d_k} · |Q|·|K|) + 2u·|S|
 //                            (2u: the scale rounded to the dtype, and the product)
+//   (softcap)  S_c = c·tanh(S/c)   e_Sc = (1 − tanh²)·e_S + 5u·|S_c|: the slope of the cap carries e_S, and
+//                            the division, tanh within 2 ulp (3u) and the product add their own
 //   P = softmax(S)           dP_ij = P_ij (dS_ij − Σ_k P_ik dS_ik), so with E_i = max_k (e_S_ik + u·|S_ik − max_i|)
 //                            (the max subtracted, rounded): e_P_ij = P_ij · (2·E_i + (4m + 4)·u), where
 //                            (4m + 4)u covers exp within 1 ulp (2u), the sum of m terms (m·u), the
@@ -103,7 +105,8 @@ struct Bounds {
 };
 
 struct RopeAngles {
-  double theta = 0;  // 0: no RoPE
+  double theta = 0;    // 0: no RoPE
+  double softcap = 0;  // 0: no logit cap
 };
 
 inline Bounds error_bounds(const Problem& p, const std::map<std::string, GoldenArray>& golden, double u,
@@ -184,6 +187,11 @@ inline Bounds error_bounds(const Problem& p, const std::map<std::string, GoldenA
           }
           S[j] = p.scale * s;
           eS[j] = p.scale * (e + gamma(static_cast<double>(dk)) * mag) + 2 * u * std::abs(S[j]);
+          if (rope.softcap > 0) {
+            const double t = std::tanh(S[j] / rope.softcap);
+            S[j] = rope.softcap * t;
+            eS[j] = (1 - t * t) * eS[j] + 5 * u * std::abs(S[j]);
+          }
           if (at3(P, b, x, i, j) > 0) max_s = std::max(max_s, S[j]);
         }
         double E = 0;

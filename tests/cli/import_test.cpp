@@ -232,7 +232,7 @@ TEST_CASE("import refuses what it cannot import: one line naming the tensor, the
       {{mha, "--style", "torch-mha", "--prefix", "", "--heads", "2", "--tokens", "a b", "--n", "3"},
        "--tokens gives 2 labels, but X has 3 tokens"},
       {{mha, "--style", "torch-mha", "--prefix", "", "--heads", "2", "--rope-theta", "100"},
-       "--rope-theta: --style torch-mha has no RoPE; only llama does"},
+       "--rope-theta: --style torch-mha has no RoPE; only llama and gemma2 do"},
       {{mha, "--style", "torch-mha", "--prefix", "", "--heads", "2", "--mask", "padding"},
        "--mask padding: import writes none, causal or sliding_window:W"},
       {{mha, "--style", "torch-mha", "--prefix", "", "--heads", "0"}, "--heads: expected at least 1, found 0"},

@@ -160,6 +160,42 @@ def llama():
             "output": o @ wo.T.astype(np.float64)}
 
 
+# --- Gemma 2: Llama's names and RoPE, a scale from query_pre_attn_scalar, logits soft-capped -----------------
+
+def gemma2():
+    """Gemma2Attention's equations: q, k, v = x·Wᵀ; RoPE rotate-half; scores = q·kᵀ · query_pre_attn_scalar^-1/2,
+    then capped, c·tanh(scores/c) with c = attn_logit_softcapping, before the causal mask; GQA 4/2. The head
+    width (6) is not hidden_size / heads (4), and query_pre_attn_scalar (8) is not the head width, as in
+    Gemma 2's larger models, so that the import must read both from the shapes and the config."""
+    rng = np.random.default_rng(7)
+    d, h, g, d_k, n, theta, scalar, cap = 16, 4, 2, 6, 6, 100.0, 8.0, 2.0
+    wq, wk = f32(rng, h * d_k, d, scale=0.5), f32(rng, g * d_k, d, scale=0.5)
+    wv, wo = f32(rng, g * d_k, d, scale=d ** -0.5), f32(rng, d, h * d_k, scale=(h * d_k) ** -0.5)
+    x = np.load(OUT / "x_6x16.npy")
+    p = "model.layers.0.self_attn."
+    write_safetensors(OUT / "gemma2" / "model.safetensors", {
+        p + "q_proj.weight": wq, p + "k_proj.weight": wk, p + "v_proj.weight": wv, p + "o_proj.weight": wo})
+    write_json(OUT / "gemma2" / "config.json", {
+        "model_type": "gemma2", "hidden_size": d, "num_attention_heads": h, "num_key_value_heads": g,
+        "head_dim": d_k, "rope_theta": theta, "query_pre_attn_scalar": scalar, "attn_logit_softcapping": cap,
+        "sliding_window": 4, "num_hidden_layers": 1})
+
+    x64 = x.astype(np.float64)
+    q, k, v = x64 @ wq.T.astype(np.float64), x64 @ wk.T.astype(np.float64), x64 @ wv.T.astype(np.float64)
+    q_rot, k_rot = rope_half(q, h, theta), rope_half(k, g, theta)
+    weights, outs = [], []
+    for i in range(h):
+        j = i // (h // g)
+        s = q_rot[:, i * d_k:(i + 1) * d_k] @ k_rot[:, j * d_k:(j + 1) * d_k].T * scalar ** -0.5
+        s = cap * np.tanh(s / cap)
+        prob = softmax(np.where(causal(n), -np.inf, s))
+        weights.append(prob)
+        outs.append(prob @ v[:, j * d_k:(j + 1) * d_k])
+    o = np.concatenate(outs, axis=1)
+    return {"q": q, "k": k, "v": v, "q_rot": q_rot, "k_rot": k_rot, "weights": np.stack(weights),
+            "output": o @ wo.T.astype(np.float64)}
+
+
 # --- BERT: a folder of .npy files, nn.Linear out × in, all four biases, no mask; X a batch ----------------
 
 def bert():
@@ -221,6 +257,8 @@ def main():
     goldens = {
         "gpt2": (gpt2(), "NumPy, GPT2Attention's equations: c_attn split in thirds, causal, c_proj"),
         "llama": (llama(), "NumPy, LlamaAttention's equations: RoPE rotate-half (theta 100), GQA 4/2, causal"),
+        "gemma2": (gemma2(), "NumPy, Gemma2Attention's equations: RoPE rotate-half (theta 100), GQA 4/2, scale "
+                             "8^-1/2 (query_pre_attn_scalar), logits capped at 2, causal"),
         "bert": (bert(), "NumPy, BertSelfAttention and BertSelfOutput.dense: all biases, no mask, a batch of 2"),
         "torch_mha": (torch_mha("torch_mha", False), "torch.nn.MultiheadAttention's forward in float64"),
         "torch_mha_f16": (torch_mha("torch_mha_f16", True),
