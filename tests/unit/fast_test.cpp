@@ -45,10 +45,11 @@ std::string describe(const FastConfig& c) {
   const Problem& p = c.p;
   return fmt::format(
       "B={} n={} m={} ({}) d_model={} d_k={} d_v={} h={} g={} W_o={} biases={} mask={} align={} window={} "
-      "rope={} alibi={} Br={} Bc={} threads={} isa={}",
+      "rope={} alibi={} softcap={} sinks={} dropout={} Br={} Bc={} threads={} isa={}",
       p.B, p.n, p.m, p.cross ? "cross" : "self", p.d_model, p.d_k, p.d_v, p.h, p.g, p.has_output_projection(),
       !p.b_q.empty(), to_string(c.spec.kind), to_string(c.spec.align), c.spec.window, p.rope.has_value(),
-      p.alibi.has_value(), c.tiles.Br, c.tiles.Bc, c.threads, kernel::name_of(c.isa));
+      p.alibi.has_value(), p.softcap.value_or(0), p.sinks.size(), p.dropout ? p.dropout->p : 0, c.tiles.Br, c.tiles.Bc,
+      c.threads, kernel::name_of(c.isa));
 }
 
 // RoPE on the first `dims` features of each head and ALiBi's standard slopes, as the loader resolves them.
@@ -104,6 +105,11 @@ FastConfig random_fast_config(std::mt19937& rng, std::size_t max_len, const std:
   c.spec = test::random_mask(rng, c.p);
   if (c.p.d_k >= 2 && pick(rng, 0, 3) == 0) add_rope(rng, c.p);
   if (pick(rng, 0, 3) == 0) add_alibi(c.p);
+  // Gemma 2's cap, a sink per head and dropout, each in a quarter of the configurations
+  if (pick(rng, 0, 3) == 0) c.p.softcap = std::vector<double>{0.5, 5, 50}[pick(rng, 0, 2)];
+  if (pick(rng, 0, 3) == 0)
+    for (std::size_t hd = 0; hd < c.p.h; ++hd) c.p.sinks.push_back(static_cast<double>(pick(rng, 0, 8)) - 4);
+  if (pick(rng, 0, 3) == 0) c.p.dropout = Dropout{std::vector<double>{0.1, 0.5}[pick(rng, 0, 1)], rng()};
   c.tiles = pick(rng, 0, 4) == 0 ? fast_tiles() : TileSize{pick(rng, 1, 70), pick(rng, 1, 70)};
   c.threads = pick(rng, 1, 3);
   c.isa = isas[k % isas.size()];  // every set in turn
@@ -155,12 +161,15 @@ Tensor<double> lse_bound(const FastConfig& c, const Tensor<T>& lse) {
         const std::vector<double> ds = score_error(std::span<const double>(&Q(b, hd, i, 0), p.d_k),
                                                    std::span<const double>(&dQ(b, hd, i, 0), p.d_k), &K(b, kv, 0, 0),
                                                    &dK(b, kv, 0, 0), p.m, p.scale, r, std::span<const double>(bias));
-        double worst = 0, N = 0;
+        // the cap c·tanh(s/c) has a slope of at most 1, and adds its division, tanh and product: 4u·c
+        // at most; a sink is one more term of the row sum
+        double worst = 0, N = p.sinks.empty() ? 0 : 1;
         for (std::size_t j = 0; j < p.m; ++j)
           if (c.spec.allows(p, b, i, j)) {
             worst = std::max(worst, ds[j]);
             ++N;
           }
+        if (p.softcap) worst += 4 * r.u * *p.softcap;
         out(b, hd, i) =
             worst + (N + 2 * static_cast<double>(Tc) + 1) * r.u + r.u * std::abs(static_cast<double>(lse(b, hd, i)));
       }
@@ -247,7 +256,8 @@ bool check_fast_backward(const FastConfig& c, TileSize backward_tiles) {
 
 TEST_CASE(
     "The fast path agrees with the traced engines by compare's rule over seeded random configurations: every "
-    "mask, GQA, cross-attention, batches, RoPE, ALiBi, float32 and float64, every instruction set",
+    "mask, GQA, cross-attention, batches, RoPE, ALiBi, softcap, sinks, dropout, float32 and float64, every "
+    "instruction set",
     "[fast][compare][property]") {
   std::mt19937 rng(140014);
   const std::vector<kernel::Isa> isas = kernel::runnable_isas();
@@ -257,6 +267,7 @@ TEST_CASE(
   constexpr std::size_t configs = 600;
 #endif
   std::size_t failed = 0, by_kind[5] = {}, rope = 0, alibi = 0, gqa = 0, cross = 0, batched = 0, threaded = 0;
+  std::size_t capped = 0, sinks = 0, dropped = 0;
   std::vector<std::size_t> by_isa(3);
   for (std::size_t k = 0; k < configs; ++k) {
     const FastConfig c = random_fast_config(rng, 70, isas, k);
@@ -271,6 +282,9 @@ TEST_CASE(
     cross += c.p.cross;
     batched += c.p.B > 1;
     threaded += c.threads > 1;
+    capped += c.p.softcap.has_value();
+    sinks += !c.p.sinks.empty();
+    dropped += c.p.dropout.has_value();
   }
   CHECK(failed == 0);
   // what the sweep covered, so that a change of the generator cannot quietly narrow it
@@ -282,6 +296,9 @@ TEST_CASE(
   CHECK(cross >= configs / 4);
   CHECK(batched >= configs / 4);
   CHECK(threaded >= configs / 4);
+  CHECK(capped >= configs / 8);
+  CHECK(sinks >= configs / 8);
+  CHECK(dropped >= configs / 8);
 }
 
 TEST_CASE("The fast path gives the same bits on 1, 2 and 3 threads", "[fast][threads]") {
@@ -429,8 +446,8 @@ TEST_CASE("run_fast refuses both engines at once and an empty tile", "[fast]") {
 
 TEST_CASE(
     "The fast backward agrees with the traced naive backward by compare --backward's rule over seeded random "
-    "configurations: every mask, GQA, cross-attention, batches, RoPE, ALiBi, float32 and float64, every "
-    "instruction set",
+    "configurations: every mask, GQA, cross-attention, batches, RoPE, ALiBi, softcap, sinks, dropout, float32 and "
+    "float64, every instruction set",
     "[fast][backward][property]") {
   std::mt19937 rng(220006);
   const std::vector<kernel::Isa> isas = kernel::runnable_isas();
@@ -439,9 +456,10 @@ TEST_CASE(
 #else
   constexpr std::size_t configs = 150;
 #endif
-  std::size_t failed = 0, by_kind[5] = {}, rope = 0, alibi = 0, gqa = 0, cross = 0;
+  std::size_t failed = 0, by_kind[5] = {}, rope = 0, alibi = 0, gqa = 0, cross = 0, extras = 0;
   for (std::size_t k = 0; k < configs; ++k) {
     FastConfig c = random_fast_config(rng, 40, isas, k);
+    extras += c.p.softcap.has_value() + !c.p.sinks.empty() + c.p.dropout.has_value();
     if (pick(rng, 0, 1) == 1) c.p.dY = test::random_tensor(rng, {c.p.B, c.p.n, c.p.d_out});
     const TileSize tiles = pick(rng, 0, 4) == 0 ? fast_backward_tiles() : TileSize{pick(rng, 1, 50), pick(rng, 1, 50)};
     INFO("config " << k << ": " << describe(c) << " backward tiles " << tiles.Br << "x" << tiles.Bc);
@@ -459,6 +477,7 @@ TEST_CASE(
   CHECK(alibi >= configs / 8);
   CHECK(gqa >= configs / 8);
   CHECK(cross >= configs / 4);
+  CHECK(extras >= configs / 2);  // softcap, sinks and dropout: a quarter of the configurations each
 }
 
 TEST_CASE("The fast backward gives the same bits on 1, 2 and 3 threads, in every instruction set",

@@ -234,7 +234,7 @@ void Renderer::empty_rows_note(const Panel& panel) {
 void Renderer::matrix(const Panel& panel, CellFormat format) {
   TableData data{panel.values,        panel.rows, panel.cols, labels(panel.row_labels), labels(panel.col_labels),
                  text(panel.caption), format};
-  if (panel.step == Step::weights) data.removed = panel.removed;
+  if (panel.step == Step::weights || panel.step == Step::dropped) data.removed = panel.removed;
   bool heat = o_.view == View::heatmap;
   if (o_.view == View::automatic) heat = panel.rows >= 2 && panel.cols >= 2 && !layout(data).whole;
   if (heat) {
