@@ -9,6 +9,7 @@
 #include "engine/backward.hpp"
 #include "engine/compare.hpp"
 #include "engine/compare_backward.hpp"
+#include "ops/dropout.hpp"
 #include "trace/trace.hpp"
 
 namespace attn {
@@ -145,6 +146,13 @@ void explain_softmax_backward(GradientExplanation& e, const Sources& s, const st
     value = 0;
     e.finish += "; the mask forbids this pair, so its gradient is 0";
   }
+  if (p.softcap && (e.step == Step::d_scaled || e.step == Step::d_scores)) {
+    // back through S_c = c·tanh(S'/c): its slope 1 − (S_c/c)²
+    const double capped = s.at[Step::capped](b, hd, i, j), c = *p.softcap;
+    const double slope = 1 - (capped / c) * (capped / c);
+    value *= slope;
+    e.finish += fmt::format(", times the cap's slope 1 − ({:.6g}/{:.6g})² = {:.6g}", capped, c, slope);
+  }
   if (e.step == Step::d_scores) {
     value *= p.scale;
     e.finish += fmt::format(", times the scale {:.6g}", p.scale);
@@ -157,6 +165,8 @@ void explain_turned_back(GradientExplanation& e, const Sources& s, const std::ve
   const Problem& p = s.p;
   const std::size_t b = ix[0];
   const bool keys = e.step == Step::d_k_heads;
+  if (!p.rope)
+    throw std::logic_error(fmt::format("explain_gradient: no term-by-term account of {}", step_info(e.step).name));
   const std::size_t hd = ix[1], t = ix[2], c = ix[3];
   const Rope& r = *p.rope;
   const Tensor<double>& cos = keys ? r.cos_k : r.cos_q;
@@ -198,27 +208,56 @@ void explain_attention(GradientExplanation& e, const Sources& s, const std::vect
       back_through(e, s, s.at[Step::d_output], "dY", i, s.q_tok(b, i), p.W_o, "W_o", c);
       return;
     }
+    case Step::d_dropped:
     case Step::d_weights: {
       const std::size_t hd = ix[1], i = ix[2], j = ix[3], kv = kv_head_of(hd, p.h, p.g);
-      e.sum = fmt::format("dA[{}][{}] = Σ_c dO[{}][c]·V[{}][c]", s.q_tok(b, i), s.k_tok(b, j), s.q_tok(b, i),
-                          s.k_tok(b, j));
+      const bool through_mask = e.step == Step::d_weights && p.dropout;  // dA = dA_drop ⊙ Z / (1 − p)
+      e.sum = fmt::format("{}[{}][{}] = Σ_c dO[{}][c]·V[{}][c]", p.dropout ? "dA_drop" : "dA", s.q_tok(b, i),
+                          s.k_tok(b, j), s.q_tok(b, i), s.k_tok(b, j));
       for (std::size_t c = 0; c < p.d_v; ++c)
         add(e, fmt::format("{}dO[{}][{}]", s.head(hd), s.q_tok(b, i), c), dO(b, hd, i, c),
             fmt::format("{}V[{}][{}]", s.kv(kv), s.k_tok(b, j), c), V(b, kv, j, c));
+      if (through_mask) {
+        const DropoutMask mask(*p.dropout);
+        const double factor = mask.factor<double>(b, hd, i, j);
+        e.finish =
+            fmt::format("dA = dA_drop · {}: dropout {} this weight", factor == 0 ? "0" : fmt::format("{:.6g}", factor),
+                        factor == 0 ? "dropped" : "kept (and scaled by 1/(1 − p))");
+        e.recomputed = summed(e) * factor;
+      }
       return;
     }
     case Step::d_v_heads: {
       const std::size_t kv = ix[1], j = ix[2], c = ix[3];
-      e.sum = fmt::format("dV[{}][{}] = Σ_heads Σ_i A[i][{}]·dO[i][{}]", s.k_tok(b, j), c, s.k_tok(b, j), c);
+      // with dropout the weights A·V read: the dropped ones
+      const Tensor<double>& read = p.dropout ? s.at[Step::dropped] : A;
+      const std::string_view a_name = p.dropout ? "A_drop" : "A";
+      e.sum = fmt::format("dV[{}][{}] = Σ_heads Σ_i {}[i][{}]·dO[i][{}]", s.k_tok(b, j), c, a_name, s.k_tok(b, j), c);
       for (std::size_t hd = 0; hd < p.h; ++hd) {
         if (kv_head_of(hd, p.h, p.g) != kv) continue;
         for (std::size_t i = 0; i < p.n; ++i)
-          add(e, fmt::format("{}A[{}][{}]", s.head(hd), s.q_tok(b, i), s.k_tok(b, j)), A(b, hd, i, j),
+          add(e, fmt::format("{}{}[{}][{}]", s.head(hd), a_name, s.q_tok(b, i), s.k_tok(b, j)), read(b, hd, i, j),
               fmt::format("dO[{}][{}]", s.q_tok(b, i), c), dO(b, hd, i, c));
       }
       return;
     }
+    case Step::d_sinks: {
+      // ∂L/∂s_h = −Σ over every batch item and query of a_sink[i]·D[i], D[i] = Σ_j dA[i][j]·A[i][j]
+      const std::size_t hd = ix[0];
+      const Tensor<double>& share = s.at[Step::sink_weights];  // (B, h, n)
+      const Tensor<double>& dA = s.at[Step::d_weights];
+      e.sum = fmt::format("d_sink[{}] = Σ_i (−a_sink[i])·D[i], D[i] = Σ_j dA[i][j]·A[i][j]", hd);
+      for (std::size_t bb = 0; bb < p.B; ++bb)
+        for (std::size_t i = 0; i < p.n; ++i) {
+          double D = 0;
+          for (std::size_t j = 0; j < p.m; ++j) D += dA(bb, hd, i, j) * A(bb, hd, i, j);
+          add(e, fmt::format("{}−a_sink[{}]", s.item(bb), s.q_tok(bb, i)), -share(bb, hd, i),
+              fmt::format("D[{}]", s.q_tok(bb, i)), D);
+        }
+      return;
+    }
     case Step::d_masked:
+    case Step::d_capped:
     case Step::d_scaled:
     case Step::d_scores: explain_softmax_backward(e, s, ix); return;
     case Step::d_q_rot:

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -99,6 +100,32 @@ TEST_CASE("explain --grad d_weights follows one entry back to dO and V, and agre
     const nlohmann::json x = nlohmann::json::parse(g.out);
     CHECK(std::abs(x.at("recomputed").get<double>() - x.at("value").get<double>()) < 1e-12);
   }
+}
+
+TEST_CASE("explain --grad works the gradients of softcap, sinks and dropout term by term to the engine's value",
+          "[cli][backward][explain][softcap][sinks][dropout]") {
+  // Every gradient the three add or change, at an allowed entry, with a seeded dY, in float64: the terms
+  // recomputed in double give what the backward pass computed (a kept and a dropped weight both).
+  const std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> cases = {
+      {"data/softcap.json", {{"d_capped", "0,2,1"}, {"d_scaled", "0,2,1"}, {"d_scores", "1,3,0"}}},
+      {"data/sinks.json", {{"d_sinks", "0"}, {"d_sinks", "1"}, {"d_masked", "0,1,0"}, {"d_scores", "1,2,1"}}},
+      {"data/explainer_dropout.json",
+       {{"d_dropped", "1,2,1"},
+        {"d_weights", "1,2,1"},
+        {"d_weights", "1,0,0"},
+        {"d_v_heads", "1,2,1"},
+        {"d_masked", "1,2,1"}}},
+  };
+  for (const auto& [file, entries] : cases)
+    for (const auto& [step, index] : entries) {
+      const RunResult g = run_binary({"explain", source_path(file), "--grad", step, "--index", index, "--grad-seed",
+                                      "3", "--dtype", "float64", "--json", "-"});
+      INFO(file << " " << step << " " << index << ": " << g.describe());
+      REQUIRE(g.exit_code == 0);
+      const nlohmann::json x = nlohmann::json::parse(g.out);
+      CHECK_FALSE(x.at("terms").empty());
+      CHECK(std::abs(x.at("recomputed").get<double>() - x.at("value").get<double>()) < 1e-12);
+    }
 }
 
 TEST_CASE("explain --grad refuses a forward step, a wrong index and --query, in one line, exit 2",
