@@ -152,6 +152,37 @@ AttentionResult<T> run_naive_backward(const Problem& p, Observer& observer, DTyp
   return {std::move(f.Y), find_empty_rows(p), keep.peak(), Tensor<T>()};
 }
 
+// P = exp(S - lse_i), S = scale·Q_i·K_jᵀ (capped with softcap, + ALiBi's bias): one tile's forward weights
+// (P, rows × cols), recomputed from the one number per row that the forward kept, instead of an n × m
+// matrix stored; with softcap also the cap's slope 1 - tanh² of each score (`slope`).
+// P[r][c] = exp(scale · Σ_e Q[r0+r][e]·K[c0+c][e] + bias - lse[r0+r]), 0 where the mask forbids
+template <class T>
+void recompute_tile_weights(const Problem& p, const Inputs<T>& in, const FlashForward<T>& f, std::size_t b,
+                            std::size_t hd, std::size_t r0, std::size_t c0, Tensor<T>& P, Tensor<T>& slope,
+                            DType storage) {
+  const std::size_t kv = kv_head_of(hd, p.h, p.g), d_k = p.d_k, rows = P.dim(0), cols = P.dim(1);
+  const T scale = static_cast<T>(p.scale);
+  const T softcap = static_cast<T>(p.softcap.value_or(0));
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T lse = f.lse(b, hd, r0 + r);
+    if (lse == -std::numeric_limits<T>::infinity()) continue;  // nothing to attend: P = 0
+    const T* q = &f.heads.Q(b, hd, r0 + r, 0);
+    for (std::size_t c = 0; c < cols; ++c) {
+      if (!p.mask.allows(b, r0 + r, c0 + c)) continue;
+      const T* k = &f.heads.K(b, kv, c0 + c, 0);
+      T dot = 0;
+      for (std::size_t e = 0; e < d_k; ++e) dot += q[e] * k[e];
+      T s = dot * scale;
+      if (p.softcap) {
+        s = softcap_term(s, softcap);
+        slope(r, c) = softcap_slope(s, softcap);
+      }
+      if (p.alibi) s += alibi_term(in.slopes[hd], in.pos_q[r0 + r], in.pos_k[c0 + c]);
+      P(r, c) = stored(storage, std::exp(s - lse));
+    }
+  }
+}
+
 // passes 6 to 8 of FlashAttention-2's backward (Algorithm 2), for one head hd of batch item b: per key
 // tile j, a sweep over the query tiles with the weights recomputed from lse, dK_j and dV_j summed in
 // place and dQ_i summed into dQ. Nothing of size n × m is formed: each tile's P, dP and dS are Br × Bc.
@@ -162,7 +193,6 @@ void flash_backward_head(const Problem& p, const Inputs<T>& in, const FlashForwa
   const std::size_t h = p.h, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v, kv = kv_head_of(hd, h, p.g);
   const std::size_t Br = tiles.Br, Bc = tiles.Bc, Tr = (n + Br - 1) / Br, Tc = (m + Bc - 1) / Bc;
   const T scale = static_cast<T>(p.scale);
-  const T softcap = static_cast<T>(p.softcap.value_or(0));
   const bool watching = observer.wants_backward_tiles();
   const DropoutMask mask(p.dropout.value_or(Dropout{}));  // used with dropout only
   const Tensor<T>& Q = f.heads.Q;
@@ -181,27 +211,7 @@ void flash_backward_head(const Problem& p, const Inputs<T>& in, const FlashForwa
       Tensor<T> P({rows, cols}), dP({rows, cols}), dS({rows, cols}), dQ_add({rows, d_k});
       Tensor<T> slope(p.softcap ? Shape{rows, cols} : Shape{0, 0});  // the cap's slope 1 - tanh² per score
       meter.hold(bytes_of(P) + bytes_of(dP) + bytes_of(dS) + bytes_of(slope));
-      // P = exp(S - lse_i), S = scale·Q_i·K_jᵀ (+ ALiBi's bias): the forward's weights, recomputed from
-      // the one number per row that it kept, instead of an n × m matrix stored
-      // P[r][c] = exp(scale · Σ_e Q[r0+r][e]·K[c0+c][e] + bias - lse[r0+r]), 0 where the mask forbids
-      for (std::size_t r = 0; r < rows; ++r) {
-        const T lse = f.lse(b, hd, r0 + r);
-        if (lse == -std::numeric_limits<T>::infinity()) continue;  // nothing to attend: P = 0
-        const T* q = &Q(b, hd, r0 + r, 0);
-        for (std::size_t c = 0; c < cols; ++c) {
-          if (!p.mask.allows(b, r0 + r, c0 + c)) continue;
-          const T* k = &K(b, kv, c0 + c, 0);
-          T dot = 0;
-          for (std::size_t e = 0; e < d_k; ++e) dot += q[e] * k[e];
-          T s = dot * scale;
-          if (p.softcap) {
-            s = softcap_term(s, softcap);
-            slope(r, c) = softcap_slope(s, softcap);
-          }
-          if (p.alibi) s += alibi_term(in.slopes[hd], in.pos_q[r0 + r], in.pos_k[c0 + c]);
-          P(r, c) = stored(storage, std::exp(s - lse));
-        }
-      }
+      recompute_tile_weights(p, in, f, b, hd, r0, c0, P, slope, storage);
       // dV_j += Pᵀ·dO_i      dV_j[c][e] += Σ_r P[r][c] · dO[r0+r][e]
       // dP = dO_i·V_jᵀ       dP[r][c] = Σ_e dO[r0+r][e] · V[c0+c][e]
       // dS = P ⊙ (dP - D_i)  the softmax's backward, with D = rowsum(dO ⊙ O) = rowsum(dA ⊙ A),

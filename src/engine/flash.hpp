@@ -44,17 +44,52 @@ inline void require_tiles(const char* who, TileSize tiles) {
     throw std::invalid_argument(fmt::format("{}: tiles of {} × {}: both sides must be >= 1", who, tiles.Br, tiles.Bc));
 }
 
+// One tile's scores: S = Q_i·K_jᵀ · scale (capped with softcap, + ALiBi's bias of this block), -inf where the
+// mask forbids. S[r][c] = c·tanh(scale · Σ_e Q[r0+r][e] · K[c0+c][e] / c)  - s_hd·(pos_q[r0+r] - pos_k[c0+c])
+template <class T>
+Tensor<T> tile_scores(const Problem& p, const Inputs<T>& in, const Heads<T>& heads, std::size_t b, std::size_t hd,
+                      std::size_t r0, std::size_t c0, std::size_t rows, std::size_t cols) {
+  const std::size_t kv = kv_head_of(hd, p.h, p.g), d_k = p.d_k;
+  const T scale = static_cast<T>(p.scale);
+  const T softcap = static_cast<T>(p.softcap.value_or(0));
+  Tensor<T> S({rows, cols});
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* q = &heads.Q(b, hd, r0 + r, 0);
+    for (std::size_t c = 0; c < cols; ++c) {
+      if (!p.mask.allows(b, r0 + r, c0 + c)) {
+        S(r, c) = -std::numeric_limits<T>::infinity();
+        continue;
+      }
+      const T* k = &heads.K(b, kv, c0 + c, 0);
+      T dot = 0;
+      for (std::size_t e = 0; e < d_k; ++e) dot += q[e] * k[e];
+      S(r, c) = dot * scale;
+      if (p.softcap) S(r, c) = softcap_term(S(r, c), softcap);
+      if (p.alibi) S(r, c) += alibi_term(in.slopes[hd], in.pos_q[r0 + r], in.pos_k[c0 + c]);
+    }
+  }
+  return S;
+}
+
+// Each sink's share of its row, from what the pass keeps: exp(sink - M) / l = exp(sink - lse).
+template <class T>
+void report_sink_weights(const Inputs<T>& in, const Tensor<T>& lse, Observer& observer, DType storage) {
+  Tensor<T> share(lse.shape());  // (B, h, n)
+  for (std::size_t b = 0; b < lse.dim(0); ++b)
+    for (std::size_t hd = 0; hd < lse.dim(1); ++hd)
+      for (std::size_t r = 0; r < lse.dim(2); ++r) share(b, hd, r) = std::exp(in.sinks[hd] - lse(b, hd, r));
+  round_stored(share, storage);
+  report(observer, Step::sink_weights, share);
+}
+
 template <class T>
 FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& observer, TileSize tiles,
                               DType storage) {
-  const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v;
+  const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_v = p.d_v;
   const std::size_t Br = tiles.Br, Bc = tiles.Bc;
   const std::size_t Tr = (n + Br - 1) / Br, Tc = (m + Bc - 1) / Bc;  // the last tiles may be partial
-  const T scale = static_cast<T>(p.scale);
-  const T softcap = static_cast<T>(p.softcap.value_or(0));
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   const bool watching = observer.wants_tiles();
-  const bool alibi = p.alibi.has_value();
   const DropoutMask mask(p.dropout.value_or(Dropout{}));
   ByteMeter meter;
 
@@ -83,24 +118,7 @@ FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& o
             if (watching) observer.on_tile(TileEvent<T>{b, hd, i, j, r0, r1, c0, c1, true});
             continue;
           }
-          // S = Q_i·K_jᵀ · scale (capped with softcap, + ALiBi's bias of this block), -inf where the mask forbids
-          // S[r][c] = c·tanh(scale · Σ_e Q[r0+r][e] · K[c0+c][e] / c)  - s_hd·(pos_q[r0+r] - pos_k[c0+c])
-          Tensor<T> S({rows, cols});
-          for (std::size_t r = 0; r < rows; ++r) {
-            const T* q = &heads.Q(b, hd, r0 + r, 0);
-            for (std::size_t c = 0; c < cols; ++c) {
-              if (!p.mask.allows(b, r0 + r, c0 + c)) {
-                S(r, c) = minus_inf;
-                continue;
-              }
-              const T* k = &heads.K(b, kv, c0 + c, 0);
-              T dot = 0;
-              for (std::size_t e = 0; e < d_k; ++e) dot += q[e] * k[e];
-              S(r, c) = dot * scale;
-              if (p.softcap) S(r, c) = softcap_term(S(r, c), softcap);
-              if (alibi) S(r, c) += alibi_term(in.slopes[hd], in.pos_q[r0 + r], in.pos_k[c0 + c]);
-            }
-          }
+          Tensor<T> S = tile_scores(p, in, heads, b, hd, r0, c0, rows, cols);
           Tensor<T> V_j({cols, d_v});  // (Bc, d_v) this tile's values
           for (std::size_t c = 0; c < cols; ++c)
             for (std::size_t e = 0; e < d_v; ++e) V_j(c, e) = heads.V(b, kv, c0 + c, e);
@@ -140,15 +158,7 @@ FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& o
       }
     }
   observer.on_lse(lse);  // the result of the pass, like its output: reported whether or not tiles are watched
-  if (!in.sinks.empty() && observer.wants(Step::sink_weights)) {
-    // each sink's share of its row, from what the pass keeps: exp(sink - M) / l = exp(sink - lse)
-    Tensor<T> share({B, h, n});
-    for (std::size_t b = 0; b < B; ++b)
-      for (std::size_t hd = 0; hd < h; ++hd)
-        for (std::size_t r = 0; r < n; ++r) share(b, hd, r) = std::exp(in.sinks[hd] - lse(b, hd, r));
-    round_stored(share, storage);
-    report(observer, Step::sink_weights, share);
-  }
+  if (!in.sinks.empty() && observer.wants(Step::sink_weights)) report_sink_weights(in, lse, observer, storage);
   report(observer, Step::head_outputs, O_h);
 
   // pass 3: merge the heads and project out

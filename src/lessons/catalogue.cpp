@@ -10,8 +10,9 @@ namespace {
 using enum Mistake;
 using Code = DiagnosisCode;
 
-const std::vector<MistakeInfo>& table() {
-  static const std::vector<MistakeInfo> rows = {
+// The forward pass's mistakes: those run --mistake offers, then those diff alone tries.
+std::vector<MistakeInfo> forward_rows() {
+  return {
       {no_scale, "no-scale", "forget to divide the scores by √d_k: sharper, more saturated weights", "S' = S / √d_k",
        "S' = S",
        "Unscaled scores grow with d_k (their variance is about d_k), so the softmax saturates: one key takes almost "
@@ -67,7 +68,12 @@ const std::vector<MistakeInfo>& table() {
        "the mask shifted by one: each query sees one key fewer"},
       {align_flipped, "align-flipped", "", "the mask aligned as the input says", "aligned at the other corner", "",
        false, Code::alignment, "the mask aligned at the other corner"},
-      // The backward pass's: lessons/backward.cpp makes them; diff tries them at a dumped gradient.
+  };
+}
+
+// The backward pass's: lessons/backward.cpp makes them; diff tries them at a dumped gradient.
+std::vector<MistakeInfo> backward_rows() {
+  return {
       {gqa_first_head, "gqa-first-head", "", "dK_h = Σ over the group's query heads of dSᵀ·Q",
        "dK_h = dSᵀ·Q of the group's first query head (dV_h likewise)",
        "A key/value head is read by every query head of its group, so its gradient is the sum of their parts; "
@@ -100,6 +106,15 @@ const std::vector<MistakeInfo>& table() {
       {dq_transposed, "dq-transposed", "", "dQ_h = dS·K_h", "dQ_h = dSᵀ·K_h", "", false, Code::transpose,
        "dS transposed in dQ = dS·K", true},
   };
+}
+
+const std::vector<MistakeInfo>& table() {
+  static const std::vector<MistakeInfo> rows = [] {
+    std::vector<MistakeInfo> all = forward_rows();
+    const std::vector<MistakeInfo> backward = backward_rows();
+    all.insert(all.end(), backward.begin(), backward.end());
+    return all;
+  }();
   return rows;
 }
 
