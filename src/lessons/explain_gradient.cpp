@@ -191,6 +191,22 @@ void explain_turned_back(GradientExplanation& e, const Sources& s, const std::ve
   add(e, fmt::format("{}[{}][{}]", name, tok, c), d_rot(b, hd, t, c), "1", 1);
 }
 
+// d_sinks: ∂L/∂s_h = −Σ over every batch item and query of a_sink[i]·D[i], D[i] = Σ_j dA[i][j]·A[i][j].
+void explain_sink_gradient(GradientExplanation& e, const Sources& s, std::size_t hd) {
+  const Problem& p = s.p;
+  const Tensor<double>& A = s.at[Step::weights];
+  const Tensor<double>& share = s.at[Step::sink_weights];  // (B, h, n)
+  const Tensor<double>& dA = s.at[Step::d_weights];
+  e.sum = fmt::format("d_sink[{}] = Σ_i (−a_sink[i])·D[i], D[i] = Σ_j dA[i][j]·A[i][j]", hd);
+  for (std::size_t bb = 0; bb < p.B; ++bb)
+    for (std::size_t i = 0; i < p.n; ++i) {
+      double D = 0;
+      for (std::size_t j = 0; j < p.m; ++j) D += dA(bb, hd, i, j) * A(bb, hd, i, j);
+      add(e, fmt::format("{}−a_sink[{}]", s.item(bb), s.q_tok(bb, i)), -share(bb, hd, i),
+          fmt::format("D[{}]", s.q_tok(bb, i)), D);
+    }
+}
+
 // The gradients inside attention: d_concat … d_k_heads. `ix` is batch-first.
 void explain_attention(GradientExplanation& e, const Sources& s, const std::vector<std::size_t>& ix) {
   const Problem& p = s.p;
@@ -241,21 +257,7 @@ void explain_attention(GradientExplanation& e, const Sources& s, const std::vect
       }
       return;
     }
-    case Step::d_sinks: {
-      // ∂L/∂s_h = −Σ over every batch item and query of a_sink[i]·D[i], D[i] = Σ_j dA[i][j]·A[i][j]
-      const std::size_t hd = ix[0];
-      const Tensor<double>& share = s.at[Step::sink_weights];  // (B, h, n)
-      const Tensor<double>& dA = s.at[Step::d_weights];
-      e.sum = fmt::format("d_sink[{}] = Σ_i (−a_sink[i])·D[i], D[i] = Σ_j dA[i][j]·A[i][j]", hd);
-      for (std::size_t bb = 0; bb < p.B; ++bb)
-        for (std::size_t i = 0; i < p.n; ++i) {
-          double D = 0;
-          for (std::size_t j = 0; j < p.m; ++j) D += dA(bb, hd, i, j) * A(bb, hd, i, j);
-          add(e, fmt::format("{}−a_sink[{}]", s.item(bb), s.q_tok(bb, i)), -share(bb, hd, i),
-              fmt::format("D[{}]", s.q_tok(bb, i)), D);
-        }
-      return;
-    }
+    case Step::d_sinks: explain_sink_gradient(e, s, ix[0]); return;
     case Step::d_masked:
     case Step::d_capped:
     case Step::d_scaled:
