@@ -293,12 +293,7 @@ AttentionResult<T> run_flash_backward(const Problem& p, Observer& observer, Tile
   if (observer.wants_backward_tiles()) observer.on_backward_rows(D);
   // the sinks' gradients from D and lse alone: a_sink = exp(sink - lse), dsink = -Σ a_sink · D
   Tensor<T> d_sink;
-  if (!p.sinks.empty()) {
-    d_sink = Tensor<T>({p.h});
-    for (std::size_t b = 0; b < p.B; ++b)
-      for (std::size_t hd = 0; hd < p.h; ++hd)
-        for (std::size_t i = 0; i < p.n; ++i) d_sink(hd) -= std::exp(in.sinks[hd] - f.lse(b, hd, i)) * D(b, hd, i);
-  }
+  if (!p.sinks.empty()) d_sink = Tensor<T>({p.h}, d_sinks_from_rows<T>(in.sinks, f.lse.values(), D.values(), p.n));
 
   // passes 6 to 8, tile by tile, per head
   HeadGradients<T> g{Tensor<T>(f.heads.Q.shape()), Tensor<T>(f.heads.K.shape()), Tensor<T>(f.heads.V.shape())};

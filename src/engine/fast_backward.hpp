@@ -226,11 +226,8 @@ HeadGradientRows<T> attend_flash_backward(const Problem& p, const Projected<T>& 
   // pass 1: D = rowsum(dO ⊙ O), one number per query row; the sinks' gradients from it and lse alone,
   // dsink = -Σ exp(sink - lse) · D
   const std::vector<T> D = row_dots(p, dO, O);
-  std::vector<T> d_sinks(p.sinks.size());
-  for (std::size_t b = 0; b < B && !d_sinks.empty(); ++b)
-    for (std::size_t hd = 0; hd < h; ++hd)
-      for (std::size_t i = 0; i < n; ++i)
-        d_sinks[hd] -= std::exp(static_cast<T>(p.sinks[hd]) - lse(b, hd, i)) * D[(b * h + hd) * n + i];
+  std::vector<T> d_sinks;
+  if (!p.sinks.empty()) d_sinks = d_sinks_from_rows<T>(in_type<T>(p.sinks), lse.values(), D, n);
   std::vector<T> pos_k(p.alibi ? t.Tc * t.cols_pad : 0);
   if (p.alibi)
     for (std::size_t c = 0; c < m; ++c)

@@ -4,6 +4,7 @@
 // one of its inputs, L being the scalar the upstream gradient dY = ∂L/∂Y defines (L = Σ Y ⊙ dY).
 // Shapes as there: B batch, n queries, m keys, h query heads, g key/value heads, d_k, d_v head widths.
 
+#include <cmath>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -225,6 +226,24 @@ Tensor<T> d_sinks(const Tensor<T>& A, const Tensor<T>& dA, const Tensor<T>& sink
         for (std::size_t j = 0; j < m; ++j) D += dA(b, hd, i, j) * A(b, hd, i, j);
         d(hd) -= sink_share(b, hd, i) * D;
       }
+  return d;
+}
+
+// The same gradient from what a flash backward keeps, with no weight formed: a_sink = exp(sink - lse)
+// and D = rowsum(dO ⊙ O), one number per row each.
+// dsink[hd] = -Σ_{b,i} exp(sinks[hd] - lse[b][hd][i]) · D[b][hd][i]
+// sinks (h); lse, D (B, h, n), row-major, n queries                                          -> (h)
+template <class T>
+std::vector<T> d_sinks_from_rows(std::span<const T> sinks, std::span<const T> lse, std::span<const T> D,
+                                 std::size_t n) {
+  const std::size_t h = sinks.size();
+  detail::require(lse.size() == D.size() && h > 0 && n > 0 && lse.size() % (h * n) == 0, "d_sinks_from_rows",
+                  fmt::format("{} sinks, {} lse and {} D of {} queries do not fit", h, lse.size(), D.size(), n));
+  std::vector<T> d(h, T{0});
+  for (std::size_t row = 0; row < lse.size(); ++row) {
+    const std::size_t hd = row / n % h;  // rows run over (b, head, query)
+    d[hd] -= std::exp(sinks[hd] - lse[row]) * D[row];
+  }
   return d;
 }
 
