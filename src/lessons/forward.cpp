@@ -178,20 +178,22 @@ ForwardRun<T> run_forward(const Problem& p, Mistake v, DType storage, const Give
   if (v == Mistake::mask_after_softmax) A = fill_forbidden(std::move(A), p.mask, T{0});
   const Tensor<T>* weights = &keep(Step::weights, std::move(A));
   if (!p.sinks.empty()) keep(Step::sink_weights, std::move(sink_share));
-  // dropout: the engines' keep mask, drawn from the seed and each weight's position
+  // dropout: the engines' keep mask, drawn from the seed and each weight's position; a given dropped step (a
+  // dump made with another generator) brings its own, a weight kept where the given value is not 0, so that
+  // what is judged is the weights and their 1/(1 - p), not the draws. dropout-unscaled leaves 1/(1 - p) out.
   if (p.dropout) {
     const DropoutMask mask(*p.dropout);
-    Tensor<T> dropped = apply_dropout(*weights, mask);
-    // A given dropped step (a dump made with another generator) brings its own mask: a weight is kept where
-    // the given value is not 0, so that what is judged is the weights and their 1/(1 - p), not the draws.
-    if (const auto& theirs = pass.given(Step::dropped); theirs && theirs->size() == dropped.size()) {
-      const T kept_factor = static_cast<T>(1 / (1 - p.dropout->p));
-      for (std::size_t e = 0; e < dropped.size(); ++e)
-        dropped.values()[e] = theirs->values()[e] != 0 ? weights->values()[e] * kept_factor : T{0};
-    }
-    if (v == Mistake::dropout_unscaled)  // the kept weights as they were: A ⊙ Z
-      for (std::size_t e = 0; e < dropped.size(); ++e)
-        if (dropped.values()[e] != 0) dropped.values()[e] = weights->values()[e];
+    const std::optional<Tensor<double>>& theirs = pass.given(Step::dropped);
+    const bool their_mask = theirs && theirs->size() == weights->size();
+    const T kept_factor = v == Mistake::dropout_unscaled ? T{1} : static_cast<T>(1 / (1 - p.dropout->p));
+    Tensor<T> dropped(weights->shape(), T{0});
+    std::size_t e = 0;  // (b, head, i, j) in row-major order
+    for (std::size_t b = 0; b < p.B; ++b)
+      for (std::size_t hd = 0; hd < p.h; ++hd)
+        for (std::size_t i = 0; i < p.n; ++i)
+          for (std::size_t j = 0; j < p.m; ++j, ++e)
+            if (their_mask ? theirs->values()[e] != 0 : mask.keeps(b, hd, i, j))
+              dropped.values()[e] = weights->values()[e] * kept_factor;
     weights = &keep(Step::dropped, std::move(dropped));
   }
 
