@@ -21,27 +21,38 @@ namespace {
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
+// tests/data/models/NAME/model.safetensors imported as `style` with X = x_6x16.npy, in `dir`: the input.
+std::string import_layer0(const TempDir& dir, const std::string& name, const std::string& style) {
+  return import_to(dir,
+                   {model_path(name + "/model.safetensors"), "--style", style, "--prefix", "model.layers.0.self_attn.",
+                    "--x", model_path("x_6x16.npy")},
+                   name);
+}
+
+// Both engines in float32 and float64 within the bound of golden/NAME.json. The projections before RoPE
+// are the trace's q, k and v only if the RoPE work reports them there, so the weights and the output are
+// what is judged.
+void check_layer_runs(const std::string& file, const std::string& name, RopeAngles angles) {
+  const Problem problem = load_problem_file(file);
+  const auto golden = read_golden(name);
+  for (const std::string dtype : {"float32", "float64"}) {
+    const Bounds bounds = error_bounds(problem, golden, unit_roundoff_of(dtype), angles);
+    for (const std::string engine : {"naive", "flash"})
+      check_run(run_trace(file, engine, dtype), golden, bounds, fmt::format("{} {} {}", name, engine, dtype),
+                {"weights", "output"});
+  }
+}
+
 }  // namespace
 
 TEST_CASE("The imported Llama layer (GQA 4 over 2, RoPE theta 100, causal) runs within the bound of its golden",
           "[cli][import][rope]") {
   const TempDir dir;
-  const std::string file = import_to(dir,
-                                     {model_path("llama/model.safetensors"), "--style", "llama", "--prefix",
-                                      "model.layers.0.self_attn.", "--x", model_path("x_6x16.npy")},
-                                     "llama");
+  const std::string file = import_layer0(dir, "llama", "llama");
   const Problem problem = load_problem_file(file);
   CHECK(problem.h == 4);
   CHECK(problem.g == 2);
-  const auto golden = read_golden("llama");
-  for (const std::string dtype : {"float32", "float64"}) {
-    const Bounds bounds = error_bounds(problem, golden, unit_roundoff_of(dtype), RopeAngles{100.0});
-    // The projections before RoPE are the trace's q, k and v only if the RoPE work reports them there,
-    // so the weights and the output are what is judged.
-    for (const std::string engine : {"naive", "flash"})
-      check_run(run_trace(file, engine, dtype), golden, bounds, fmt::format("llama {} {}", engine, dtype),
-                {"weights", "output"});
-  }
+  check_layer_runs(file, "llama", RopeAngles{100.0});
 }
 
 TEST_CASE(
@@ -49,10 +60,7 @@ TEST_CASE(
     "the bound of its golden",
     "[cli][import][rope][softcap]") {
   const TempDir dir;
-  const std::string file = import_to(dir,
-                                     {model_path("gemma2/model.safetensors"), "--style", "gemma2", "--prefix",
-                                      "model.layers.0.self_attn.", "--x", model_path("x_6x16.npy")},
-                                     "gemma2");
+  const std::string file = import_layer0(dir, "gemma2", "gemma2");
   const Problem problem = load_problem_file(file);
   CHECK(problem.h == 4);
   CHECK(problem.g == 2);
@@ -61,13 +69,7 @@ TEST_CASE(
   REQUIRE(problem.softcap);
   CHECK(*problem.softcap == 2);                  // attn_logit_softcapping
   CHECK(problem.mask.kind == MaskKind::causal);  // the local layers' window is left to --mask, with a warning
-  const auto golden = read_golden("gemma2");
-  for (const std::string dtype : {"float32", "float64"}) {
-    const Bounds bounds = error_bounds(problem, golden, unit_roundoff_of(dtype), RopeAngles{100.0, 2.0});
-    for (const std::string engine : {"naive", "flash"})
-      check_run(run_trace(file, engine, dtype), golden, bounds, fmt::format("gemma2 {} {}", engine, dtype),
-                {"weights", "output"});
-  }
+  check_layer_runs(file, "gemma2", RopeAngles{100.0, 2.0});
 }
 
 TEST_CASE("import --style gemma2 says what config.json leaves out, and refuses a head_dim the shapes do not hold",
