@@ -60,9 +60,9 @@ void add_filter_options(CLI::App& command, TraceOptions& o) {
   command
       .add_option("--steps", o.steps,
                   "only these steps, by trace name: q,k,v,q_heads,k_heads,v_heads,q_rot,k_rot (with rope),"
-                  "scores,scaled,bias (with alibi),masked,weights,head_outputs,concat,output, tiles for "
-                  "the flash pass's tiles, and with --backward the gradients d_output … d_b_o (attn-trace steps "
-                  "lists them)")
+                  "scores,scaled,capped (with softcap),bias (with alibi),masked,weights,sink_weights (with sinks),"
+                  "dropped (with dropout),head_outputs,concat,output, tiles for the flash pass's tiles, and with "
+                  "--backward the gradients d_output … d_sinks (attn-trace steps lists them)")
       ->delimiter(',');
   command.add_option("--head", o.head, "only this query head (and the key/value head it reads)")
       ->check(CLI::Range(0, 65535));
