@@ -29,7 +29,9 @@ phase "sanitizer build (ASan + UBSan, clang) and tests"
 # goldens check numbers, which the release run does; the unit and CLI suites take the same engines
 # through the sanitizers. The same objects, with libFuzzer's coverage, make the fuzz target: one build
 # of the library for both.
-cmake --preset sanitize >/dev/null
+# The explorer's WebAssembly core is the release build's (cmake/explorer.cmake): compiled once.
+core=build/release/explorer/explorer_core.js
+cmake --preset sanitize $([ -f "$core" ] && echo "-DATTN_EXPLORER_CORE=$PWD/$core") >/dev/null
 cmake --build --preset sanitize
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --preset sanitize

@@ -40,5 +40,6 @@ svg_shot "$work/plot-all-heads.svg" "$out/plot-all-heads.png"
 "$bin" plot data/the_cat_sat.json --step scaled -o "$work/plot-scaled.svg"
 svg_shot "$work/plot-scaled.svg" "$out/plot-scaled.png"
 
-# The HTML report: the worked example, a weight under the pointer, the tile walk, the dark theme.
+# The HTML report: the worked example, a weight under the pointer, the tile walk, the dark theme; and the
+# explorer (attn-trace explore) once its core has computed the worked example in the page.
 /usr/bin/python3 scripts/report_pictures.py "$bin" "$out"

@@ -1,5 +1,5 @@
-"""The screenshots of the HTML report for docs/pictures.md, taken in headless Chromium through Selenium
-from reports that attn-trace writes (scripts/pictures.sh runs it).
+"""The screenshots of the HTML report for docs/pictures.md and of the explorer for docs/explorer.md, taken
+in headless Chromium through Selenium from pages that attn-trace writes (scripts/pictures.sh runs it).
 
 usage: report_pictures.py path/to/attn-trace OUT_DIR
 """
@@ -57,6 +57,8 @@ with tempfile.TemporaryDirectory() as tmp:
                        ("gqa", ["data/gqa.json"])):
         pages[name] = os.path.join(tmp, name + ".html")
         subprocess.run([binary, "report", *args, "-o", pages[name]], check=True)
+    pages["explorer"] = os.path.join(tmp, "explorer.html")
+    subprocess.run([binary, "explore", "data/the_cat_sat.json", "-o", pages["explorer"]], check=True)
 
     driver = browser()
     try:
@@ -82,5 +84,16 @@ with tempfile.TemporaryDirectory() as tmp:
         driver.find_element("css selector", "[data-action=theme]").click()
         scroll_to(driver, "step-masked", 20)
         shot(driver, "report-dark.png")
+        # The explorer, once its core has computed the page's input and the report frame is drawn.
+        driver.set_window_size(1400, 860)
+        driver.get("file://" + os.path.abspath(pages["explorer"]))
+        deadline = time.time() + 30
+        while not driver.execute_script("const d = document.getElementById('report').contentDocument;"
+                                        "return document.documentElement.getAttribute('data-runs') === '1' &&"
+                                        " d.documentElement.getAttribute('data-ready') === '1'"):
+            if time.time() > deadline:
+                raise SystemExit("the explorer never finished computing")
+            time.sleep(0.05)
+        shot(driver, "explorer-the-cat-sat.png")
     finally:
         driver.quit()

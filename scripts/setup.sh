@@ -2,17 +2,19 @@
 # Installs what attn-trace needs from Debian 12's packages, when it is missing. Run as root (or as a
 # user who may sudo); on a machine that has everything it does nothing.
 #
-# usage: scripts/setup.sh            what building and running the tool need (scripts/demo.sh)
+# usage: scripts/setup.sh            what building and running the tool need (scripts/demo.sh), with
+#                                    Emscripten for the explorer's WebAssembly core (attn-trace explore)
 #        scripts/setup.sh --tests    that, and what the tests need (scripts/check.sh): Catch2, clang
 #                                    and its sanitizer runtimes for fuzzing, clang-format and
 #                                    clang-tidy, Python with numpy, jsonschema and PyTorch, Chromium
 #                                    with its driver and Selenium for the HTML report's browser tests,
-#                                    and Google Benchmark for the kernels' micro-benchmarks
+#                                    Google Benchmark for the kernels' micro-benchmarks, and Node.js
+#                                    for the explorer's core
 set -euo pipefail
 
-build_packages=(g++ make cmake libcli11-dev libfmt-dev nlohmann-json3-dev)
+build_packages=(g++ make cmake libcli11-dev libfmt-dev nlohmann-json3-dev emscripten)
 test_packages=(catch2 clang libclang-rt-14-dev clang-format clang-tidy python3 python3-numpy python3-jsonschema
-               python3-torch chromium chromium-driver python3-selenium libbenchmark-dev)
+               python3-torch chromium chromium-driver python3-selenium libbenchmark-dev nodejs)
 
 case ${1:-} in
   '') packages=("${build_packages[@]}") ;;

@@ -10,6 +10,7 @@
 #include "lessons/mistakes.hpp"
 #include "options.hpp"
 #include "request/memory.hpp"
+#include "request/request.hpp"
 #include "trace/record.hpp"
 #include "render/pages/report/report.hpp"
 
@@ -63,19 +64,6 @@ void check_saved_run(const CLI::App& cmd, const TraceOptions& o, const Trace& tr
              : p.upstream == Upstream::input ? std::string("the input's dY")
                                              : std::string("dY = 1"));
   }
-}
-
-// compare's verdict, for the page's naive vs flash and the unit of its map of flash − naive: a trace of
-// both engines that has none (a run of an input, or a saved run --engine both) gets it by running
-// compare's wider reference on the same input, dtype and tiles, so that its report is the same either way.
-void add_verdict(Trace& trace, const TraceOptions& o) {
-  if (trace.engine != Engine::both || trace.compare || !trace.flash) return;
-  StepFilter output_only;
-  output_only.only = {Step::output};
-  output_only.tiles = false;
-  const RunRequest request{Engine::both, trace.dtype, trace.flash->tile_size, output_only};
-  check_memory(o, request, *trace.problem, {.naive = true, .flash = true, .reference = true});
-  trace.compare = record_compare(trace.problem, request).compare;
 }
 
 int run(const CLI::App& cmd, const ReportCommand& c) {

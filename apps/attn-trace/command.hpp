@@ -26,5 +26,6 @@ Runner add_diff(CLI::App& app);
 Runner add_import(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_steps(CLI::App& app);
+Runner add_explore(CLI::App& app);
 
 }  // namespace attn::cli

@@ -69,7 +69,7 @@ _attn_trace() {
   for ((i = 1; i < cword; i++)); do
     word=${COMP_WORDS[i]}
     if [[ -z $command ]]; then
-      case $word in run | compare | properties | scaling | explain | diff | import | bench | show | plot | report | example | new | steps) command=$word ;; esac
+      case $word in run | compare | properties | scaling | explain | diff | import | bench | show | plot | report | explore | example | new | steps) command=$word ;; esac
       continue
     fi
     if ((takes_value)); then
@@ -91,7 +91,7 @@ _attn_trace() {
     if [[ $cur == -* ]]; then
       _attn_trace_words '--help --version' "$cur"
     else
-      _attn_trace_words 'run compare properties scaling explain diff import bench show plot report example new steps' "$cur"
+      _attn_trace_words 'run compare properties scaling explain diff import bench show plot report explore example new steps' "$cur"
     fi
     return 0
   fi
@@ -101,11 +101,12 @@ _attn_trace() {
     local values='' value_kind=words
     case $prev in
       --engine)
-        [[ $command == run || $command == plot || $command == report || $command == bench ]] && values='naive flash both'
+        [[ $command == run || $command == plot || $command == report || $command == explore || $command == bench ]] &&
+          values='naive flash both'
         [[ $command == explain ]] && values='naive flash' ;;
       --dtype)
         values='float32 float64'
-        [[ $command == run || $command == compare || $command == diff || $command == bench ]] &&
+        [[ $command == run || $command == compare || $command == diff || $command == bench || $command == explore ]] &&
           values='float32 float64 float16 bfloat16' ;;
       --color) values='auto always never' ;;
       --view) values='numbers heatmap auto' ;;
@@ -167,6 +168,7 @@ _attn_trace() {
     show) options="--steps --head $_attn_trace_display_options --format --help" ;;
     plot) options=$_attn_trace_plot_options ;;
     report) options='--engine --dtype --block-q --block-k --steps --head --backward --grad-seed --max-memory -o --output --mistake --color-scale --help' ;;
+    explore) options='--engine --dtype --block-q --block-k --backward --max-memory -o --output --help' ;;
     example) options='--list --help' ;;
     properties) options='--dtype --seed --json --max-memory --help' ;;
     scaling) options='--d-k --samples --seed --json --max-memory --precision --help' ;;
@@ -191,7 +193,7 @@ _attn_trace() {
   fi
   if ((positionals == 0)); then
     case $command in
-      run | compare | properties | explain | diff | bench | show | plot | report) _attn_trace_json_files "$cur" ;;
+      run | compare | properties | explain | diff | bench | show | plot | report | explore) _attn_trace_json_files "$cur" ;;
       example) _attn_trace_words "$(_attn_trace_examples "${COMP_WORDS[0]}")" "$cur" ;;
       scaling | new) _attn_trace_words "$options" "$cur" ;;  # no FILE: only options
       import)  # WEIGHTS: a .safetensors file, or a folder of .npy files

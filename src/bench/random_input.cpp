@@ -58,9 +58,9 @@ Problem bench_problem(const BenchShape& shape) {
   return p;
 }
 
-std::size_t bench_problem_bytes(const BenchShape& s) {
-  const std::size_t kv = checked_mul(s.kv_heads, s.heads == 0 ? 0 : s.d_model / s.heads);
-  std::size_t values = product(checked_add(s.n, s.m), s.d_model);  // X and the context
+std::uint64_t bench_problem_bytes(const BenchShape& s) {
+  const Count kv = checked_mul(s.kv_heads, s.heads == 0 ? 0 : s.d_model / s.heads);
+  Count values = product(checked_add(s.n, s.m), s.d_model);        // X and the context
   values = checked_add(values, product(2, s.d_model, s.d_model));  // W_q, W_o
   values = checked_add(values, product(2, s.d_model, kv));         // W_k, W_v
   return checked_mul(values, sizeof(double));

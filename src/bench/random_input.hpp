@@ -2,6 +2,7 @@
 // The seeded random input that `attn-trace bench` measures, and its size before it is made.
 
 #include <cstddef>
+#include <cstdint>
 
 #include "bench/records.hpp"
 #include "model/problem.hpp"
@@ -19,6 +20,6 @@ Problem bench_problem(const BenchShape& shape);
 Problem bench_sizes(const BenchShape& shape);
 
 // The bytes bench_problem's float64 values take: X, the context and the four weights.
-std::size_t bench_problem_bytes(const BenchShape& shape);
+std::uint64_t bench_problem_bytes(const BenchShape& shape);
 
 }  // namespace attn

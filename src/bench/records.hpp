@@ -46,11 +46,11 @@ struct BenchRun {
   std::size_t n = 0, m = 0, d_model = 0, heads = 0, kv_heads = 0;
   std::string mask;  // "none", "causal", … (the problem's mask kind)
   DType dtype = DType::float32;
-  std::size_t threads = 1;          // the threads that did the work: as asked on the fast path, 1 on the traced one
-  std::string kernels;              // the fast kernels' instruction set ("avx512", "avx2", "baseline"), or "traced"
-  TileSize tiles;                   // flash's tile (the default for n, m)
-  std::size_t estimated_bytes = 0;  // the engine's memory estimate (engine/estimate.hpp) and the float64 input
-  bool refused = false;             // over the limit: not run, nothing below measured
+  std::size_t threads = 1;            // the threads that did the work: as asked on the fast path, 1 on the traced one
+  std::string kernels;                // the fast kernels' instruction set ("avx512", "avx2", "baseline"), or "traced"
+  TileSize tiles;                     // flash's tile (the default for n, m)
+  std::uint64_t estimated_bytes = 0;  // the engine's memory estimate (engine/estimate.hpp) and the float64 input
+  bool refused = false;               // over the limit: not run, nothing below measured
 
   std::size_t repeats = 0;
   Timing total_s;       // the engine's whole call

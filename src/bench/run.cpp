@@ -210,8 +210,8 @@ std::vector<Engine> engines_of(const BenchRequest& r) {
 
 }  // namespace
 
-std::size_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::size_t input_bytes, std::size_t threads,
-                           bool backward) {
+std::uint64_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::uint64_t input_bytes,
+                             std::size_t threads, bool backward) {
   if (backward) return checked_add(fast_backward_bytes(p, scalar_bytes(dtype), threads), input_bytes);
   if (fast_supports(dtype)) return checked_add(fast_engine_bytes(p, engine, scalar_bytes(dtype), threads), input_bytes);
   RunShape shape;
@@ -245,7 +245,7 @@ BenchResult run_bench(const BenchRequest& r, const ProgressFn& progress) {
   const Clock::time_point start = Clock::now();
 
   // Every engine on one problem; `make` builds its values when a run fits (the sizes alone are in `sizes`).
-  const auto bench_one = [&](const Problem& sizes, std::size_t input_bytes, const auto& make) {
+  const auto bench_one = [&](const Problem& sizes, std::uint64_t input_bytes, const auto& make) {
     std::vector<BenchRun> runs;
     bool any = false;
     for (const Engine engine : engines_of(r)) {

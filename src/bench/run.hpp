@@ -7,6 +7,7 @@
 // error against a float64 reference on a few rows (bench/records.hpp holds what comes out).
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -49,8 +50,8 @@ struct BenchRequest {
 // (engine/fast.hpp, fast_engine_bytes) on `threads` in float32 and float64, the traced engine's
 // (engine/estimate.hpp) in the half types; with `backward`, flash's forward and backward on the fast
 // path (engine/fast_backward.hpp, fast_backward_bytes).
-std::size_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::size_t input_bytes,
-                           std::size_t threads = 1, bool backward = false);
+std::uint64_t bench_estimate(const Problem& p, Engine engine, DType dtype, std::uint64_t input_bytes,
+                             std::size_t threads = 1, bool backward = false);
 
 // Runs the request: per n, per engine (naive, then flash), refused or measured. The random input of a
 // size is made only when one of its runs fits the limit.

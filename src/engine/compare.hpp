@@ -2,7 +2,6 @@
 // Naive vs flash vs a wider reference: the errors, the memory, and the verdict of docs/cli.md.
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -11,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensor/bits.hpp"
 #include "engine/common.hpp"
 #include "engine/flash.hpp"
 #include "engine/naive.hpp"
@@ -43,7 +43,7 @@ Problem rounded_inputs(const Problem& p, DType storage = DType::float32) {
 template <class T>
 std::int64_t ulp_index(T x) {
   using Bits = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
-  const Bits bits = std::bit_cast<Bits>(x);
+  const Bits bits = attn::bit_cast<Bits>(x);
   // Negative values count down from -0 (which lands on 0, like +0).
   return bits < 0 ? -static_cast<std::int64_t>(bits & std::numeric_limits<Bits>::max())
                   : static_cast<std::int64_t>(bits);

@@ -1,8 +1,11 @@
 #pragma once
-// How much memory a run will need, worked out from the sizes alone, before anything is allocated.
+// How much memory a run will need, worked out from the sizes alone, before anything is allocated. Counted
+// in 64 bits on every platform: where size_t has 32 (the explorer's WebAssembly core), a run of 5 GiB
+// would otherwise be "too large to count" rather than 5 GiB over the limit.
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -11,27 +14,29 @@
 
 namespace attn {
 
-inline constexpr std::size_t too_large = std::numeric_limits<std::size_t>::max();
+// A count of values or bytes.
+using Count = std::uint64_t;
+inline constexpr Count too_large = std::numeric_limits<Count>::max();
 
-// a · b, or too_large when that does not fit in a size_t (a size computation must not wrap).
-inline std::size_t checked_mul(std::size_t a, std::size_t b) {
+// a · b, or too_large when that does not fit in 64 bits (a size computation must not wrap).
+inline Count checked_mul(Count a, Count b) {
   if (a == too_large || b == too_large) return too_large;
   if (a != 0 && b > too_large / a) return too_large;
   return a * b;
 }
-inline std::size_t checked_add(std::size_t a, std::size_t b) { return a > too_large - b ? too_large : a + b; }
+inline Count checked_add(Count a, Count b) { return a > too_large - b ? too_large : a + b; }
 
 template <class... Sizes>
-std::size_t product(Sizes... sizes) {
-  std::size_t out = 1;
+Count product(Sizes... sizes) {
+  Count out = 1;
   ((out = checked_mul(out, sizes)), ...);
   return out;
 }
 
 struct MemoryEstimate {
-  std::size_t engine = 0;  // the inputs in the run's dtype, projections, heads and score buffers
-  std::size_t trace = 0;   // the copies a trace keeps (double), and its JSON text when asked for
-  std::size_t total() const { return checked_add(engine, trace); }
+  Count engine = 0;  // the inputs in the run's dtype, projections, heads and score buffers
+  Count trace = 0;   // the copies a trace keeps (double), and its JSON text when asked for
+  Count total() const { return checked_add(engine, trace); }
 };
 
 // What a run does, as far as memory goes.
@@ -50,9 +55,9 @@ struct RunShape {
 };
 
 // Values of one engine run that do not depend on the engine: inputs, projections, heads, outputs.
-inline std::size_t shared_values(const Problem& p) {
-  const std::size_t B = p.B, n = p.n, m = p.m;
-  std::size_t v = 0;
+inline Count shared_values(const Problem& p) {
+  const Count B = p.B, n = p.n, m = p.m;
+  Count v = 0;
   v = checked_add(v, product(B, n, p.d_model));                                     // X
   v = checked_add(v, product(B, m, p.d_context));                                   // C
   v = checked_add(v, product(p.d_model, p.h, p.d_k));                               // W_q
@@ -71,23 +76,23 @@ inline std::size_t shared_values(const Problem& p) {
 // The estimate for a run of `shape` on `p`; too_large when a size computation would overflow.
 inline MemoryEstimate estimate_memory(const Problem& p, const RunShape& shape) {
   MemoryEstimate e;
-  const std::size_t B = p.B, h = p.h, n = p.n, m = p.m;
-  const std::size_t scores = product(B, h, n, m);  // one (B, h, n, m) buffer
+  const Count B = p.B, h = p.h, n = p.n, m = p.m;
+  const Count scores = product(B, h, n, m);  // one (B, h, n, m) buffer
   // The engines run one after another, so the most any one of them holds is what counts.
-  const std::size_t naive = checked_add(shared_values(p), checked_mul(2, scores));  // two score buffers at a time
-  const std::size_t flash =
+  const Count naive = checked_add(shared_values(p), checked_mul(2, scores));  // two score buffers at a time
+  const Count flash =
       checked_add(shared_values(p), product(2, shape.tile_size.Br, checked_add(shape.tile_size.Bc, p.d_v + 3)));
   // The backward pass holds a gradient of every shared value beside it (the parameters' too), and naive
   // three score buffers at a time (A, dA, and the next of dS'', dS', dS).
-  const std::size_t backward_naive = checked_add(checked_mul(2, shared_values(p)), checked_mul(3, scores));
-  const std::size_t backward_flash = checked_add(
-      checked_mul(2, shared_values(p)), product(3, shape.tile_size.Br, checked_add(shape.tile_size.Bc, p.d_k)));
+  const Count backward_naive = checked_add(checked_mul(2, shared_values(p)), checked_mul(3, scores));
+  const Count backward_flash = checked_add(checked_mul(2, shared_values(p)),
+                                           product(3, shape.tile_size.Br, checked_add(shape.tile_size.Bc, p.d_k)));
   if (shape.naive) e.engine = std::max(e.engine, checked_mul(shape.backward ? backward_naive : naive, shape.scalar));
   if (shape.flash) e.engine = std::max(e.engine, checked_mul(shape.backward ? backward_flash : flash, shape.scalar));
   // compare --backward keeps every step of both engines in double and of its reference one precision up:
   // nine score-sized steps (five forward, four backward) and every shared value and its gradient.
   if (shape.backward && shape.reference_scalar) {
-    const std::size_t every = checked_add(checked_mul(9, scores), checked_mul(2, shared_values(p)));
+    const Count every = checked_add(checked_mul(9, scores), checked_mul(2, shared_values(p)));
     e.engine = checked_add(e.engine, checked_mul(every, checked_add(16, shape.reference_scalar)));
   }
   // compare's reference: naive one precision up, while the noise floor keeps Q, K, V, the head outputs
@@ -97,7 +102,7 @@ inline MemoryEstimate estimate_memory(const Problem& p, const RunShape& shape) {
         std::max(e.engine, checked_add(checked_mul(naive, shape.reference_scalar), product(2, shared_values(p), 8)));
 
   // A trace keeps doubles: the shared steps at most once each, the score steps, and the tiles.
-  std::size_t kept = 0;
+  Count kept = 0;
   if (shape.shared_traced) kept = shared_values(p);
   kept = checked_add(kept, checked_mul(shape.score_steps_traced, scores));
   if (shape.backward) {
@@ -105,18 +110,18 @@ inline MemoryEstimate estimate_memory(const Problem& p, const RunShape& shape) {
     kept = checked_add(kept, checked_mul(shape.gradient_score_steps_traced, scores));
   }
   if (shape.flash && shape.tiles_traced && shape.backward) {
-    const std::size_t Tr = (n + shape.tile_size.Br - 1) / shape.tile_size.Br,
-                      Tc = (m + shape.tile_size.Bc - 1) / shape.tile_size.Bc;
-    const std::size_t per_tile = checked_add(
+    const Count Tr = (n + shape.tile_size.Br - 1) / shape.tile_size.Br,
+                Tc = (m + shape.tile_size.Bc - 1) / shape.tile_size.Bc;
+    const Count per_tile = checked_add(
         product(3, shape.tile_size.Br, shape.tile_size.Bc),
         checked_add(product(shape.tile_size.Br, p.d_k), product(shape.tile_size.Bc, checked_add(p.d_k, p.d_v))));
     kept = checked_add(kept, product(B, h, Tr, Tc, per_tile));
   }
   if (shape.flash && shape.tiles_traced) {
-    const std::size_t Tr = (n + shape.tile_size.Br - 1) / shape.tile_size.Br,
-                      Tc = (m + shape.tile_size.Bc - 1) / shape.tile_size.Bc;
-    const std::size_t per_tile = checked_add(product(2, shape.tile_size.Br, shape.tile_size.Bc),
-                                             product(shape.tile_size.Br, checked_add(p.d_v, 5)));
+    const Count Tr = (n + shape.tile_size.Br - 1) / shape.tile_size.Br,
+                Tc = (m + shape.tile_size.Bc - 1) / shape.tile_size.Bc;
+    const Count per_tile = checked_add(product(2, shape.tile_size.Br, shape.tile_size.Bc),
+                                       product(shape.tile_size.Br, checked_add(p.d_v, 5)));
     kept = checked_add(kept, product(B, h, Tr, Tc, per_tile));
   }
   e.trace = checked_mul(kept, 8);

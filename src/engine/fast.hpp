@@ -540,9 +540,9 @@ inline FastOptions checked(FastOptions o, std::string_view who) {
 // its limit by it): the inputs in T (the context only for cross-attention) and the weights, Q, K and V,
 // the merged head outputs and the output; naive's one (B, h, n, m) buffer, or flash's packed K and V
 // tiles (in place of K and V) and one scratch tile per thread. An upper bound up to the padding.
-inline std::size_t fast_engine_bytes(const Problem& p, Engine engine, std::size_t scalar, std::size_t threads) {
+inline Count fast_engine_bytes(const Problem& p, Engine engine, std::size_t scalar, std::size_t threads) {
   const std::size_t B = p.B, n = p.n, m = p.m;
-  std::size_t v = product(B, n, p.d_model);
+  Count v = product(B, n, p.d_model);
   if (p.cross) v = checked_add(v, product(B, m, p.d_context));
   v = checked_add(v, product(p.d_model, p.h, p.d_k));
   v = checked_add(v, product(p.d_context, p.g, checked_add(p.d_k, p.d_v)));

@@ -435,9 +435,9 @@ FastBackward<T> run_fast_backward(const Problem& p, FastOptions o) {
 // by it): the flash forward's (fast_engine_bytes), with K and V kept beside their packed tiles, then dY,
 // dO, D, the heads' gradients, dX and dC, the weights' gradients, and per thread a key tile packed three
 // ways, its dK_j and dV_j, and a query tile's Q, dO, P, dS and dQ share. An upper bound up to the padding.
-inline std::size_t fast_backward_bytes(const Problem& p, std::size_t scalar, std::size_t threads) {
+inline Count fast_backward_bytes(const Problem& p, std::size_t scalar, std::size_t threads) {
   const std::size_t B = p.B, n = p.n, m = p.m, h = p.h, g = p.g, d_k = p.d_k, d_v = p.d_v;
-  std::size_t v = fast_engine_bytes(p, Engine::flash, scalar, threads) / scalar;
+  Count v = fast_engine_bytes(p, Engine::flash, scalar, threads) / scalar;
   v = checked_add(v, product(B, m, g, checked_add(d_k, d_v)));               // K and V kept
   v = checked_add(v, product(B, n, checked_add(p.d_out, product(h, d_v))));  // dY, dO
   v = checked_add(v, product(B, h, n));                                      // D
@@ -448,8 +448,8 @@ inline std::size_t fast_backward_bytes(const Problem& p, std::size_t scalar, std
   v = checked_add(v, product(h, d_v, p.d_out));
   const std::size_t Br = std::min(fast_backward_tiles().Br, std::max<std::size_t>(n, 1)) + 48;
   const std::size_t Bc = std::min(fast_backward_tiles().Bc, std::max<std::size_t>(m, 1)) + 48;
-  const std::size_t wide = checked_add(checked_add(d_k, d_v), 16);
-  const std::size_t per_thread =
+  const Count wide = checked_add(checked_add(d_k, d_v), 16);
+  const Count per_thread =
       checked_add(product(Bc, 3, wide), product(Br, checked_add(product(2, Bc), product(2, wide))));
   v = checked_add(v, product(std::max<std::size_t>(threads, 1), per_thread));
   return checked_mul(v, scalar);

@@ -4,7 +4,6 @@
 // byte count of a shape without wrapping around, and file text made safe to quote in a one-line message.
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -15,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "tensor/bits.hpp"
 #include "formats/dump.hpp"
 #include "io/read.hpp"
 #include "tensor/half.hpp"
@@ -60,8 +60,8 @@ inline void decode_append(std::string_view data, DumpDType dtype, std::vector<do
     switch (dtype) {
       case DumpDType::float16: out.push_back(float16_to_float(static_cast<std::uint16_t>(bits))); break;
       case DumpDType::bfloat16: out.push_back(bfloat16_to_float(static_cast<std::uint16_t>(bits))); break;
-      case DumpDType::float32: out.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(bits))); break;
-      case DumpDType::float64: out.push_back(std::bit_cast<double>(bits)); break;
+      case DumpDType::float32: out.push_back(attn::bit_cast<float>(static_cast<std::uint32_t>(bits))); break;
+      case DumpDType::float64: out.push_back(attn::bit_cast<double>(bits)); break;
     }
   }
 }

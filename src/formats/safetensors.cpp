@@ -113,7 +113,7 @@ std::pair<std::string, std::optional<std::size_t>> read_split(ByteSource& in, co
     throw InputError(file, "", fmt::format("the .safetensors header length {} is over the limit of {}", n, max_header));
   if (n > budget.left)
     throw InputError(file, "", fmt::format("the .safetensors header length {} is over {}", n, budget.describe()));
-  std::string header = read_up_to(in, n);
+  std::string header = read_up_to(in, static_cast<std::size_t>(n));
   if (header.size() < n)
     throw InputError(file, "",
                      fmt::format("the .safetensors header length {} runs past the end of the file ({} bytes after it)",

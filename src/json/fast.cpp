@@ -1,6 +1,8 @@
 #include "json/fast.hpp"
 
+#include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -19,6 +21,23 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 // 10^0 … 10^22: every one an exact double.
 constexpr double powers_of_ten[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+// The JSON number in [from, to) (already checked well formed) as the nearest double: false when it is
+// out of range, which is left to nlohmann. std::from_chars where the library has it for doubles;
+// Emscripten's libc++ 13 does not, and there musl's strtod, which rounds correctly too, reads a copy
+// that ends in a NUL.
+bool read_double(const char* from, const char* to, double& x) {
+#if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
+  const auto [end, ec] = std::from_chars(from, to, x);
+  return ec == std::errc{} && end == to;
+#else
+  const std::string text(from, to);
+  char* end = nullptr;
+  errno = 0;
+  x = std::strtod(text.c_str(), &end);
+  return errno == 0 && end == text.c_str() + text.size();
+#endif
+}
 
 // The length of the well-formed UTF-8 sequence at `p` (whose first byte is >= 0x80), or 0 if it is not
 // one. These are the ranges of the Unicode Standard's table 3-7, which nlohmann checks as well: no
@@ -313,7 +332,7 @@ class FastParser {
     // Correctly rounded, as strtod. Out of range, a number is an error past ±1.8e308 for nlohmann and 0
     // below 2.5e-324: both are left to it.
     json::number_float_t x = 0;
-    if (const auto [end, ec] = std::from_chars(start, p_, x); ec != std::errc{} || end != p_) return false;
+    if (!read_double(start, p_, x)) return false;
     return put(x);
   }
 

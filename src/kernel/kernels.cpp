@@ -49,6 +49,7 @@ void gemm_in(Isa isa, const Args& a) {
   if (isa == Isa::avx512) return avx512::gemm(a);
   if (isa == Isa::avx2) return avx2::gemm(a);
 #endif
+  (void)isa;
   baseline::gemm(a);
 }
 
@@ -58,6 +59,7 @@ void flash_tile_in(Isa isa, const Args& a) {
   if (isa == Isa::avx512) return avx512::flash_tile(a);
   if (isa == Isa::avx2) return avx2::flash_tile(a);
 #endif
+  (void)isa;
   baseline::flash_tile(a);
 }
 
@@ -67,6 +69,7 @@ void flash_backward_tile_in(Isa isa, const Args& a) {
   if (isa == Isa::avx512) return avx512::flash_backward_tile(a);
   if (isa == Isa::avx2) return avx2::flash_backward_tile(a);
 #endif
+  (void)isa;
   baseline::flash_backward_tile(a);
 }
 
@@ -76,6 +79,7 @@ void softmax_rows_in(Isa isa, const Args& a) {
   if (isa == Isa::avx512) return avx512::softmax_rows(a);
   if (isa == Isa::avx2) return avx2::softmax_rows(a);
 #endif
+  (void)isa;
   baseline::softmax_rows(a);
 }
 
@@ -104,7 +108,8 @@ void gemm_threads(Isa isa, const GemmArgs<T>& g, std::size_t threads) {
   const std::size_t a_size = round_up(std::min(g.M, layout.gemm_mc), layout.row_block) * kc;
   const std::size_t b_size = kc * round_up(std::min(g.N, layout.gemm_nc), layout.gemm_nr);
   std::vector<std::unique_ptr<T[]>> scratch(threads);
-  for (auto& s : scratch) s = std::make_unique_for_overwrite<T[]>(a_size + b_size);
+  // Left uninitialised, as std::make_unique_for_overwrite would (which Emscripten's libc++ 13 lacks).
+  for (auto& s : scratch) s = std::unique_ptr<T[]>(new T[a_size + b_size]);
   parallel_for((g.M + band - 1) / band, threads, [&](std::size_t item, std::size_t worker) {
     GemmArgs<T> part = g;
     const std::size_t i0 = item * band;

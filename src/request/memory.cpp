@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <exception>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -13,10 +15,10 @@
 
 namespace attn {
 
-namespace {
-
-// "4G", "512M", "1.5GiB", "1000000": a size in bytes.
-std::size_t parse_size(const std::string& text) {
+// "4G", "512M", "1.5GiB", "1000000": a size in bytes, held at `largest`. Where size_t is 32 bits (the
+// explorer's WebAssembly core), 4G is one byte more than it holds: converted as it is, it would wrap to 0
+// and every run would be refused, so a size past what the platform can address means "no limit" there.
+std::size_t parse_size(const std::string& text, std::uint64_t largest) {
   std::size_t used = 0;
   double value = 0;
   try {
@@ -36,10 +38,12 @@ std::size_t parse_size(const std::string& text) {
   else if (unit == "T") factor = 1024.0 * 1024 * 1024 * 1024;
   if (used == 0 || factor == 0 || !(value >= 0) || value * factor > 1e19)
     throw UsageError(fmt::format("--max-memory: expected a size such as 512M or 4G, found \"{}\"", text));
-  return static_cast<std::size_t>(value * factor);
+  largest = std::min<std::uint64_t>(largest, std::numeric_limits<std::size_t>::max());
+  // Compared as doubles: 2^64 and 2^32 are exact there, and a double at or past them does not convert.
+  const double bytes = value * factor;
+  if (bytes >= static_cast<double>(largest)) return static_cast<std::size_t>(largest);
+  return static_cast<std::size_t>(bytes);
 }
-
-}  // namespace
 
 MemoryLimit memory_limit(const TraceOptions& options) { return {parse_size(options.max_memory), options.max_memory}; }
 
@@ -80,11 +84,11 @@ MemoryVerdict memory_verdict(const TraceOptions& o, const RunRequest& r, const P
   lean.tiles_traced = false;
   if (scope.reference) asked.reference_scalar = r.dtype == DType::float64 ? sizeof(long double) : 8;
   // pass 3: the estimates, and the verdict
-  const std::size_t need = estimate_memory(p, asked).total();  // of one run
-  const std::size_t flash_need = estimate_memory(p, flash).total(), lean_need = estimate_memory(p, lean).total();
+  const Count need = estimate_memory(p, asked).total();  // of one run
+  const Count flash_need = estimate_memory(p, flash).total(), lean_need = estimate_memory(p, lean).total();
   if (need <= limit / runs) return {};
   if (runs > 1) {
-    const std::size_t all = need > too_large / runs ? too_large : need * runs;
+    const Count all = checked_mul(need, runs);
     return {fmt::format("this comparison holds {} runs of the input with every step, about {}, over --max-memory {}",
                         runs, describe_bytes(all), o.max_memory)};
   }

@@ -2,6 +2,8 @@
 // --max-memory: the limit, and the verdict on a run, from the sizes alone, before anything is allocated.
 
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "io/read.hpp"
@@ -10,6 +12,10 @@
 #include "trace/record.hpp"
 
 namespace attn {
+
+// A size as --max-memory takes it ("4G", "512M", "1.5GiB", "1000000") in bytes, or a UsageError when it
+// is not one. A size past `largest` (by default, what size_t holds) is `largest`.
+std::size_t parse_size(const std::string& text, std::uint64_t largest = std::numeric_limits<std::size_t>::max());
 
 // --max-memory as a limit, or a UsageError when it is not a size.
 MemoryLimit memory_limit(const TraceOptions& options);

@@ -96,4 +96,14 @@ RunRequest plan_run(const TraceOptions& o, const Problem& p) {
   return request;
 }
 
+void add_verdict(Trace& trace, const TraceOptions& o) {
+  if (trace.engine != Engine::both || trace.compare || !trace.flash) return;
+  StepFilter output_only;
+  output_only.only = {Step::output};
+  output_only.tiles = false;
+  const RunRequest request{Engine::both, trace.dtype, trace.flash->tile_size, output_only};
+  check_memory(o, request, *trace.problem, {.naive = true, .flash = true, .reference = true});
+  trace.compare = record_compare(trace.problem, request).compare;
+}
+
 }  // namespace attn

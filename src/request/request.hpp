@@ -37,4 +37,10 @@ RunRequest run_request(const TraceOptions& options, const Problem& problem, Step
 // when an input value is beyond the dtype's range or the run would need more than --max-memory.
 RunRequest plan_run(const TraceOptions& options, const Problem& problem);
 
+// compare's verdict, for a page's naive vs flash and the unit of its map of flash − naive (report,
+// explore): a trace of both engines that has none (a run of an input, or a saved run --engine both)
+// gets it by running compare's wider reference on the same input, dtype and tiles, so that its page is
+// the same either way. Refused (exit 2) when the reference would need more than --max-memory.
+void add_verdict(Trace& trace, const TraceOptions& options);
+
 }  // namespace attn

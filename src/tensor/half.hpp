@@ -7,10 +7,11 @@
 // NaN (made quiet), and values below the smallest normal become subnormals or ±0. A double is narrowed
 // in one rounding too (double_to_float16, double_to_bfloat16), not twice through the nearest float.
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+
+#include "tensor/bits.hpp"
 
 namespace attn {
 
@@ -23,14 +24,14 @@ inline float float16_to_float(std::uint16_t h) {
     const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
     return sign != 0 ? -magnitude : magnitude;
   }
-  if (exponent == 0x1F) return std::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13));  // inf, NaN
-  return std::bit_cast<float>(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
+  if (exponent == 0x1F) return attn::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13));  // inf, NaN
+  return attn::bit_cast<float>(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
 }
 
-inline float bfloat16_to_float(std::uint16_t b) { return std::bit_cast<float>(std::uint32_t{b} << 16); }
+inline float bfloat16_to_float(std::uint16_t b) { return attn::bit_cast<float>(std::uint32_t{b} << 16); }
 
 inline std::uint16_t float_to_float16(float f) {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t x = attn::bit_cast<std::uint32_t>(f);
   const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
   const std::uint32_t magnitude = x & 0x7FFFFFFFu;
   if (magnitude > 0x7F800000u)  // NaN: quiet, with the top of its payload
@@ -59,7 +60,7 @@ inline std::uint16_t float_to_float16(float f) {
 }
 
 inline std::uint16_t float_to_bfloat16(float f) {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t x = attn::bit_cast<std::uint32_t>(f);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((x >> 16) | 0x0040u);  // NaN, quiet
   // Round on the 16 dropped bits: adding 0x7FFF, plus 1 when the kept part is odd, carries into it exactly
   // when the dropped part is above one half, or is one half and the kept part odd. The carry runs into the
@@ -77,7 +78,7 @@ inline float double_to_float_odd(double d) {
   if (static_cast<double>(f) == d || std::isnan(d)) return f;
   if (std::isinf(f)) return std::copysign(std::numeric_limits<float>::max(), f);  // beyond float: still beyond 16 bits
   const float toward_zero = std::fabs(static_cast<double>(f)) > std::fabs(d) ? std::nextafter(f, 0.0f) : f;
-  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(toward_zero) | 1u);
+  return attn::bit_cast<float>(attn::bit_cast<std::uint32_t>(toward_zero) | 1u);
 }
 
 inline std::uint16_t double_to_float16(double d) { return float_to_float16(double_to_float_odd(d)); }

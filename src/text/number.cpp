@@ -44,9 +44,9 @@ std::string significant_value(double x, int digits) {
   return fmt::format("{:.{}g}", x, std::max(digits, 1));
 }
 
-std::string describe_bytes(std::size_t bytes) {
+std::string describe_bytes(std::uint64_t bytes) {
   // A count that saturated (engine/estimate.hpp's too_large) is no size: the sizes overflowed it.
-  if (bytes == std::numeric_limits<std::size_t>::max()) return "more than 16 EiB (the sizes overflow a 64-bit count)";
+  if (bytes == std::numeric_limits<std::uint64_t>::max()) return "more than 16 EiB (the sizes overflow a 64-bit count)";
   const double b = static_cast<double>(bytes);
   if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", b / (1024.0 * 1024 * 1024));
   if (b >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));

@@ -4,6 +4,7 @@
 // Every convention writes what is not finite as "-inf", "inf" and "nan".
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace attn {
@@ -25,6 +26,6 @@ std::string significant_value(double x, int digits);
 
 // For people, a size: "512 bytes", "1.5 KiB", "4.0 GiB"; the largest size_t, a count that saturated, as
 // "more than 16 EiB".
-std::string describe_bytes(std::size_t bytes);
+std::string describe_bytes(std::uint64_t bytes);
 
 }  // namespace attn

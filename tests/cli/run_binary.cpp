@@ -192,6 +192,7 @@ RunResult run_binary(const std::vector<std::string>& args, const RunOptions& opt
   else if (options.stderr_path)
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, options.stderr_path->c_str(), O_WRONLY, 0);
   else posix_spawn_file_actions_adddup2(&actions, err.fd(), STDERR_FILENO);
+  if (options.working_directory) posix_spawn_file_actions_addchdir_np(&actions, options.working_directory->c_str());
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   if (options.new_session) posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
@@ -264,6 +265,12 @@ std::string read_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return std::move(text).str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out.flush()) throw std::runtime_error("cannot write " + path);
 }
 
 std::vector<std::string> split_lines(const std::string& text) {

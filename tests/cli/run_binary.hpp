@@ -57,7 +57,8 @@ struct RunOptions {
   std::vector<std::string> unset_env;  // removed from the child's environment (e.g. NO_COLOR)
   bool stdout_terminal = false;        // stdout is a pseudo-terminal (raw mode, 72 columns), for --color auto
   std::chrono::milliseconds timeout{10'000};
-  std::string program = tested_program();  // the program to run (another build of it, say)
+  std::string program = tested_program();        // the program to run (another build of it, say)
+  std::optional<std::string> working_directory;  // the program starts in this folder (absent: the tests' own)
 
   RunOptions& input(std::string text) {
     stdin_text = std::move(text);
@@ -162,6 +163,9 @@ std::vector<std::string> data_files();
 
 // A whole file, byte for byte. Throws std::runtime_error when it cannot be read.
 std::string read_file(const std::string& path);
+
+// `text` as the whole of the file `path`, byte for byte. Throws std::runtime_error when it cannot be written.
+void write_file(const std::string& path, const std::string& text);
 
 // The lines of `text`, without their '\n'; a final line without '\n' counts as a line.
 std::vector<std::string> split_lines(const std::string& text);

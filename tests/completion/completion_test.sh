@@ -74,8 +74,9 @@ expect_has() {
 
 # The commands and the top-level options.
 expect_exactly "report run" attn-trace r
+expect_exactly "explain explore" attn-trace exp
 expect_exactly "run" attn-trace ru
-expect_exactly "bench compare diff example explain import new plot properties report run scaling show steps" attn-trace ''
+expect_exactly "bench compare diff example explain explore import new plot properties report run scaling show steps" attn-trace ''
 expect_exactly "--names --json --help" attn-trace steps --
 expect_exactly "properties plot" attn-trace p
 expect_exactly "--dtype --seed --json --max-memory --help" attn-trace properties x.json --
@@ -100,6 +101,9 @@ expect_exactly "--step --head --all-heads --batch -o --output --engine --dtype -
 expect_exactly "--engine --dtype --block-q --block-k --steps --head --backward --grad-seed --max-memory --output --mistake --color-scale --help" \
   attn-trace report x.json --
 expect_exactly "naive flash both" attn-trace report x.json --engine ''
+expect_exactly "--engine --dtype --block-q --block-k --backward --max-memory --output --help" attn-trace explore x.json --
+expect_exactly "float32 float64 float16 bfloat16" attn-trace explore --dtype ''
+expect_exactly "naive flash both" attn-trace explore --engine ''
 expect_exactly "text markdown latex csv" attn-trace show t.json --format ''
 expect_exactly "--query --key --head --batch --output --grad --index --grad-seed --engine --dtype --block-q --block-k
                 --json --max-memory --precision --color --help" attn-trace explain x.json --

@@ -1,11 +1,14 @@
 // The memory estimate that --max-memory checks: worked out by hand from the sizes.
 
+#include <cstdint>
 #include <limits>
 
 #include <catch2/catch.hpp>
 
 #include "engine/estimate.hpp"
 #include "io/load.hpp"
+#include "json/error.hpp"
+#include "request/memory.hpp"
 
 using namespace attn;
 
@@ -63,4 +66,25 @@ TEST_CASE("compare's estimate counts the wider reference and the noise floor's c
   // values are 124 (as in the tests above) and one score buffer 9; the reference's naive run holds
   // (124 + 2 · 9) · 8 bytes, and the noise floor 2 · 124 more doubles.
   CHECK(estimate_memory(p, shape).engine == (124 + 2 * 9) * 8 + 2 * 124 * 8);
+}
+
+TEST_CASE("The sizes of --max-memory are read in bytes, and a size past what size_t holds is held at its largest",
+          "[estimate]") {
+  // By hand: 1024-based units, the B and iB suffixes optional, case ignored.
+  CHECK(parse_size("1000000") == 1'000'000);
+  CHECK(parse_size("1536K") == 1536u * 1024);
+  CHECK(parse_size("1.5GiB") == 3u * 512 * 1024 * 1024);
+  CHECK(parse_size("512mb") == 512u * 1024 * 1024);
+  CHECK(parse_size("4G") == std::uint64_t{4} << 30);
+  // Where size_t is 32 bits (the explorer's WebAssembly core), 4G = 2^32 would wrap to 0 and refuse every
+  // run: it is 2^32 − 1 there instead, and a size below that is kept as it is.
+  const std::uint64_t largest32 = std::numeric_limits<std::uint32_t>::max();
+  CHECK(parse_size("4G", largest32) == largest32);
+  CHECK(parse_size("16T", largest32) == largest32);
+  CHECK(parse_size("1G", largest32) == std::uint64_t{1} << 30);
+  CHECK(parse_size("4294967295", largest32) == largest32);
+  // On a 64-bit platform a size this large is still within size_t, and kept.
+  CHECK(parse_size("9e18") == std::size_t{9'000'000'000'000'000'000u});
+  CHECK_THROWS_AS(parse_size("lots"), UsageError);
+  CHECK_THROWS_AS(parse_size("-1G"), UsageError);
 }

@@ -1,6 +1,6 @@
 #pragma once
 // The HTML report's assets, src/render/pages/report/report.{html,css,js} and report_backward.{css,js}, embedded at
-// build time by cmake/embed_report.cmake, so the tool needs no files beside it and the page needs nothing fetched.
+// build time by cmake/embed_assets.cmake, so the tool needs no files beside it and the page needs nothing fetched.
 
 #include <string_view>
 

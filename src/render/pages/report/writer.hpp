@@ -1,7 +1,7 @@
 #pragma once
 // The report's page writer: text from the trace as page text or as JSON text, the values of the page's
 // JSON (numbers, lists of text, a colour range, one heatmap), and the template filled in one pass.
-// Only pages/report/ includes this.
+// Only pages/report/ and pages/explorer/ (for its template) include this.
 
 #include <cmath>
 #include <iterator>

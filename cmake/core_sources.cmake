@@ -1,0 +1,148 @@
+# The library's sources and the files the build generates for it, for the tool's build (CMakeLists.txt)
+# and for the explorer's core, which Emscripten compiles from the same files (cmake/explorer_core.cmake).
+
+# The bundled examples (data/*.json) are compiled into the binary for `attn-trace example`.
+file(GLOB ATTN_EXAMPLE_FILES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/data/*.json)
+set(ATTN_EXAMPLES_CPP ${PROJECT_BINARY_DIR}/generated/examples.cpp)
+add_custom_command(
+  OUTPUT ${ATTN_EXAMPLES_CPP}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${ATTN_EXAMPLES_CPP} -DDATA_DIR=${PROJECT_SOURCE_DIR}/data
+          -P ${CMAKE_CURRENT_LIST_DIR}/embed_examples.cmake
+  DEPENDS ${ATTN_EXAMPLE_FILES} ${CMAKE_CURRENT_LIST_DIR}/embed_examples.cmake
+  COMMENT "Embedding data/*.json")
+# The HTML report's and the explorer's templates, style sheets and scripts (src/render/pages/report/,
+# src/render/pages/explorer/) are compiled in the same way.
+set(ATTN_REPORT_ASSETS ${PROJECT_SOURCE_DIR}/src/render/pages/report/report.html ${PROJECT_SOURCE_DIR}/src/render/pages/report/report.css
+                       ${PROJECT_SOURCE_DIR}/src/render/pages/report/report.js
+                       ${PROJECT_SOURCE_DIR}/src/render/pages/report/report_backward.css
+                       ${PROJECT_SOURCE_DIR}/src/render/pages/report/report_backward.js)
+set(ATTN_REPORT_ASSETS_CPP ${PROJECT_BINARY_DIR}/generated/report_assets.cpp)
+add_custom_command(
+  OUTPUT ${ATTN_REPORT_ASSETS_CPP}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${ATTN_REPORT_ASSETS_CPP} -DASSET_DIR=${PROJECT_SOURCE_DIR}/src/render/pages/report
+          -DHEADER=render/pages/report/report_assets.hpp
+          "-DASSETS=report_template:report.html,report_css:report.css,report_js:report.js,report_backward_css:report_backward.css,report_backward_js:report_backward.js"
+          -P ${CMAKE_CURRENT_LIST_DIR}/embed_assets.cmake
+  DEPENDS ${ATTN_REPORT_ASSETS} ${CMAKE_CURRENT_LIST_DIR}/embed_assets.cmake
+  COMMENT "Embedding the report's HTML, CSS and JavaScript")
+set(ATTN_EXPLORER_ASSETS ${PROJECT_SOURCE_DIR}/src/render/pages/explorer/explorer.html
+                         ${PROJECT_SOURCE_DIR}/src/render/pages/explorer/explorer.css
+                         ${PROJECT_SOURCE_DIR}/src/render/pages/explorer/explorer.js)
+set(ATTN_EXPLORER_ASSETS_CPP ${PROJECT_BINARY_DIR}/generated/explorer_assets.cpp)
+add_custom_command(
+  OUTPUT ${ATTN_EXPLORER_ASSETS_CPP}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${ATTN_EXPLORER_ASSETS_CPP} -DASSET_DIR=${PROJECT_SOURCE_DIR}/src/render/pages/explorer
+          -DHEADER=render/pages/explorer/explorer_assets.hpp
+          "-DASSETS=explorer_template:explorer.html,explorer_css:explorer.css,explorer_js:explorer.js"
+          -P ${CMAKE_CURRENT_LIST_DIR}/embed_assets.cmake
+  DEPENDS ${ATTN_EXPLORER_ASSETS} ${CMAKE_CURRENT_LIST_DIR}/embed_assets.cmake
+  COMMENT "Embedding the explorer's HTML, CSS and JavaScript")
+# Where `cmake --install` puts the examples (below), for the hint of a missing input that is one of them.
+include(GNUInstallDirs)
+set(ATTN_INSTALLED_EXAMPLES ${CMAKE_INSTALL_FULL_DATADIR}/attn-trace/examples)
+configure_file(cmake/version.hpp.in ${PROJECT_BINARY_DIR}/generated/attn/version.hpp @ONLY)
+
+set(ATTN_CORE_SOURCES
+  src/io/load.cpp
+  src/json/parse.cpp
+  src/json/fast.cpp
+  src/json/error.cpp
+  src/json/pointer.cpp
+  src/json/reader.cpp
+  src/json/quoted.cpp
+  src/text/nearest.cpp
+  src/io/examples.cpp
+  src/io/new_input.cpp
+  src/io/trace_write.cpp
+  src/io/trace_read.cpp
+  src/io/properties_json.cpp
+  src/io/output.cpp
+  src/io/read.cpp
+  src/io/scaling_json.cpp
+  src/io/mistake_json.cpp
+  src/io/explain_json.cpp
+  src/formats/npy.cpp
+  src/formats/safetensors.cpp
+  src/formats/json_dump.cpp
+  src/formats/dump_folder.cpp
+  src/formats/import_layer.cpp
+  src/io/diff_json.cpp
+  src/io/bench_json.cpp
+  src/model/mask.cpp
+  src/model/positions.cpp
+  src/lessons/scaling.cpp
+  src/observe/steps.cpp
+  src/bench/random_input.cpp
+  src/bench/sweep.cpp
+  src/bench/flops.cpp
+  src/bench/reference.cpp
+  src/bench/memory.cpp
+  src/bench/machine.cpp
+  src/bench/timing.cpp
+  src/bench/run.cpp
+  src/trace/trace.cpp
+  src/trace/collector.cpp
+  src/engine/instances.cpp
+  src/trace/record.cpp
+  src/lessons/properties.cpp
+  src/lessons/catalogue.cpp
+  src/lessons/explain.cpp
+  src/lessons/forward.cpp
+  src/lessons/backward.cpp
+  src/lessons/mistakes.cpp
+  src/lessons/explain.cpp
+  src/lessons/explain_gradient.cpp
+  src/check/diff.cpp
+  src/render/pages/trace/terminal.cpp
+  src/render/pages/trace/table.cpp
+  src/render/pages/trace/flash_section.cpp
+  src/render/pages/trace/heatmap.cpp
+  src/render/pages/trace/compare_section.cpp
+  src/render/pages/properties.cpp
+  src/render/draw/visible.cpp
+  src/render/draw/colormap.cpp
+  src/render/draw/panel.cpp
+  src/render/draw/text.cpp
+  src/render/draw/escape.cpp
+  src/render/draw/axis.cpp
+  src/render/draw/notes.cpp
+  src/render/pages/svg.cpp
+  src/render/pages/document.cpp
+  src/render/pages/diff.cpp
+  src/render/pages/report/writer.cpp
+  src/render/pages/report/html.cpp
+  src/render/pages/report/legend.cpp
+  src/render/pages/report/budget.cpp
+  src/render/pages/report/pipeline_svg.cpp
+  src/render/pages/report/page_data.cpp
+  src/render/pages/report/sections.cpp
+  src/render/pages/report/sections_backward.cpp
+  src/render/pages/report/report.cpp
+  src/render/pages/explorer/explorer.cpp
+  src/render/pages/scaling.cpp
+  src/render/draw/page.cpp
+  src/render/pages/trace/mistake_section.cpp
+  src/render/pages/explain.cpp
+  src/render/pages/explain_gradient.cpp
+  src/render/pages/bench.cpp
+  src/render/pages/steps.cpp
+  src/text/number.cpp
+  src/request/request.cpp
+  src/request/memory.cpp
+  src/request/terminal.cpp
+  ${ATTN_EXAMPLES_CPP}
+  ${ATTN_REPORT_ASSETS_CPP}
+  ${ATTN_EXPLORER_ASSETS_CPP})
+
+# Files whose file-local names meet another's, compiled on their own in a unity build (CMakeLists.txt).
+set(ATTN_UNITY_ALONE
+  src/bench/run.cpp
+  src/check/diff.cpp
+  src/formats/import_layer.cpp
+  src/formats/json_dump.cpp
+  src/formats/safetensors.cpp
+  src/io/explain_json.cpp
+  src/lessons/explain.cpp
+  src/lessons/forward.cpp
+  src/render/pages/bench.cpp
+  src/render/pages/explain_gradient.cpp)

@@ -1,0 +1,42 @@
+# The explorer's core (docs/explorer.md): the library's sources, compiled by Emscripten's em++ to
+# WebAssembly, with apps/explorer/core.cpp, the functions the page calls. The tool's build configures
+# this project with Emscripten's toolchain (cmake/explorer.cmake) and embeds the result,
+# explorer_core.js: one file that holds the WebAssembly as base64 (-sSINGLE_FILE), so that a page
+# opened from file:// needs nothing beside it.
+#
+# em++ has its own C++ library (libc++ 13) and C library (musl) and must not see the system's headers:
+# fmt and nlohmann/json, which are headers only here, reach it through a folder of links to those two
+# folders alone. ATTN_FMT_INCLUDE and ATTN_JSON_INCLUDE name the folders that hold them.
+set(ATTN_FMT_INCLUDE /usr/include CACHE PATH "The folder that holds fmt/")
+set(ATTN_JSON_INCLUDE /usr/include CACHE PATH "The folder that holds nlohmann/")
+option(ATTN_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" OFF)
+set(ATTN_HEADERS ${PROJECT_BINARY_DIR}/headers)
+file(MAKE_DIRECTORY ${ATTN_HEADERS})
+file(CREATE_LINK ${ATTN_FMT_INCLUDE}/fmt ${ATTN_HEADERS}/fmt SYMBOLIC)
+file(CREATE_LINK ${ATTN_JSON_INCLUDE}/nlohmann ${ATTN_HEADERS}/nlohmann SYMBOLIC)
+
+# The processor's measurements (bench/machine.cpp) use threads, which the core does not have; nothing
+# the page calls reaches them. The explorer's own page (render/pages/explorer/) is the tool's to write.
+set(ATTN_EXPLORER_SOURCES ${ATTN_CORE_SOURCES})
+list(REMOVE_ITEM ATTN_EXPLORER_SOURCES src/bench/machine.cpp src/render/pages/explorer/explorer.cpp
+            ${ATTN_EXPLORER_ASSETS_CPP})
+add_executable(explorer_core apps/explorer/core.cpp ${ATTN_EXPLORER_SOURCES} src/kernel/kernels.cpp src/kernel/isa.cpp)
+set_target_properties(explorer_core PROPERTIES SUFFIX .js UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 16)
+set_source_files_properties(apps/explorer/core.cpp ${ATTN_UNITY_ALONE} ${ATTN_EXAMPLES_CPP} ${ATTN_REPORT_ASSETS_CPP} src/kernel/isa.cpp
+                            PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+# The fast path's kernels in their portable form alone (CMakeLists.txt compiles one per instruction set).
+set_source_files_properties(src/kernel/isa.cpp PROPERTIES COMPILE_DEFINITIONS "ATTN_ISA=baseline;ATTN_VBYTES=16")
+target_include_directories(explorer_core PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_BINARY_DIR}/generated
+                           ${ATTN_HEADERS})
+target_compile_definitions(explorer_core PRIVATE FMT_HEADER_ONLY)
+target_compile_options(explorer_core PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+                       -Wno-missing-field-initializers $<$<BOOL:${ATTN_WARNINGS_AS_ERRORS}>:-Werror>
+                       -fexceptions -Oz)
+target_precompile_headers(explorer_core PRIVATE <fmt/format.h> <nlohmann/json.hpp> <algorithm> <cmath> <optional>
+                          <span> <string> <string_view> <vector>)
+# A module the page instantiates (AttnCore()), with exceptions caught (the core reports a bad input by
+# throwing), memory that grows, no file system, for the browser and for Node.js (the tests).
+target_link_options(explorer_core PRIVATE -fexceptions -Oz -sSINGLE_FILE=1 -sMODULARIZE=1 -sEXPORT_NAME=AttnCore
+                    -sENVIRONMENT=web,node -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=2GB -sFILESYSTEM=0
+                    -sEXPORTED_FUNCTIONS=_attn_explore,_attn_result,_malloc,_free
+                    -sEXPORTED_RUNTIME_METHODS=ccall,cwrap,UTF8ToString)
