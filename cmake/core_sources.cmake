@@ -11,32 +11,30 @@ add_custom_command(
   DEPENDS ${ATTN_EXAMPLE_FILES} ${CMAKE_CURRENT_LIST_DIR}/embed_examples.cmake
   COMMENT "Embedding data/*.json")
 # The HTML report's and the explorer's templates, style sheets and scripts (src/render/pages/report/,
-# src/render/pages/explorer/) are compiled in the same way.
-set(ATTN_REPORT_ASSETS ${PROJECT_SOURCE_DIR}/src/render/pages/report/report.html ${PROJECT_SOURCE_DIR}/src/render/pages/report/report.css
-                       ${PROJECT_SOURCE_DIR}/src/render/pages/report/report.js
-                       ${PROJECT_SOURCE_DIR}/src/render/pages/report/report_backward.css
-                       ${PROJECT_SOURCE_DIR}/src/render/pages/report/report_backward.js)
-set(ATTN_REPORT_ASSETS_CPP ${PROJECT_BINARY_DIR}/generated/report_assets.cpp)
-add_custom_command(
-  OUTPUT ${ATTN_REPORT_ASSETS_CPP}
-  COMMAND ${CMAKE_COMMAND} -DOUT=${ATTN_REPORT_ASSETS_CPP} -DASSET_DIR=${PROJECT_SOURCE_DIR}/src/render/pages/report
-          -DHEADER=render/pages/report/report_assets.hpp
-          "-DASSETS=report_template:report.html,report_css:report.css,report_js:report.js,report_backward_css:report_backward.css,report_backward_js:report_backward.js"
-          -P ${CMAKE_CURRENT_LIST_DIR}/embed_assets.cmake
-  DEPENDS ${ATTN_REPORT_ASSETS} ${CMAKE_CURRENT_LIST_DIR}/embed_assets.cmake
-  COMMENT "Embedding the report's HTML, CSS and JavaScript")
-set(ATTN_EXPLORER_ASSETS ${PROJECT_SOURCE_DIR}/src/render/pages/explorer/explorer.html
-                         ${PROJECT_SOURCE_DIR}/src/render/pages/explorer/explorer.css
-                         ${PROJECT_SOURCE_DIR}/src/render/pages/explorer/explorer.js)
-set(ATTN_EXPLORER_ASSETS_CPP ${PROJECT_BINARY_DIR}/generated/explorer_assets.cpp)
-add_custom_command(
-  OUTPUT ${ATTN_EXPLORER_ASSETS_CPP}
-  COMMAND ${CMAKE_COMMAND} -DOUT=${ATTN_EXPLORER_ASSETS_CPP} -DASSET_DIR=${PROJECT_SOURCE_DIR}/src/render/pages/explorer
-          -DHEADER=render/pages/explorer/explorer_assets.hpp
-          "-DASSETS=explorer_template:explorer.html,explorer_css:explorer.css,explorer_js:explorer.js"
-          -P ${CMAKE_CURRENT_LIST_DIR}/embed_assets.cmake
-  DEPENDS ${ATTN_EXPLORER_ASSETS} ${CMAKE_CURRENT_LIST_DIR}/embed_assets.cmake
-  COMMENT "Embedding the explorer's HTML, CSS and JavaScript")
+# src/render/pages/explorer/) are compiled in the same way: attn_embed_page(PAGE NAME:FILE ...) writes
+# generated/PAGE_assets.cpp, whose strings render/pages/PAGE/PAGE_assets.hpp declares, and sets
+# ATTN_<PAGE>_ASSETS_CPP to it.
+function(attn_embed_page page)
+  set(dir ${PROJECT_SOURCE_DIR}/src/render/pages/${page})
+  set(files "")
+  foreach(pair IN LISTS ARGN)
+    string(REGEX REPLACE "^[^:]*:" "" file "${pair}")
+    list(APPEND files ${dir}/${file})
+  endforeach()
+  string(REPLACE ";" "," assets "${ARGN}")
+  string(TOUPPER ${page} upper)
+  set(out ${PROJECT_BINARY_DIR}/generated/${page}_assets.cpp)
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -DOUT=${out} -DASSET_DIR=${dir} -DHEADER=render/pages/${page}/${page}_assets.hpp
+            "-DASSETS=${assets}" -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/embed_assets.cmake
+    DEPENDS ${files} ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/embed_assets.cmake
+    COMMENT "Embedding the ${page}'s HTML, CSS and JavaScript")
+  set(ATTN_${upper}_ASSETS_CPP ${out} PARENT_SCOPE)
+endfunction()
+attn_embed_page(report report_template:report.html report_css:report.css report_js:report.js
+                report_backward_css:report_backward.css report_backward_js:report_backward.js)
+attn_embed_page(explorer explorer_template:explorer.html explorer_css:explorer.css explorer_js:explorer.js)
 # Where `cmake --install` puts the examples (below), for the hint of a missing input that is one of them.
 include(GNUInstallDirs)
 set(ATTN_INSTALLED_EXAMPLES ${CMAKE_INSTALL_FULL_DATADIR}/attn-trace/examples)

@@ -25,13 +25,16 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "report"))
+from browser_test import check, failures, flat  # noqa: E402  the report's test's checks, and a trace's numbers
+
 ENGINES = ("naive", "flash", "both")
 DTYPES = ("float32", "float64")
 
 # Where the browser's C library (musl, Emscripten's) and the tool's (glibc) may round a function
-# differently, and so the traces may differ in the last bits. float32's expf and logf agree: musl and
-# glibc take them from the same correctly rounded code. Every other float32 trace must be byte for byte
-# the tool's, and every trace (these too) within compare's rule.
+# differently, and so the traces may differ in the last bits. float32's expf and logf agree on every
+# bundled input (both libraries take them from the same code, ARM's optimized-routines), so every other
+# float32 trace must be byte for byte the tool's; every trace, these too, within compare's rule.
 def may_differ(name, dtype, text):
     if dtype == "float64":
         return "exp and log in float64 (the flash pass's lse, the softmax): musl's and glibc's differ by 1 ulp at times"
@@ -42,26 +45,6 @@ def may_differ(name, dtype, text):
 
 # Traces that must differ, so that the list above stays true: softcap's tanhf in float32.
 MUST_DIFFER = {("softcap", "float32")}
-
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print(f"FAIL: {what}", flush=True)
-    return ok
-
-
-def value(x):
-    special = {"-inf": -math.inf, "inf": math.inf, "nan": math.nan}
-    return special[x] if isinstance(x, str) and x in special else float(x)
-
-
-def flat(nested):
-    if isinstance(nested, list):
-        return [v for item in nested for v in flat(item)]
-    return [value(nested)]
 
 
 def steps(trace):
