@@ -98,13 +98,17 @@ void gradient_terms_of(const Problem& p, Ours& r) {
                        Step::v_heads, Step::q_rot, Step::k_rot})
     kept[s] = r.carry[slot(s)];
   std::array<Tensor<double>, table_size> M = gradient_magnitudes(p, kept);
-  // dA = dO_h·Vᵀ: |dO_h|·|V|ᵀ; dS'' = A ⊙ (dA - D): A ⊙ (|dO_h|·|V|ᵀ + |D|), D = rowsum(dO_h ⊙ O_h); the
-  // mask passes it on (d_scaled) and the scale multiplies it (d_scores)
+  // dA = dO_h·Vᵀ: |dO_h|·|V|ᵀ (with dropout that is d_dropped, and dA = Z ⊙ d_dropped/(1 − p), at most
+  // 1/(1 − p) times it); dS'' = A ⊙ (dA - D): A ⊙ (|dA| + |D|), D = rowsum(dO_h ⊙ O_h); the mask and
+  // ALiBi's bias pass it on (d_masked, d_capped), the cap's slope, at most 1, multiplies it (d_scaled), and
+  // the scale (d_scores)
   const Tensor<double>& dO_h = M[slot(Step::d_head_outputs)];
   const Tensor<double> V = magnitude(r.carry[slot(Step::v_heads)]);
   const Tensor<double> O_h = magnitude(r.carry[slot(Step::head_outputs)]);
   const Tensor<double>& A = r.carry[slot(Step::weights)];
-  M[slot(Step::d_weights)] = d_weighted_sum_weights(dO_h, V);
+  const double keep = p.dropout ? 1 / (1 - p.dropout->p) : 1;
+  if (p.dropout) M[slot(Step::d_dropped)] = d_weighted_sum_weights(dO_h, V);
+  M[slot(Step::d_weights)] = scale(d_weighted_sum_weights(dO_h, V), keep);
   Tensor<double> dS = M[slot(Step::d_weights)];
   const std::size_t m = p.m, d_v = p.d_v;
   for (std::size_t row = 0; m > 0 && row < dS.size() / m; ++row) {
@@ -114,6 +118,7 @@ void gradient_terms_of(const Problem& p, Ours& r) {
       dS.values()[row * m + j] = std::fabs(A.values()[row * m + j]) * (dS.values()[row * m + j] + D);
   }
   M[slot(Step::d_masked)] = dS;
+  if (p.softcap) M[slot(Step::d_capped)] = dS;
   M[slot(Step::d_scaled)] = dS;
   M[slot(Step::d_scores)] = scale(dS, std::fabs(p.scale));
   const Tensor<double> Q = magnitude(r.carry[slot(p.rope ? Step::q_rot : Step::q_heads)]);
