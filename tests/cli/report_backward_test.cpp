@@ -78,14 +78,15 @@ void check_close(const std::vector<double>& page, const std::vector<double>& tra
 TEST_CASE("report without --backward is byte for byte the page it was before the backward pass came to it",
           "[cli][report][backward]") {
   // The digests of these pages as report wrote them before --backward existed (with the version written
-  // as VERSION). A deliberate change to the forward page changes them: then write the new ones here.
+  // as VERSION), and since, with report.js's colour position halved before it subtracts (a span past the
+  // largest double). A deliberate change to the forward page changes them: then write the new ones here.
   const std::vector<std::pair<std::vector<std::string>, std::uint64_t>> pages = {
-      {{"report", cat_sat}, 0x4cd4913906ccc9ddU},
-      {{"report", gpt}, 0x346cdd874d8e5f5cU},
-      {{"report", source_path("data/gqa.json"), "--engine", "flash"}, 0x0dc55591c6ca5659U},
-      {{"report", source_path("data/llama_layer.json")}, 0x95b5cb3c58c9dfc0U},
-      {{"report", source_path("data/padded_batch.json")}, 0x96f30bdaa894f099U},
-      {{"report", source_path("data/cross_attention.json"), "--engine", "naive"}, 0x033d1deb740f2964U},
+      {{"report", cat_sat}, 0xfe53225525193c74U},
+      {{"report", gpt}, 0x37abbc3894ecd157U},
+      {{"report", source_path("data/gqa.json"), "--engine", "flash"}, 0x1d4ad59c51d04308U},
+      {{"report", source_path("data/llama_layer.json")}, 0xbf335bf6e0b12ed3U},
+      {{"report", source_path("data/padded_batch.json")}, 0x8bb5d5ebecdf4bc8U},
+      {{"report", source_path("data/cross_attention.json"), "--engine", "naive"}, 0x758f6f506b912c3fU},
   };
   for (const auto& [args, expected] : pages) {
     const RunResult r = run_binary(args);

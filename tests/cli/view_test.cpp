@@ -170,3 +170,19 @@ TEST_CASE("The worked example keeps one scale from 0 to its largest weight, and 
   check_usage_error(run_binary({"run", source_path("data/the_cat_sat.json"), "--color-scale", "rows"}),
                     {"--color-scale"});
 }
+
+TEST_CASE("A heatmap of scores near ±1e308, whose span is past the largest double, shades each end as its own",
+          "[cli][view]") {
+  // By hand: q = k = x, so the scores are ±(1.2e154)² = ±1.44e308: on the diagonal positive ('#', the top of
+  // the diverging ramp) and off it negative ('=', its bottom). Under the sanitizers a NaN shade cast to an
+  // index is undefined behaviour and stops the program.
+  const RunResult r = run_binary({"run", source_path("tests/data/fuzz/heatmap_span_overflow.json"), "--dtype",
+                                  "float64", "--steps", "scores", "--view", "heatmap", "--color", "never"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  const auto big = rows_of(r.out, "big"), small = rows_of(r.out, "small");
+  REQUIRE(big.size() == 1);
+  REQUIRE(small.size() == 1);
+  CHECK(contains(big[0], "##=="));
+  CHECK(contains(small[0], "==##"));
+}

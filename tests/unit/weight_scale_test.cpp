@@ -106,3 +106,16 @@ TEST_CASE("A signed step keeps its diverging scale about 0 whatever scale the we
     CHECK(scale_words(range).empty());
   }
 }
+
+TEST_CASE("A colour range wider than the largest double still places its values, from one end to the other",
+          "[render][colormap]") {
+  // Scores of ±1.44e308 (tests/data/fuzz/heatmap_span_overflow.json): hi − lo is past the largest double,
+  // and (x − lo)/(hi − lo) was inf/inf, a NaN shade that the ramp cast to an index (the fuzzer's find).
+  const ColorRange range = color_range(std::vector<double>{-1.44e308, 0.0, 1.44e308}.data(), 3, false);
+  CHECK(range.position(-1.44e308) == 0);
+  CHECK(range.position(0) == 0.5);
+  CHECK(range.position(1.44e308) == 1);
+  CHECK(range.position(0.72e308) == Approx(0.75));
+  // And within the range, as before: by hand, (0.25 − (−1))/(1 − (−1)).
+  CHECK(color_range(std::vector<double>{-1.0, 1.0}.data(), 2, false).position(0.25) == 0.625);
+}

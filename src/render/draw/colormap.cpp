@@ -81,7 +81,9 @@ double ColorRange::position(double x) const {
     return std::clamp(std::log10(x / lo) / std::log10(hi / lo), 0.0, 1.0);
   }
   if (!(hi > lo)) return scale == ColorScale::diverging ? 0.5 : 0.0;
-  return std::clamp((x - lo) / (hi - lo), 0.0, 1.0);
+  // Halved before the subtractions, which is exact (but for subnormals) and changes no quotient: a span
+  // past the largest double (scores of ±1e308 in float64) would be infinite, and the shade NaN.
+  return std::clamp((x / 2 - lo / 2) / (hi / 2 - lo / 2), 0.0, 1.0);
 }
 
 ColorRange color_range(const double* values, std::size_t count, bool nonnegative) {

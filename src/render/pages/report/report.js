@@ -68,7 +68,7 @@
       return Math.min(1, Math.max(0, Math.log(x / lo) / Math.log(hi / lo)));
     }
     if (!(hi > lo)) return scale === 'diverging' ? 0.5 : 0;
-    return Math.min(1, Math.max(0, (x - lo) / (hi - lo)));
+    return Math.min(1, Math.max(0, (x / 2 - lo / 2) / (hi / 2 - lo / 2)));  // halved: no infinite span
   }
   // The slot of entry k of a heatmap's matrix m, under its weights' scale: the row scale divides by the
   // row's largest kept value (m.rowMax), as render/draw/panel.hpp's Shading does.
