@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -145,6 +146,51 @@ TEST_CASE("explain --json writes every stage's numbers as attn-trace.explain, to
   CHECK(o.at("output_projection") == true);
   CHECK(o.at("y").at("terms").size() == 4);
   CHECK(o.at("head_sums").size() == 2);
+}
+
+TEST_CASE(
+    "explain --engine flash gives the key its share p = exp(s − m) in its own tile, then rescales it by each alpha",
+    "[cli][explain][flash]") {
+  // Worked again from each tile's own numbers, for every query and key of a causal and a sliding-window
+  // input at three tilings: before the key's tile its share is 0; in it, exp(s_key − m_new), which is
+  // the tile's p at the key (0 for a key the mask removes); after it, the share before times the tile's
+  // alpha; and the weight, the last share over l, is naive's within the tolerance explain states.
+  for (const auto& [file, tiles] : std::vector<std::pair<std::string, std::string>>{
+           {gpt, "1"}, {gpt, "3"}, {source_path("data/sliding_window.json"), "2"}}) {
+    const nlohmann::json input = nlohmann::json::parse(read_file(file));
+    const std::size_t n = input.at("X").size();
+    for (std::size_t query = 0; query < n; ++query) {
+      for (std::size_t key = 0; key < n; ++key) {
+        const RunResult r = run_binary({"explain", file, "--query", std::to_string(query), "--key", std::to_string(key),
+                                        "--engine", "flash", "--block-k", tiles, "--json", "-"});
+        INFO(file << " --block-k " << tiles << ", query " << query << ", key " << key);
+        REQUIRE(r.exit_code == 0);
+        const nlohmann::json j = nlohmann::json::parse(r.out);
+        const nlohmann::json& f = j.at("flash");
+        // -inf (a key the mask removes, a row not started) is written "-inf", as in a trace
+        const auto number = [](const nlohmann::json& x) {
+          return x.is_string() ? std::stod(x.get<std::string>()) : x.get<double>();
+        };
+        double share = 0;
+        for (const nlohmann::json& t : f.at("tiles")) {
+          const auto begin = t.at("col_begin").get<std::size_t>(), end = t.at("col_end").get<std::size_t>();
+          if (key >= begin && key < end && t.at("skipped").get<bool>()) {
+            share = 0;  // a tile the mask removes whole is never computed
+          } else if (key >= begin && key < end) {
+            const double s_key = number(t.at("s").at(key - begin));
+            share = s_key == -INFINITY ? 0 : std::exp(s_key - number(t.at("m_new")));
+            CHECK(number(t.at("p").at(key - begin)) == Approx(share).epsilon(1e-6));
+          } else if (!t.at("skipped").get<bool>()) {
+            share *= number(t.at("alpha"));
+          }
+          CHECK(number(t.at("share")) == Approx(share).epsilon(1e-6).margin(1e-30));
+        }
+        const double weight = share / number(f.at("l"));
+        CHECK(number(f.at("weight")) == Approx(weight).epsilon(1e-6).margin(1e-30));
+        CHECK(std::abs(weight - number(f.at("naive_weight"))) <= number(f.at("tolerance")));
+      }
+    }
+  }
 }
 
 TEST_CASE("explain refuses what it cannot explain in one line, exit 2, nothing printed", "[cli][explain]") {

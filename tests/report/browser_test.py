@@ -9,7 +9,8 @@ For the report of every example in data/ (and of saved traces read back as FILE)
     engine, rounded to the 7 significant digits the page keeps);
   - next-tile changes #tile-state and moves the highlighted tile, and prev-tile brings both back;
   - a screenshot is taken and is not blank (its pixels, read back in the browser, have many colours);
-and, once, that the head selector and the theme switch work and that a token such as </script><b>
+and, once, that the head selector and the theme switch work (with grouped-query attention, a query head
+shows its group's key/value head) and that a token such as </script><b>
 stays text. The pages of report --backward get the same checks (every gradient's cells included), and
 their backward tile walk is stepped through its controls from the first step to the last: D of every
 row, then each tile's P, dP, dS, dQ_i contribution and running dK_j, dV_j as the trace of
@@ -430,6 +431,19 @@ def main():
                 "return Array.from(document.querySelectorAll('#step-weights figure.heatmap:not([hidden])'),"
                 " f => f.dataset.head);")
             check(shown == ["1"], f"head 1 chosen: the weights show head 1 only, not {shown}")
+            # With grouped-query attention each query head reads its group's key/value head: of gqa.json's 4
+            # query heads sharing 2, heads 0 and 1 read key/value head 0, heads 2 and 3 read head 1.
+            load(driver, os.path.join(work, "gqa.html"))
+            for head in range(4):
+                shown = driver.execute_script(
+                    "const s = document.getElementById('head-select'); s.value = arguments[0];"
+                    " s.dispatchEvent(new Event('change'));"
+                    "const heads = step => Array.from(document.querySelectorAll("
+                    "  '#step-' + step + ' figure.heatmap:not([hidden])'), f => f.dataset.head);"
+                    "return [heads('weights'), heads('k_heads'), heads('v_heads')];", str(head))
+                check(shown == [[str(head)], [str(head // 2)], [str(head // 2)]],
+                      f"gqa: query head {head} chosen: weights, k_heads, v_heads show {shown}")
+            load(driver, os.path.join(work, "gpt_causal.html"))
             themes = driver.execute_script(
                 "const before = getComputedStyle(document.body).backgroundColor;"
                 "document.querySelector('[data-action=theme]').click();"

@@ -12,6 +12,7 @@
 #include "observe/steps.hpp"
 #include "render/draw/escape.hpp"
 #include "render/pages/report/report.hpp"
+#include "render/pages/report/budget.hpp"
 #include "render/pages/report/report_assets.hpp"
 #include "trace/record.hpp"
 
@@ -110,6 +111,33 @@ TEST_CASE("Over its budget of numbers the report leaves heatmaps out and says so
   CHECK(page.find("\"values\":null") != std::string::npos);
   CHECK(page.find("heatmaps are not in this page") != std::string::npos);
   CHECK(page.find("The tile walk holds the first 0 of the 2 query tiles") != std::string::npos);
+}
+
+TEST_CASE("The report's budget takes the first head's weights, then every step's first head, then the rest",
+          "[report][budget]") {
+  using report_detail::PanelSize;
+  using report_detail::StepView;
+  // Two steps of three heads, their panels listed last head first (the order must not matter): scores of
+  // 4 cells a head, weights of 5.
+  const StepRecord scores{Step::scores, "", "", {}}, weights{Step::weights, "", "", {}};
+  const auto view = [](const StepRecord& rec, std::size_t cells) {
+    StepView v;
+    v.rec = &rec;
+    for (const std::size_t head : {2, 1, 0}) v.panels.push_back(PanelSize{head, cells});
+    v.embedded.assign(3, false);
+    return v;
+  };
+  std::vector<StepView> views = {view(scores, 4), view(weights, 5)};
+  // By hand: 5 (weights, head 0) + 4 (scores, head 0) = 9 fits in 12; another head's weights (5 more)
+  // or scores (4 more) do not.
+  report_detail::plan_heatmaps(views, 12);
+  CHECK(views[1].embedded == std::vector<bool>{false, false, true});
+  CHECK(views[0].embedded == std::vector<bool>{false, false, true});
+  // With 19: the other heads' weights come before the other heads' scores (5 + 4 + 5 + 5 = 19).
+  views = {view(scores, 4), view(weights, 5)};
+  report_detail::plan_heatmaps(views, 19);
+  CHECK(views[1].embedded == std::vector<bool>{true, true, true});
+  CHECK(views[0].embedded == std::vector<bool>{false, false, true});
 }
 
 TEST_CASE("The embedded script and style sheet cannot end their own elements early", "[report]") {
