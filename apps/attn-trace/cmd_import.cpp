@@ -109,8 +109,8 @@ Runner add_import(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "import", "write one attention layer of a real model (GPT-2, Llama, BERT, PyTorch) as an input");
   cmd->add_option("WEIGHTS", o->weights, "a .safetensors file, or a folder of <tensor name>.npy files")->required();
-  cmd->add_option("--style", o->style,
-                  "how the model names and lays out its tensors: gpt2, llama, bert, torch-mha or gemma2")
+  cmd->add_option("--style", o->style, "how the model names and lays out its tensors")
+      ->type_name(choices({import_style_names.begin(), import_style_names.end()}))
       ->required();
   cmd->add_option("--prefix", o->prefix,
                   "the layer's name, put before each tensor's (transformer.h.0.attn., model.layers.0.self_attn., "
@@ -131,7 +131,8 @@ Runner add_import(CLI::App& app) {
       ->check(whole_number)
       ->default_str("config.json's, else read from the shapes");
   cmd->add_option("--tokens", o->tokens, "a label for each token, separated by spaces")->default_str("t0 t1 ...");
-  cmd->add_option("--mask", o->mask, "none, causal or sliding_window:W")
+  cmd->add_option("--mask", o->mask, "which keys each query may see (sliding_window:W: the last W)")
+      ->type_name(choices({"none", "causal", "sliding_window:W"}))
       ->default_str("causal for gpt2, llama and gemma2, none for bert and torch-mha");
   cmd->add_option("--rope-theta", o->rope_theta, "llama and gemma2: RoPE's base")
       ->default_str("config.json's, else 10000");

@@ -90,7 +90,9 @@ Runner add_new(CLI::App& app) {
   cmd->add_option("--d-k", o->d_k, "the width of each head's queries, keys and values")
       ->check(whole_number)
       ->default_str("d_model / heads");
-  cmd->add_option("--mask", o->mask, "none, causal or sliding_window:W")->default_str("none");
+  cmd->add_option("--mask", o->mask, "which keys each query may see (sliding_window:W: the last W)")
+      ->type_name(choices({"none", "causal", "sliding_window:W"}))
+      ->default_str("none");
   cmd->add_flag("--output-projection", o->output_projection, "add W_o, which mixes the heads back to d_model");
   cmd->add_flag("--integers", o->integers,
                 "whole numbers a class can multiply by hand: X in 0..1, weights in -1..1 (else decimals: X in "

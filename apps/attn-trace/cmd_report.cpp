@@ -109,9 +109,10 @@ Runner add_report(CLI::App& app) {
   add_memory_option(*cmd, c->trace);
   add_color_scale_option(*cmd, c->trace.weight_scale);
   cmd->add_option("-o,--output", c->out, "write the page to this file; - (the default) writes it to stdout");
-  cmd->add_option("--mistake", c->mistake,
-                  "open the page with one of the common mistakes beside the intended computation (attn-trace run "
-                  "--mistake list lists them)");
+  add_mistake_option(*cmd, c->mistake,
+                     "open the page with one of the common mistakes beside the intended computation (attn-trace run "
+                     "--mistake list lists them)",
+                     /*list=*/false);
   cmd->footer(
       "Example:\n"
       "  attn-trace report data/the_cat_sat.json -o cat.html\n"

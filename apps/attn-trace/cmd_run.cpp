@@ -106,9 +106,10 @@ Runner add_run(CLI::App& app) {
   add_format_option(*cmd, *options);
   add_backward_options(*cmd, *options);
   add_dropout_options(*cmd, *options);
-  cmd->add_option("--mistake", all->mistake,
-                  "make one of the common mistakes on purpose and show what it changes, step by step, and what it "
-                  "costs; --mistake list lists them");
+  add_mistake_option(*cmd, all->mistake,
+                     "make one of the common mistakes on purpose and show what it changes, step by step, and what it "
+                     "costs; --mistake list lists them",
+                     /*list=*/true);
   return [cmd, all] {
     if (!cmd->parsed()) return -1;
     const TraceOptions& o = all->trace;

@@ -143,6 +143,17 @@ void check_format(const TraceOptions& o) {
         name_of(*o.format)));
 }
 
+std::string choices(const std::vector<std::string_view>& names) {
+  return fmt::format("TEXT:{{{}}}", fmt::join(names, ", "));  // spaced, so that a long list wraps between names
+}
+
+CLI::Option* add_mistake_option(CLI::App& command, std::string& mistake, const std::string& description, bool list) {
+  std::vector<std::string_view> names;
+  if (list) names.emplace_back("list");
+  for (const MistakeInfo& m : all_mistakes()) names.push_back(m.name);
+  return command.add_option("--mistake", mistake, description)->type_name(choices(names));
+}
+
 Mistake mistake_by_name(const std::string& name) {
   if (const std::optional<Mistake> mistake = mistake_from_name(name)) return *mistake;
   std::vector<std::string> names;

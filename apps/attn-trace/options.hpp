@@ -63,6 +63,14 @@ void check_format(const TraceOptions& options);
 // `value` of a count option that must be at least 1 (`option` names it), or a UsageError.
 std::size_t at_least_one(std::string_view option, std::size_t value);
 
+// "TEXT:{a, b, c}": an option's type in --help with its choices, as CLI11 shows a set it checks. For an
+// option whose values are checked elsewhere (or that also takes a pattern, such as sliding_window:W),
+// so that --help names them and the shell completion (scripts/completion/attn-trace.bash) offers them.
+std::string choices(const std::vector<std::string_view>& names);
+
+// --mistake NAME (run, report): its choices in --help are the offered mistakes, and "list" with `list`.
+CLI::Option* add_mistake_option(CLI::App& command, std::string& mistake, const std::string& description, bool list);
+
 // --mistake NAME (run, report): the mistake called `name`, or a UsageError that lists them all.
 Mistake mistake_by_name(const std::string& name);
 // A UsageError when `mistake` cannot be made on `problem` (mistake_refused says why).

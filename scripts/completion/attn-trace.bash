@@ -4,21 +4,53 @@
 # first use; or source it from ~/.bashrc. It needs nothing but bash 4 and its builtins (complete,
 # compgen, compopt, mapfile): not bash-completion's helpers.
 #
-# Completes the commands, each command's options, the values of --engine, --dtype, --mask, --color, --view, --color-scale,
-# --format, --mistake, --steps (a comma list) and --step (the names of `attn-trace steps --names`), the names of
-# `attn-trace example`, and *.json files (or -) for FILE.
+# Everything it offers comes from the attn-trace being completed, so that it never falls behind the
+# command line: the commands from `attn-trace --help`, each command's options, which of them take a
+# value and the choices of those that have them (`--engine TEXT:{naive,flash,both}`) from
+# `attn-trace COMMAND --help`, the step names for --steps (a comma list), --step and --grad from
+# `attn-trace steps --names`, and the names of `attn-trace example --list`. Files are offered for FILE
+# (*.json, or -), for the outputs (--json, -o, --output, --x) and for import's WEIGHTS and diff's DUMPS.
 
-# The options of each command, as apps/attn-trace/*.cpp declares them.
-_attn_trace_display_options='--max-memory --precision --color --max-rows --max-cols --view --color-scale'
-_attn_trace_trace_options="--dtype --block-q --block-k --steps --head --json $_attn_trace_display_options"
-_attn_trace_plot_options='--step --head --all-heads --batch -o --output --engine --dtype --grad-seed --max-memory --color-scale --max-cells --help'
-
-# The step names: `attn-trace steps --names` of the attn-trace being completed (the pipeline's one
-# table), found as for the example names below.
-_attn_trace_step_names() {
+# The attn-trace being completed: the path typed, when it is one, else the one on PATH.
+_attn_trace_program() {
   local program=${1/#\~\//$HOME/}
   [[ $program == */* && -x $program ]] || program=attn-trace
-  "$program" steps --names 2>/dev/null
+  printf '%s' "$program"
+}
+
+# The step names: `attn-trace steps --names` (the pipeline's one table).
+_attn_trace_step_names() {
+  "$(_attn_trace_program "$1")" steps --names 2>/dev/null
+}
+
+# The commands: the first word of each line of `attn-trace --help` under "Subcommands:".
+_attn_trace_commands() {
+  local line in=0
+  COLUMNS=10000 "$(_attn_trace_program "$1")" --help 2>/dev/null | while IFS= read -r line; do
+    if [[ $line == Subcommands:* ]]; then
+      in=1
+    elif ((in)) && [[ -z $line ]]; then
+      break
+    elif ((in)) && [[ $line =~ ^\ \ ([a-z][a-z0-9-]*) ]]; then
+      printf '%s\n' "${BASH_REMATCH[1]}"
+    fi
+  done
+}
+
+# The options of COMMAND, one line each, "NAME KIND CHOICES", read from `attn-trace COMMAND --help`:
+# KIND is "flag", or "value" when a type follows the name (`--head UINT`), and CHOICES the comma list of
+# `TYPE:{a,b,c}` (or `{a, b, c}`), or "-". Both names of `-o,--output`; not -h, which --help stands for.
+_attn_trace_options() {
+  local line name short type kind set
+  COLUMNS=10000 "$(_attn_trace_program "$1")" "$2" --help 2>/dev/null | while IFS= read -r line; do
+    [[ $line =~ ^\ \ (-([A-Za-z]),)?(--[a-z0-9][a-z0-9-]*)(\ ([^ ]+))? ]] || continue
+    short=${BASH_REMATCH[2]} name=${BASH_REMATCH[3]} type=${BASH_REMATCH[5]}
+    kind=value set=-
+    case $type in '' | Excludes: | Needs: | REQUIRED) kind=flag ;; esac
+    [[ $kind == value && $line =~ :\{([^}]*)\} ]] && set=${BASH_REMATCH[1]// /}
+    printf '%s %s %s\n' "$name" "$kind" "$set"
+    [[ -n $short && $short != h ]] && printf '%s %s %s\n' "-$short" "$kind" "$set"
+  done
 }
 
 # Sets COMPREPLY to the words of the list $1 that start with $2.
@@ -35,13 +67,18 @@ _attn_trace_json_files() {
   return 0
 }
 
+# Sets COMPREPLY to the folders and the *.safetensors files that start with $1 (import's WEIGHTS, diff's DUMPS).
+_attn_trace_tensor_files() {
+  mapfile -t COMPREPLY < <(compgen -d -- "$1"; compgen -f -X '!*.safetensors' -- "$1")
+  compopt -o filenames 2>/dev/null
+  return 0
+}
+
 # The example names: the first word of each line of `attn-trace example --list` that does not start
-# with a space (a description too long for the width continues on indented lines), from the attn-trace
-# being completed when it was typed as a path, else from PATH.
+# with a space (a description too long for the width continues on indented lines).
 _attn_trace_examples() {
-  local program=${1/#\~\//$HOME/} line
-  [[ $program == */* && -x $program ]] || program=attn-trace
-  "$program" example --list 2>/dev/null | while IFS= read -r line; do
+  local line
+  "$(_attn_trace_program "$1")" example --list 2>/dev/null | while IFS= read -r line; do
     [[ $line == [![:space:]]* ]] && printf '%s\n' "${line%% *}"
   done
 }
@@ -64,12 +101,25 @@ _attn_trace() {
     cur=${cur#*=}
   fi
 
-  # The command, and how many of its positional arguments come before the word being completed.
-  local command='' positionals=0 i word after_dashdash=0 takes_value=0
+  local commands
+  commands=$(_attn_trace_commands "${COMP_WORDS[0]}")
+
+  # The command, its options, and how many of its positional arguments come before the word being
+  # completed.
+  local command='' positionals=0 i word after_dashdash=0 takes_value=0 options=''
+  local -A kind_of=() set_of=()
   for ((i = 1; i < cword; i++)); do
     word=${COMP_WORDS[i]}
     if [[ -z $command ]]; then
-      case $word in run | compare | properties | scaling | explain | diff | import | bench | show | plot | report | explore | example | new | steps) command=$word ;; esac
+      if [[ $'\n'$commands$'\n' == *$'\n'$word$'\n'* ]]; then
+        command=$word
+        local name kind set
+        while read -r name kind set; do
+          options+="$name "
+          kind_of[$name]=$kind
+          set_of[$name]=$set
+        done < <(_attn_trace_options "${COMP_WORDS[0]}" "$command")
+      fi
       continue
     fi
     if ((takes_value)); then
@@ -81,8 +131,7 @@ _attn_trace() {
       positionals=$((positionals + 1))
     elif [[ $word == -- ]]; then
       after_dashdash=1
-    elif [[ $word != *=* && $word != --help && $word != -h && $word != --list && $word != --all-heads &&
-            $word != --integers && $word != --output-projection && $word != --bfloat16 ]]; then
+    elif [[ $word != *=* && ${kind_of[$word]:-} == value ]]; then
       takes_value=1
     fi
   done
@@ -91,52 +140,16 @@ _attn_trace() {
     if [[ $cur == -* ]]; then
       _attn_trace_words '--help --version' "$cur"
     else
-      _attn_trace_words 'run compare properties scaling explain diff import bench show plot report explore example new steps' "$cur"
+      _attn_trace_words "$commands" "$cur"
     fi
     return 0
   fi
 
   # The value of an option.
-  if [[ $prev == --* || $prev == -o ]] && ((!after_dashdash)); then
-    local values='' value_kind=words
+  if [[ $prev == -* && ${kind_of[$prev]:-} == value ]] && ((!after_dashdash)); then
+    local values=''
     case $prev in
-      --engine)
-        [[ $command == run || $command == plot || $command == report || $command == explore || $command == bench ]] &&
-          values='naive flash both'
-        [[ $command == explain ]] && values='naive flash' ;;
-      --dtype)
-        values='float32 float64'
-        [[ $command == run || $command == compare || $command == diff || $command == bench || $command == explore ]] &&
-          values='float32 float64 float16 bfloat16' ;;
-      --color) values='auto always never' ;;
-      --view) values='numbers heatmap auto' ;;
-      --color-scale) values='auto absolute row log' ;;
-      --format) [[ $command == run || $command == show ]] && values='text markdown latex csv' ;;
-      --mistake)
-        [[ $command == run || $command == report ]] &&
-          values='list no-scale no-mask mask-after-softmax softmax-columns shared-qkv wrong-reshape minus-1e9' ;;
-      --steps) value_kind=steps ;;
-      --step) values=$(_attn_trace_step_names "${COMP_WORDS[0]}") ;;
-      --grad) [[ $command == explain ]] && values=$(_attn_trace_step_names "${COMP_WORDS[0]}" | grep '^d_') ;;
-      --x) value_kind=output ;;  # a .npy file
-      --json | -o | --output)
-        [[ $command == explain && $prev == --output ]] && return 0  # a column number
-        value_kind=output ;;
-      --mask) [[ $command == new || $command == import || $command == bench ]] && values='none causal' ;;  # or sliding_window:W
-      --style) [[ $command == import ]] && values='gpt2 llama bert torch-mha' ;;
-      --block-q | --block-k | --head | --batch | --max-memory | --precision | --max-rows | --max-cols | --max-cells | --seed | \
-        --samples | --d-k | --d-model | --heads | --kv-heads | --tokens | --context-tokens | --query | --key | --name | \
-        --prefix | --seed | --grad-seed | --index | --n | --rope-theta | --m | --repeat | --threads | --sweep)
-        return 0 ;;  # a number: nothing to offer
-      *) value_kind=none ;;
-    esac
-    case $value_kind in
-      words)
-        _attn_trace_words "$values" "$cur"
-        [[ -n $eq_prefix ]] && COMPREPLY=("${COMPREPLY[@]/#/$eq_prefix}")
-        return 0
-        ;;
-      steps)
+      --steps)
         # A comma list: complete the last name, keep what comes before it, skip names already given.
         local done_part='' last=$cur step remaining=''
         if [[ $cur == *,* ]]; then
@@ -151,38 +164,34 @@ _attn_trace() {
         compopt -o nospace 2>/dev/null  # so that ",next" can follow
         return 0
         ;;
-      output)
+      --step) values=$(_attn_trace_step_names "${COMP_WORDS[0]}") ;;
+      --grad) values=$(_attn_trace_step_names "${COMP_WORDS[0]}" | grep '^d_') ;;
+      --json | -o | --output | --x)
+        [[ $command == explain && $prev == --output ]] && return 0  # a column number
         mapfile -t COMPREPLY < <(compgen -f -- "$cur")
         [[ -z $cur || $cur == - ]] && COMPREPLY+=(-)
         compopt -o filenames 2>/dev/null
         return 0
         ;;
+      *)
+        # The choices --help lists, but a pattern such as sliding_window:W; none for a number or a name.
+        local choice
+        local -a choices=()
+        IFS=, read -r -a choices <<<"${set_of[$prev]}"
+        for choice in "${choices[@]}"; do
+          [[ $choice == - || $choice == *:* ]] || values+="$choice "
+        done
+        ;;
     esac
+    _attn_trace_words "$values" "$cur"
+    [[ -n $eq_prefix ]] && COMPREPLY=("${COMPREPLY[@]/#/$eq_prefix}")
+    return 0
   fi
 
+  # After an option this attn-trace's command does not have, nothing: whether it takes a value is unknown.
+  [[ $prev == -?* && $prev != -- && -z ${kind_of[$prev]:-} ]] && ((!after_dashdash)) && return 0
+
   # An option name, or a positional argument.
-  local options
-  case $command in
-    run) options="--engine $_attn_trace_trace_options --format --backward --grad-seed --mistake --help" ;;
-    compare) options="$_attn_trace_trace_options --backward --grad-seed --help" ;;
-    show) options="--steps --head $_attn_trace_display_options --format --help" ;;
-    plot) options=$_attn_trace_plot_options ;;
-    report) options='--engine --dtype --block-q --block-k --steps --head --backward --grad-seed --max-memory -o --output --mistake --color-scale --help' ;;
-    explore) options='--engine --dtype --block-q --block-k --backward --max-memory -o --output --help' ;;
-    example) options='--list --help' ;;
-    properties) options='--dtype --seed --json --max-memory --help' ;;
-    scaling) options='--d-k --samples --seed --json --max-memory --precision --help' ;;
-    explain) options='--query --key --head --batch --output --grad --index --grad-seed --engine --dtype --block-q
-                      --block-k --json --max-memory --precision --color --help' ;;
-    import) options='--style --prefix --x --seed --n --heads --kv-heads --tokens --mask --rope-theta -o --output
-                     --max-memory --help' ;;
-    diff) options='--name --dtype --bfloat16 --json --grad-seed --max-memory --precision --color --help' ;;
-    bench) options='--n --m --d-model --heads --kv-heads --mask --engine --dtype --repeat --threads --seed --sweep --json
-                    --max-memory --backward --color --help' ;;
-    steps) options='--names --json --help' ;;
-    new) options='--tokens --context-tokens --d-model --heads --kv-heads --d-k --mask --output-projection --integers
-                  --seed -o --output --max-memory --help' ;;
-  esac
   if [[ $cur == -* ]] && ((!after_dashdash)); then
     _attn_trace_words "$options" "$cur"
     # A lone "-" may also be FILE: standard input.
@@ -193,17 +202,13 @@ _attn_trace() {
   fi
   if ((positionals == 0)); then
     case $command in
-      run | compare | properties | explain | diff | bench | show | plot | report | explore) _attn_trace_json_files "$cur" ;;
       example) _attn_trace_words "$(_attn_trace_examples "${COMP_WORDS[0]}")" "$cur" ;;
-      scaling | new) _attn_trace_words "$options" "$cur" ;;  # no FILE: only options
-      import)  # WEIGHTS: a .safetensors file, or a folder of .npy files
-        mapfile -t COMPREPLY < <(compgen -d -- "$cur"; compgen -f -X '!*.safetensors' -- "$cur")
-        compopt -o filenames 2>/dev/null ;;
+      scaling | new | steps) _attn_trace_words "$options" "$cur" ;;  # no FILE: only options
+      import) _attn_trace_tensor_files "$cur" ;;                     # WEIGHTS
+      *) _attn_trace_json_files "$cur" ;;                              # FILE
     esac
   elif [[ $command == diff ]] && ((positionals == 1)); then
-    # DUMPS: a folder, or a .safetensors file
-    mapfile -t COMPREPLY < <(compgen -d -- "$cur"; compgen -f -X '!*.safetensors' -- "$cur")
-    compopt -o filenames 2>/dev/null
+    _attn_trace_tensor_files "$cur"  # DUMPS
   elif [[ -z $cur ]]; then
     _attn_trace_words "$options" ''  # the one positional is given: only options remain
   fi

@@ -4,7 +4,7 @@
 # usage: completion_test.sh scripts/completion/attn-trace.bash path/to/attn-trace
 set -uo pipefail
 completion=${1:?usage: completion_test.sh COMPLETION_FILE ATTN_TRACE}
-attn_trace=${2:?usage: completion_test.sh COMPLETION_FILE ATTN_TRACE}
+attn_trace=$(realpath "${2:?usage: completion_test.sh COMPLETION_FILE ATTN_TRACE}")
 
 # The step names come from `attn-trace steps --names` of the attn-trace on PATH: the one under test.
 PATH="$(dirname "$attn_trace"):$PATH"
@@ -91,15 +91,16 @@ expect_exactly "--version" attn-trace --v
 # Each command's options.
 trace_options="--dtype --block-q --block-k --steps --head --json --max-memory --precision --color
                --max-rows --max-cols --view --color-scale"
-expect_exactly "--engine $trace_options --format --backward --grad-seed --mistake --help" attn-trace run x.json --
-expect_exactly "$trace_options --backward --grad-seed --help" attn-trace compare x.json --
+expect_exactly "--engine $trace_options --format --backward --grad-seed --dropout --dropout-seed --mistake --help" \
+  attn-trace run x.json --
+expect_exactly "$trace_options --backward --grad-seed --dropout --dropout-seed --help" attn-trace compare x.json --
 expect_exactly "--steps --head --max-memory --precision --color --max-rows --max-cols --view --color-scale --format --help" \
   attn-trace show t.json --
 expect_exactly "--list --help" attn-trace example --
 expect_exactly "--step --head --all-heads --batch -o --output --engine --dtype --grad-seed --max-memory --color-scale --max-cells --help" \
   attn-trace plot x.json -
-expect_exactly "--engine --dtype --block-q --block-k --steps --head --backward --grad-seed --max-memory --output --mistake --color-scale --help" \
-  attn-trace report x.json --
+expect_exactly "--engine --dtype --block-q --block-k --steps --head --backward --grad-seed --dropout --dropout-seed
+                --max-memory --output --mistake --color-scale --help" attn-trace report x.json --
 expect_exactly "naive flash both" attn-trace report x.json --engine ''
 expect_exactly "--engine --dtype --block-q --block-k --backward --max-memory --output --help" attn-trace explore x.json --
 expect_exactly "float32 float64 float16 bfloat16" attn-trace explore --dtype ''
@@ -120,15 +121,25 @@ expect_exactly "float32 float64 float16 bfloat16" attn-trace compare x.json --dt
 expect_exactly "bfloat16" attn-trace run x.json --dtype b
 expect_exactly "float32 float64" attn-trace explain x.json --dtype ''
 expect_exactly "" attn-trace diff x.json d/ --name ''
-expect_exactly "gpt2 llama bert torch-mha" attn-trace import w.safetensors --style ''
+expect_exactly "gpt2 llama bert torch-mha gemma2" attn-trace import w.safetensors --style ''
 expect_exactly "--style" attn-trace import w.safetensors --st
 expect_exactly "--prefix" attn-trace import w.safetensors --style gpt2 --pr
 expect_exactly "" attn-trace explain x.json --output ''
 expect_exactly "mask-after-softmax minus-1e9" attn-trace run x.json --mistake m
 expect_exactly "list" attn-trace run --mistake l
 expect_exactly "no-scale no-mask" attn-trace report x.json --mistake no
+expect_exactly "dropout-unscaled" attn-trace run x.json --mistake d
+expect_exactly "" attn-trace report x.json --mistake l  # report has no --mistake list
 expect_exactly "--max-memory --max-rows --max-cols" attn-trace run x.json --max-
 expect_exactly "--backward --block-q --block-k" attn-trace compare - --b
+
+# Every option that a command's --help names is offered, for every command --help lists: the lists above
+# are written out by hand; this reads the binary's own help (another reader than the completion's).
+for command in $(COLUMNS=200 "$attn_trace" --help | sed -n '/^Subcommands:/,/^$/p' | grep -oE '^  [a-z]+'); do
+  options=$(COLUMNS=200 "$attn_trace" "$command" --help | grep -oE '^  (-[A-Za-z],)?--[a-z0-9-]+' | sed 's/^ *//; s/^-.,//')
+  [[ -n $options ]] || { ((failures++)); echo "FAIL: attn-trace $command --help lists no option"; }
+  expect_has "$options" "" attn-trace "$command" x.json --
+done
 
 # Option values, as separate words and after "=" (which bash splits into a word of its own).
 expect_exactly "naive flash both" attn-trace run x.json --engine ''
