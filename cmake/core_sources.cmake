@@ -63,6 +63,7 @@ set(ATTN_CORE_SOURCES
   src/formats/safetensors.cpp
   src/formats/json_dump.cpp
   src/formats/dump_folder.cpp
+  src/formats/dumped_steps.cpp
   src/formats/import_layer.cpp
   src/io/diff_json.cpp
   src/io/bench_json.cpp

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the loader, both engines, compare, the trace writer/reader, the printer of saved traces and
-# the readers of tensor dumps (.npy, .safetensors, JSON nested arrays) with libFuzzer (clang,
+# the readers of tensor dumps (.npy, .safetensors, JSON nested arrays) (fuzz/fuzz_attention.cpp), and
+# diff on folders of dumps (fuzz/fuzz_diff.cpp), each for SECONDS, with libFuzzer (clang,
 # AddressSanitizer, UndefinedBehaviorSanitizer), seeded with data/, the bad-input corpus, small saved
 # traces and tensor dumps (fuzz/seeds/), the inputs it once found (tests/data/fuzz/,
 # tests/data/compare/), the RoPE and ALiBi inputs (tests/data/positions/) and the input of every
@@ -15,8 +16,9 @@ cd "$(dirname "$0")/.."
 seconds=${1:-120}
 preset=${FUZZ_PRESET:-fuzz}
 max_len=4096  # bytes of one input: the fuzzer is after wrong code paths, not big matrices
-cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset" --target fuzz_attention
+# Without the explorer's WebAssembly core, which no target here needs (the sanitize preset has one already).
+cmake --preset "$preset" -DATTN_EXPLORER=OFF >/dev/null
+cmake --build --preset "$preset" --target fuzz_attention fuzz_diff attn-trace
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/corpus" "$work/artifacts"
@@ -58,15 +60,26 @@ PY
 else
   echo "fuzz: /usr/bin/python3 not found: the golden cases' inputs are not in the corpus"
 fi
-echo "fuzz: running for ${seconds} s"
-status=0
-"build/$preset/fuzz_attention" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
-  -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" > "$work/log" 2>&1 || status=$?
-grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|^Done' "$work/log" || true
-if [ "$status" -ne 0 ] || ls "$work/artifacts/"* >/dev/null 2>&1; then
-  grep -v '^    #' "$work/log" | tail -40
-  for f in "$work/artifacts/"*; do [ -e "$f" ] && { echo "--- $f"; head -c 2000 "$f"; echo; }; done
-  echo "fuzz: FAILED"
-  exit 1
-fi
+# fuzz_diff's corpus: the bundled examples' own steps and gradients as dumps (fuzz/fuzz_diff.cpp says
+# how its bytes are laid out), all of them, the forward steps and the gradients, in float64 JSON.
+mkdir -p "$work/diff-corpus"
+/usr/bin/python3 fuzz/diff_seeds.py "build/$preset/attn-trace" "$work/diff-corpus"
+
+# One target's run: its figures, and on a finding the log and the inputs that found it.
+fuzz() {
+  local target=$1 corpus=$2 length=$3 status=0
+  echo "fuzz: $target for ${seconds} s"
+  rm -rf "$work/artifacts" && mkdir -p "$work/artifacts"
+  "build/$preset/$target" -max_total_time="$seconds" -max_len="$length" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$corpus" > "$work/log" 2>&1 || status=$?
+  grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|^Done' "$work/log" || true
+  if [ "$status" -ne 0 ] || ls "$work/artifacts/"* >/dev/null 2>&1; then
+    grep -v '^    #' "$work/log" | tail -40
+    for f in "$work/artifacts/"*; do [ -e "$f" ] && { echo "--- $f"; head -c 2000 "$f"; echo; }; done
+    echo "fuzz: $target FAILED"
+    exit 1
+  fi
+}
+fuzz fuzz_attention "$work/corpus" "$max_len"
+fuzz fuzz_diff "$work/diff-corpus" 65536  # a dump of every step of an example takes some kilobytes
 echo "fuzz: no crash, leak, hang or sanitizer report"

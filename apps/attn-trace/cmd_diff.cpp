@@ -14,6 +14,7 @@
 #include "check/diff.hpp"
 #include "command.hpp"
 #include "formats/dump_folder.hpp"
+#include "formats/dumped_steps.hpp"
 #include "io/diff_json.hpp"
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
@@ -36,27 +37,6 @@ struct DiffOptions {
   CLI::Option* dtype = nullptr;            // to tell whether --dtype was given
 };
 
-DType dtype_of(DumpDType t) {
-  switch (t) {
-    case DumpDType::float16: return DType::float16;
-    case DumpDType::bfloat16: return DType::bfloat16;
-    case DumpDType::float32: return DType::float32;
-    case DumpDType::float64: return DType::float64;
-  }
-  return DType::float64;
-}
-
-// How many significant bits a dtype keeps: the least precise of the dump's is what ours runs in.
-int significand_bits(DType t) {
-  switch (t) {
-    case DType::float64: return 53;
-    case DType::float32: return 24;
-    case DType::float16: return 11;
-    case DType::bfloat16: return 8;
-  }
-  return 0;
-}
-
 // --name STEP=NAME, as a map from the dump's name to the step.
 std::map<std::string, Step> name_map(const std::vector<std::string>& names) {
   std::map<std::string, Step> map;
@@ -69,33 +49,6 @@ std::map<std::string, Step> name_map(const std::vector<std::string>& names) {
       throw UsageError(fmt::format("--name {}: the name {} is given twice", pair, pair.substr(eq + 1)));
   }
   return map;
-}
-
-std::string steps_list() {
-  std::vector<std::string_view> names;
-  for (const Step s : all_steps()) names.push_back(step_info(s).name);
-  return fmt::format("{}", fmt::join(names, ", "));
-}
-
-// What an unknown name could have been besides a forward step: the gradients, and some of their aliases.
-std::string gradients_list() {
-  std::vector<std::string_view> names;
-  for (const Step s : gradient_steps()) names.push_back(step_info(s).name);
-  return fmt::format(
-      "{}, or the PyTorch-style grad_q, q.grad, dq, x.grad, grad_output, q_proj.weight.grad, … "
-      "(docs/diff.md)",
-      fmt::join(names, ", "));
-}
-
-// Why `step` has no place in a dump of `p`: what the input lacks.
-std::string missing_for(Step step, const std::string& file) {
-  switch (step_info(step).needs) {
-    case Needs::rope: return fmt::format("belongs to an input with \"rope\", and {} has none", file);
-    case Needs::alibi: return fmt::format("belongs to an input with \"alibi\", and {} has none", file);
-    case Needs::cross: return fmt::format("belongs to an input with a \"context\", and {} has none", file);
-    case Needs::w_o: return fmt::format("belongs to an input with W_o, and {} has none", file);
-    default: return fmt::format("belongs to an input with {}, and {} has none", to_string(step_info(step).needs), file);
-  }
 }
 
 // The problem of FILE: an input, or the input a saved trace holds.
@@ -131,50 +84,14 @@ int run(const DiffOptions& o) {
   const Problem& p = *problem;
   check_diff_memory(t, p);
 
-  std::vector<DumpedStep> dumped;
-  std::optional<DType> least;
-  for (NamedDump& d : read_dumps(o.dumps, o.bfloat16, memory_limit(t))) {
-    std::optional<Step> step = step_from_name(d.name);
-    if (!step) step = gradient_alias(d.name);
-    if (const auto it = names.find(d.name); it != names.end()) step = it->second;
-    if (!step)
-      throw InputError(display_name(o.dumps), "",
-                       fmt::format("{}: no step is called {} (the steps: {}; the gradients: {}; --name STEP=NAME "
-                                   "maps another name)",
-                                   visible(d.source), visible(d.name), steps_list(), gradients_list()));
-    if (!step_applies(*step, p))
-      throw InputError(display_name(o.dumps), "",
-                       fmt::format("{}: step {} {}", visible(d.source), step_info(*step).name,
-                                   missing_for(*step, display_name(t.file))));
-    for (const DumpedStep& before : dumped)
-      if (before.step == *step)
-        throw InputError(display_name(o.dumps), "",
-                         fmt::format("{} and {} are both step {}", visible(before.source), visible(d.source),
-                                     step_info(*step).name));
-    const DType dtype = dtype_of(d.tensor.dtype);
-    if (!least || significand_bits(dtype) < significand_bits(*least)) least = dtype;
-    dumped.push_back({*step, d.source, d.tensor.shape, std::move(d.tensor.values), dtype});
-  }
-  // A shape fits the step the dump is named for, or a later one it may hold (fused_steps), once every
-  // name is known: a step dumped under its own name is not read into another dump.
-  std::vector<Step> named;
-  named.reserve(dumped.size());
-  for (const DumpedStep& d : dumped) named.push_back(d.step);
-  for (const DumpedStep& d : dumped)
-    if (!fits_some_reading(d.step, p, d.shape, named))
-      throw InputError(display_name(o.dumps), "", shape_mismatch(d.step, p, d.source, d.shape));
-  for (const auto& [name, mapped] : names)
-    if (std::none_of(dumped.begin(), dumped.end(), [step = mapped](const DumpedStep& d) { return d.step == step; }))
-      throw InputError(
-          display_name(o.dumps), "",
-          fmt::format("--name {}={}: the dump holds no tensor called {}", step_info(mapped).name, name, name));
-  const bool gradients =
-      std::any_of(dumped.begin(), dumped.end(), [](const DumpedStep& d) { return is_gradient_step(d.step); });
+  Dumped dumped = dumped_steps(p, read_dumps(o.dumps, o.bfloat16, memory_limit(t)), names, display_name(o.dumps),
+                               display_name(t.file));
+  const bool gradients = dumped.gradients;
   if (gradients) check_diff_memory(t, p, true);  // the backward's steps are held as the forward's are
-  const DType dtype = o.dtype->count() > 0 ? t.dtype : *least;
+  const DType dtype = o.dtype->count() > 0 ? t.dtype : dumped.least;
   check_range(p, display_name(t.file), dtype);
 
-  const DiffResult result = diff_dump(p, dumped, dtype);
+  const DiffResult result = diff_dump(p, dumped.steps, dtype);
   if (!t.json_out.empty())
     write_result(t.json_out, diff_to_json(result, fmt::format("attn-trace {}", version), display_name(t.file),
                                           display_name(o.dumps)));
