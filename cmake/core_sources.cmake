@@ -71,6 +71,7 @@ set(ATTN_CORE_SOURCES
   src/model/positions.cpp
   src/lessons/scaling.cpp
   src/observe/steps.cpp
+  src/observe/step_sets.cpp
   src/bench/random_input.cpp
   src/bench/sweep.cpp
   src/bench/flops.cpp

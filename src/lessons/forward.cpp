@@ -1,25 +1,19 @@
 #include "lessons/forward.hpp"
 
 #include <functional>
+#include <optional>
 #include <limits>
 
 #include "engine/common.hpp"
+#include "engine/rows.hpp"
 #include "ops/attention.hpp"
+#include "ops/attention_backward.hpp"
 #include "ops/dropout.hpp"
 #include "tensor/half.hpp"
 
 namespace attn {
 
 namespace {
-
-constexpr std::size_t slot(Step s) { return static_cast<std::size_t>(s); }
-
-Tensor<double> transposed(const Tensor<double>& W) {
-  Tensor<double> t({W.dim(1), W.dim(0)});
-  for (std::size_t r = 0; r < W.dim(0); ++r)
-    for (std::size_t c = 0; c < W.dim(1); ++c) t(c, r) = W(r, c);
-  return t;
-}
 
 // The same values read in another shape: a reshape without the transpose.
 // (B, n, h·d) read as (B, h, n, d): H[b][hd][i][c] = Y.flat[b][(hd·n + i)·d + c], and back.
@@ -64,151 +58,158 @@ Tensor<T> fill_forbidden(Tensor<T> S, const Mask& mask, T fill) {
   return S;
 }
 
-// Which keys the (possibly mistaken) mask lets query i see.
-std::function<bool(std::size_t, std::size_t, std::size_t)> mask_of(const Problem& p, Mistake v) {
-  switch (v) {
-    case Mistake::mask_sees_next:
-      return [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j == 0 ? 0 : j - 1); };
-    case Mistake::mask_misses_diagonal:
-      return [&p](std::size_t b, std::size_t i, std::size_t j) { return j + 1 < p.m && p.mask.allows(b, i, j + 1); };
-    case Mistake::align_flipped: {
-      Mask flipped = p.mask;
-      flipped.align = flipped.align == Align::top_left ? Align::bottom_right : Align::top_left;
-      return [flipped](std::size_t b, std::size_t i, std::size_t j) { return flipped.allows(b, i, j); };
-    }
-    default: return [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j); };
+// Which keys a mask of the wrong keys lets query i see: one key later, the diagonal left out, or the
+// other alignment; nothing for any other mistake.
+std::optional<std::function<bool(std::size_t, std::size_t, std::size_t)>> wrong_mask(const Problem& p, Mistake v) {
+  if (v == Mistake::mask_sees_next)
+    return [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j == 0 ? 0 : j - 1); };
+  if (v == Mistake::mask_misses_diagonal)
+    return [&p](std::size_t b, std::size_t i, std::size_t j) { return j + 1 < p.m && p.mask.allows(b, i, j + 1); };
+  if (v == Mistake::align_flipped) {
+    Mask flipped = p.mask;
+    flipped.align = flipped.align == Align::top_left ? Align::bottom_right : Align::top_left;
+    return [flipped](std::size_t b, std::size_t i, std::size_t j) { return flipped.allows(b, i, j); };
   }
+  return std::nullopt;
 }
 
-// One pass over the steps in pipeline order: `keep` stores a computed step (rounded to the storage)
-// and hands on what the next steps start from.
+// The dropped weights of a mistaken pass: the engines' keep mask, drawn from the seed and each weight's
+// position, or, where a dropped step is given (a dump made with another generator), its own: a weight kept
+// where the given value is not 0, so that what is judged is the weights and their 1/(1 - p), not the draws.
+// dropout-unscaled leaves 1/(1 - p) out.
 template <class T>
-class Pass {
- public:
-  Pass(const Problem& p, Mistake v, DType storage, const GivenSteps& given)
-      : p_(p), v_(v), storage_(storage), given_(given) {}
+Tensor<T> dropped_as(const Problem& p, const Tensor<T>& weights, Mistake v,
+                     const std::optional<Tensor<double>>& theirs) {
+  const DropoutMask mask(*p.dropout);
+  const bool their_mask = theirs && theirs->size() == weights.size();
+  const T kept_factor = v == Mistake::dropout_unscaled ? T{1} : static_cast<T>(1 / (1 - p.dropout->p));
+  Tensor<T> dropped(weights.shape(), T{0});
+  std::size_t e = 0;  // (b, head, i, j) in row-major order
+  for (std::size_t b = 0; b < p.B; ++b)
+    for (std::size_t hd = 0; hd < p.h; ++hd)
+      for (std::size_t i = 0; i < p.n; ++i)
+        for (std::size_t j = 0; j < p.m; ++j, ++e)
+          if (their_mask ? theirs->values()[e] != 0 : mask.keeps(b, hd, i, j))
+            dropped.values()[e] = weights.values()[e] * kept_factor;
+  return dropped;
+}
 
-  const Tensor<T>& keep(Step s, Tensor<T> computed) {
-    round_stored(computed, storage_);
-    out.computed[slot(s)] = std::move(computed);
-    Tensor<T>& carry = out.carry[slot(s)];
-    carry = given_[slot(s)] ? cast<T>(*given_[slot(s)]) : out.computed[slot(s)];
-    return carry;
+// What mistake `v` computes in place of step `s`'s row (engine/rows.hpp), or nothing where it leaves the
+// row as it is. (no-scale, no-mask and shared-qkv are a different problem instead: mistaken_problem.)
+template <class T>
+std::optional<Tensor<T>> mistaken_step(Step s, const ForwardValues<T>& x, const RowContext<T>& c, Mistake v,
+                                       DType storage) {
+  const Problem& p = c.p;
+  const auto at = [&x](Step t) -> const Tensor<T>& { return x[slot(t)]; };
+  switch (s) {
+    case Step::q:
+      if (v == Mistake::w_q_transposed) return project(c.in.X, transposed(c.in.W_q), std::span<const T>(c.in.b_q));
+      return std::nullopt;
+    case Step::k:
+      if (v == Mistake::w_k_transposed) return project(c.in.C, transposed(c.in.W_k), std::span<const T>(c.in.b_k));
+      return std::nullopt;
+    case Step::v:
+      if (v == Mistake::w_v_transposed) return project(c.in.C, transposed(c.in.W_v), std::span<const T>(c.in.b_v));
+      return std::nullopt;
+    // wrong-reshape: a reshape without the transpose, (B, n, h·d) read as (B, h, n, d), and back
+    case Step::q_heads:
+      if (v == Mistake::wrong_reshape) return reinterpreted(at(Step::q), {p.B, p.h, p.n, p.d_k});
+      return std::nullopt;
+    case Step::k_heads:
+      if (v == Mistake::wrong_reshape) return reinterpreted(at(Step::k), {p.B, p.g, p.m, p.d_k});
+      return std::nullopt;
+    case Step::v_heads:
+      if (v == Mistake::wrong_reshape) return reinterpreted(at(Step::v), {p.B, p.g, p.m, p.d_v});
+      return std::nullopt;
+    case Step::concat:
+      if (v == Mistake::wrong_reshape) return reinterpreted(at(Step::head_outputs), {p.B, p.n, p.h * p.d_v});
+      return std::nullopt;
+    case Step::scores:
+      if (v == Mistake::k_untransposed) return scores_untransposed(at(rows::queries_read(p)), at(rows::keys_read(p)));
+      return std::nullopt;
+    case Step::scaled:
+      if (v == Mistake::scale_twice) return scale(at(Step::scores), static_cast<T>(p.scale * p.scale));
+      return std::nullopt;
+    // the mask: not yet (after the softmax), a large negative on purpose, or a mask of the wrong keys
+    case Step::masked:
+      if (v == Mistake::mask_after_softmax) return at(rows::before_mask(p));
+      if (v == Mistake::minus_1e9)
+        return fill_forbidden(at(rows::before_mask(p)), p.mask, static_cast<T>(lowest_written(storage)));
+      if (const auto allows = wrong_mask(p, v)) return apply_mask(at(rows::before_mask(p)), *allows);
+      return std::nullopt;
+    // the softmax of the columns leaves the sinks out; the mask after the softmax zeroes the weights
+    case Step::weights:
+      if (v == Mistake::softmax_columns) return softmax_columns(at(Step::masked));
+      if (v == Mistake::mask_after_softmax) return fill_forbidden(rows::weights(x, c), p.mask, T{0});
+      return std::nullopt;
+    case Step::sink_weights:
+      if (v == Mistake::softmax_columns) return Tensor<T>({p.B, p.h, p.n}, T{0});
+      return std::nullopt;
+    case Step::output:
+      if (v == Mistake::w_o_transposed && p.has_output_projection())
+        return project(at(Step::concat), transposed(c.in.W_o), std::span<const T>(c.in.b_o));
+      return std::nullopt;
+    case Step::q_rot:
+    case Step::k_rot:
+    case Step::capped:
+    case Step::bias:
+    case Step::dropped:
+    case Step::head_outputs:
+    // the backward pass's steps are lessons/backward.cpp's
+    case Step::d_output:
+    case Step::d_concat:
+    case Step::d_head_outputs:
+    case Step::d_dropped:
+    case Step::d_weights:
+    case Step::d_v_heads:
+    case Step::d_masked:
+    case Step::d_capped:
+    case Step::d_scaled:
+    case Step::d_scores:
+    case Step::d_q_rot:
+    case Step::d_k_rot:
+    case Step::d_q_heads:
+    case Step::d_k_heads:
+    case Step::d_q:
+    case Step::d_k:
+    case Step::d_v:
+    case Step::d_X:
+    case Step::d_context:
+    case Step::d_W_q:
+    case Step::d_W_k:
+    case Step::d_W_v:
+    case Step::d_W_o:
+    case Step::d_b_q:
+    case Step::d_b_k:
+    case Step::d_b_v:
+    case Step::d_b_o:
+    case Step::d_sinks: return std::nullopt;
   }
-  Tensor<T> input(const Tensor<double>& t) const {
-    Tensor<T> r(t.shape());
-    for (std::size_t k = 0; k < t.size(); ++k) r.values()[k] = stored_input<T>(storage_, t.values()[k]);
-    return r;
-  }
-  std::vector<T> input(const std::vector<double>& b) const {
-    std::vector<T> r(b.size());
-    for (std::size_t k = 0; k < b.size(); ++k) r[k] = stored_input<T>(storage_, b[k]);
-    return r;
-  }
-  // A weight as the mistake uses it: transposed when that is the mistake.
-  // The value given for step s (a user's dump), if any.
-  const std::optional<Tensor<double>>& given(Step s) const { return given_[slot(s)]; }
-  Tensor<T> weight(const Tensor<double>& W, Mistake transposed_by) const {
-    return input(v_ == transposed_by ? transposed(W) : W);
-  }
-  // Y split into heads (a reshape alone, for wrong-reshape).
-  Tensor<T> split(const Tensor<T>& Y, std::size_t heads, std::size_t tokens, std::size_t d) const {
-    return v_ == Mistake::wrong_reshape ? reinterpreted(Y, {p_.B, heads, tokens, d}) : split_heads(Y, heads);
-  }
+  return std::nullopt;
+}
 
-  ForwardRun<T> out;
-
- private:
-  const Problem& p_;
-  Mistake v_;
-  DType storage_;
-  const GivenSteps& given_;
-};
-
+// The rows of engine/rows.hpp in pipeline order, each stored rounded to the storage (as the naive engine
+// stores it), with mistake `v` made in place of the rows it changes; where `given` holds a step, the steps
+// after it start from that value.
 template <class T>
 ForwardRun<T> run_forward(const Problem& p, Mistake v, DType storage, const GivenSteps& given) {
-  Pass<T> pass(p, v, storage, given);
-  const auto keep = [&pass](Step s, Tensor<T> t) -> const Tensor<T>& { return pass.keep(s, std::move(t)); };
-  const std::vector<T> b_q = pass.input(p.b_q), b_k = pass.input(p.b_k), b_v = pass.input(p.b_v);
-
-  // pass 1: the projections, the heads split, and RoPE after the split (as engine/common.hpp turns them)
-  const Tensor<T> X = pass.input(p.X), C = pass.input(p.C);
-  const Tensor<T>& q = keep(Step::q, project(X, pass.weight(p.W_q, Mistake::w_q_transposed), std::span<const T>(b_q)));
-  const Tensor<T>& k = keep(Step::k, project(C, pass.weight(p.W_k, Mistake::w_k_transposed), std::span<const T>(b_k)));
-  const Tensor<T>& val =
-      keep(Step::v, project(C, pass.weight(p.W_v, Mistake::w_v_transposed), std::span<const T>(b_v)));
-  const Tensor<T>* Q = &keep(Step::q_heads, pass.split(q, p.h, p.n, p.d_k));
-  const Tensor<T>* K = &keep(Step::k_heads, pass.split(k, p.g, p.m, p.d_k));
-  const Tensor<T>& V = keep(Step::v_heads, pass.split(val, p.g, p.m, p.d_v));
-  if (p.rope) {
-    const Rope& r = *p.rope;
-    Q = &keep(Step::q_rot, rotate(*Q, pass.input(r.cos_q), pass.input(r.sin_q), r.style));
-    K = &keep(Step::k_rot, rotate(*K, pass.input(r.cos_k), pass.input(r.sin_k), r.style));
-  }
-
-  // pass 2: query dot key, scaled (once, not at all or twice), capped with softcap, ALiBi's bias after the
-  // scale and the cap (as the naive engine adds it), masked (with −∞, a large negative, or not yet), and the softmax
-  // (of rows or columns)
-  const Tensor<T>& S = keep(Step::scores, v == Mistake::k_untransposed ? scores_untransposed(*Q, *K) : scores(*Q, *K));
-  const double factor = v == Mistake::scale_twice ? p.scale * p.scale : p.scale;
-  const Tensor<T>* S_scaled = &keep(Step::scaled, scale(S, static_cast<T>(factor)));
-  if (p.softcap) S_scaled = &keep(Step::capped, softcap(*S_scaled, static_cast<T>(*p.softcap)));
-  if (p.alibi) {
-    const std::vector<T> slopes = pass.input(p.alibi->slopes);
-    const std::vector<T> pos_q(p.alibi->query_positions.begin(), p.alibi->query_positions.end());
-    const std::vector<T> pos_k(p.alibi->key_positions.begin(), p.alibi->key_positions.end());
-    S_scaled = &keep(Step::bias, add_alibi(*S_scaled, std::span<const T>(slopes), std::span<const T>(pos_q),
-                                           std::span<const T>(pos_k)));
-  }
-  Tensor<T> masked;
-  if (v == Mistake::mask_after_softmax) masked = *S_scaled;
-  // A large negative on purpose: this is the mistake being shown.
-  else if (v == Mistake::minus_1e9) masked = fill_forbidden(*S_scaled, p.mask, static_cast<T>(lowest_written(storage)));
-  else masked = apply_mask(*S_scaled, mask_of(p, v));
-  const Tensor<T>& S_masked = keep(Step::masked, std::move(masked));
-  // With sinks each row's softmax has one more logit, of no value; the column mistake leaves them out.
-  Tensor<T> A;
-  Tensor<T> sink_share({p.B, p.h, p.n}, T{0});
-  if (v == Mistake::softmax_columns) A = softmax_columns(S_masked);
-  else if (p.sinks.empty()) A = softmax_rows(S_masked);
-  else {
-    const std::vector<T> sinks = pass.input(p.sinks);
-    A = softmax_rows_with_sinks(S_masked, std::span<const T>(sinks), sink_share);
-  }
-  if (v == Mistake::mask_after_softmax) A = fill_forbidden(std::move(A), p.mask, T{0});
-  const Tensor<T>* weights = &keep(Step::weights, std::move(A));
-  if (!p.sinks.empty()) keep(Step::sink_weights, std::move(sink_share));
-  // dropout: the engines' keep mask, drawn from the seed and each weight's position; a given dropped step (a
-  // dump made with another generator) brings its own, a weight kept where the given value is not 0, so that
-  // what is judged is the weights and their 1/(1 - p), not the draws. dropout-unscaled leaves 1/(1 - p) out.
-  if (p.dropout) {
-    const DropoutMask mask(*p.dropout);
-    const std::optional<Tensor<double>>& theirs = pass.given(Step::dropped);
-    const bool their_mask = theirs && theirs->size() == weights->size();
-    const T kept_factor = v == Mistake::dropout_unscaled ? T{1} : static_cast<T>(1 / (1 - p.dropout->p));
-    Tensor<T> dropped(weights->shape(), T{0});
-    std::size_t e = 0;  // (b, head, i, j) in row-major order
-    for (std::size_t b = 0; b < p.B; ++b)
-      for (std::size_t hd = 0; hd < p.h; ++hd)
-        for (std::size_t i = 0; i < p.n; ++i)
-          for (std::size_t j = 0; j < p.m; ++j, ++e)
-            if (their_mask ? theirs->values()[e] != 0 : mask.keeps(b, hd, i, j))
-              dropped.values()[e] = weights->values()[e] * kept_factor;
-    weights = &keep(Step::dropped, std::move(dropped));
-  }
-
-  // pass 3: the weighted sum of the values, the heads merged (by a reshape alone, for wrong-reshape) and
-  // projected out
-  const Tensor<T>& O_h = keep(Step::head_outputs, weighted_sum(*weights, V));
-  const Tensor<T>& O =
-      keep(Step::concat, v == Mistake::wrong_reshape ? reinterpreted(O_h, {p.B, p.n, p.h * p.d_v}) : merge_heads(O_h));
-  if (p.has_output_projection()) {
-    const std::vector<T> b_o = pass.input(p.b_o);
-    keep(Step::output, project(O, pass.weight(p.W_o, Mistake::w_o_transposed), std::span<const T>(b_o)));
-  } else {
-    keep(Step::output, Tensor<T>(O));
-  }
-  return std::move(pass.out);
+  const Inputs<T> in(p, storage);
+  const RowContext<T> c{p, in};
+  ForwardRun<T> out;
+  const auto compute = [&](Step s, const ForwardValues<T>& x) {
+    if (s == Step::dropped) return dropped_as(p, x[slot(Step::weights)], v, given[slot(Step::dropped)]);
+    if (std::optional<Tensor<T>> mistaken = mistaken_step(s, x, c, v, storage)) return std::move(*mistaken);
+    return row_of<T>(s).forward(x, c);
+  };
+  const auto keep = [&](Step s, Tensor<T> computed) {
+    round_stored(computed, storage);
+    out.computed[slot(s)] = std::move(computed);
+    out.carry[slot(s)] = given[slot(s)] ? cast<T>(*given[slot(s)]) : out.computed[slot(s)];
+    return out.carry[slot(s)];
+  };
+  ForwardValues<T> x;
+  walk_forward<T>(p, x, compute, keep);
+  return out;
 }
 
 }  // namespace

@@ -183,6 +183,17 @@ bool is_position_step(Step step);
 // Does `later` use the value of `earlier`, directly or through other steps?
 bool depends_on(Step later, Step earlier);
 
+// What a trace of `p` holds, from the table's `needs` and `inputs`.
+// Whether `p` has `step`: q_rot and k_rot with `rope`, bias with `alibi`, every other step always.
+bool step_applies(Step step, const Problem& p);
+// The steps of `p`, in pipeline order: every forward step that applies to this input.
+std::vector<Step> steps_of(const Problem& p);
+// The backward steps of `p` (run --backward), in the order the backward pass reports them.
+std::vector<Step> gradient_steps_of(const Problem& p);
+// The steps `step` of `p` is computed from directly: its inputs that apply, without one that reaches it
+// only through another (with RoPE, scores reads q_rot and k_rot, not q_heads and k_heads).
+std::vector<Step> inputs_of(Step step, const Problem& p);
+
 // The formula of `step` as it applies to `p` (bias terms only when present, and so on).
 std::string step_formula(Step step, const Problem& p);
 // Its one-sentence meaning for `p`.

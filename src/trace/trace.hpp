@@ -78,17 +78,6 @@ struct Trace {
   std::optional<CompareRecord> compare;               // when `compare` judged naive vs flash vs a reference
 };
 
-// What a trace of `p` holds, from the step table's `needs` and `inputs` (observe/steps.hpp).
-// Whether `p` has `step`: q_rot and k_rot with `rope`, bias with `alibi`, every other step always.
-bool step_applies(Step step, const Problem& p);
-// The steps of `p`, in pipeline order: every forward step that applies to this input.
-std::vector<Step> steps_of(const Problem& p);
-// The backward steps of `p` (run --backward), in the order the backward pass reports them.
-std::vector<Step> gradient_steps_of(const Problem& p);
-// The steps `step` of `p` is computed from directly: its inputs that apply, without one that reaches it
-// only through another (with RoPE, scores reads q_rot and k_rot, not q_heads and k_heads).
-std::vector<Step> inputs_of(Step step, const Problem& p);
-
 // Which steps, and which head of them, to keep.
 struct StepFilter {
   std::vector<Step> only;           // empty: every step, unless `none`

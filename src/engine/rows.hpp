@@ -1,0 +1,373 @@
+#pragma once
+// The math of every forward step, one row each, beside the step table (observe/steps.hpp) that says what
+// each step is: `forward`, the op that computes the step from the steps before it, and `backward`, the op
+// that sends the step's gradient back to what it read. The plain passes walk these rows (walk_forward,
+// walk_backward below); the mistakes of lessons/catalogue.hpp are overrides of a row's op; flash and the
+// fast path stay hand-fused and are checked against the rows. tests/unit/rows_test.cpp runs every row
+// against an independent formula and its backward against central differences of its forward.
+//
+// A forward step S has its gradient ∂L/∂S in the gradient step named d_S (d_scores for scores) where the
+// table has one; `bias` (ALiBi's, a plain sum) passes its gradient on unchanged and `sink_weights` (read by
+// nothing after it) has none. The leaves, X, the context and the parameters, have theirs in d_X …
+// d_sinks. Values are kept by slot: a forward step's value in its own (ForwardValues), and in a pass of
+// gradients (Gradients) ∂L/∂S in the slot of S, a leaf's in the slot of its gradient step (d_X …).
+
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "engine/common.hpp"
+#include "observe/steps.hpp"
+#include "ops/attention.hpp"
+#include "ops/attention_backward.hpp"
+#include "ops/dropout.hpp"
+
+namespace attn {
+
+template <class T>
+using ForwardValues = std::array<Tensor<T>, step_count>;
+template <class T>
+using Gradients = std::array<Tensor<T>, table_size>;
+
+constexpr std::size_t slot(Step s) { return static_cast<std::size_t>(s); }
+
+// What a row reads besides the steps: the problem and its inputs in T (rounded to the run's storage).
+template <class T>
+struct RowContext {
+  const Problem& p;
+  const Inputs<T>& in;
+};
+
+// The step a row computes from the values of the steps before it (x: each step's value by slot).
+template <class T>
+using RowForward = Tensor<T> (*)(const ForwardValues<T>& x, const RowContext<T>& c);
+// Adds to d, by slot, what the step's gradient dy sends back to each input it read (a step's, or a
+// leaf's: X, the context, a parameter), given the forward values x.
+template <class T>
+using RowBackward = void (*)(const Tensor<T>& dy, const ForwardValues<T>& x, const RowContext<T>& c, Gradients<T>& d);
+
+template <class T>
+struct RowMath {
+  Step step;
+  RowForward<T> forward;
+  RowBackward<T> backward;
+};
+
+// The gradient step that holds ∂L/∂step (d_scores for scores), or none (bias, sink_weights; a gradient).
+inline std::optional<Step> gradient_of(Step step) {
+  if (is_gradient_step(step)) return std::nullopt;
+  return step_from_name(std::string("d_") + std::string(step_info(step).name));
+}
+
+namespace rows {
+
+// d[s] += g (or d[s] = g, when nothing was sent there yet): the paths into one value add up.
+template <class T>
+void send(Gradients<T>& d, Step s, Tensor<T> g) {
+  Tensor<T>& into = d[slot(s)];
+  if (into.empty()) into = std::move(g);
+  else into = add(g, into);  // the later path first: dQ + (dK + dV), the order the sum was written in
+}
+
+// The step a step reads in place of an optional one (q_rot for q_heads with RoPE; the last of scaled,
+// capped, bias before the mask; dropped for the weights with dropout).
+inline Step queries_read(const Problem& p) { return p.rope ? Step::q_rot : Step::q_heads; }
+inline Step keys_read(const Problem& p) { return p.rope ? Step::k_rot : Step::k_heads; }
+inline Step before_mask(const Problem& p) { return p.alibi ? Step::bias : p.softcap ? Step::capped : Step::scaled; }
+inline Step before_bias(const Problem& p) { return p.softcap ? Step::capped : Step::scaled; }
+inline Step weights_read(const Problem& p) { return p.dropout ? Step::dropped : Step::weights; }
+
+// A weight's gradient in the input file's layout: in × out, or out × in (PyTorch's).
+template <class T>
+Tensor<T> in_file_layout(const Problem& p, Tensor<T> dW) {
+  return p.layout == Layout::out_in ? transposed(dW) : dW;
+}
+
+// ---- the projections: Y = X·W + b
+
+// Q = X·W_q + b_q                                                    -> (B, n, h·d_k)
+template <class T>
+Tensor<T> q(const ForwardValues<T>&, const RowContext<T>& c) {
+  return project(c.in.X, c.in.W_q, std::span<const T>(c.in.b_q));
+}
+// K = C·W_k + b_k (C = X in self-attention)                          -> (B, m, g·d_k)
+template <class T>
+Tensor<T> k(const ForwardValues<T>&, const RowContext<T>& c) {
+  return project(c.in.C, c.in.W_k, std::span<const T>(c.in.b_k));
+}
+// V = C·W_v + b_v                                                    -> (B, m, g·d_v)
+template <class T>
+Tensor<T> v(const ForwardValues<T>&, const RowContext<T>& c) {
+  return project(c.in.C, c.in.W_v, std::span<const T>(c.in.b_v));
+}
+
+// Y = In·W + b, back to In (into `input`, X's or the context's), W and b.
+template <class T>
+void projected_back(const Tensor<T>& dY, const Tensor<T>& In, const Tensor<T>& W, bool bias, Step input, Step weight,
+                    Step b, const Problem& p, Gradients<T>& d) {
+  send(d, input, d_project_input(dY, W));
+  d[slot(weight)] = in_file_layout(p, d_project_weight(In, dY));
+  if (bias) d[slot(b)] = d_project_bias(dY);
+}
+template <class T>
+void d_q(const Tensor<T>& dQ, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
+  projected_back(dQ, c.in.X, c.in.W_q, !c.p.b_q.empty(), Step::d_X, Step::d_W_q, Step::d_b_q, c.p, d);
+}
+// The context's gradient is X's in self-attention: X is the keys' and values' input there too.
+template <class T>
+void d_k(const Tensor<T>& dK, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
+  projected_back(dK, c.in.C, c.in.W_k, !c.p.b_k.empty(), c.p.cross ? Step::d_context : Step::d_X, Step::d_W_k,
+                 Step::d_b_k, c.p, d);
+}
+template <class T>
+void d_v(const Tensor<T>& dV, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
+  projected_back(dV, c.in.C, c.in.W_v, !c.p.b_v.empty(), c.p.cross ? Step::d_context : Step::d_X, Step::d_W_v,
+                 Step::d_b_v, c.p, d);
+}
+
+// ---- the heads: a relayout, whose backward is the inverse relayout
+
+template <class T>
+Tensor<T> q_heads(const ForwardValues<T>& x, const RowContext<T>& c) {
+  return split_heads(x[slot(Step::q)], c.p.h);
+}
+template <class T>
+Tensor<T> k_heads(const ForwardValues<T>& x, const RowContext<T>& c) {
+  return split_heads(x[slot(Step::k)], c.p.g);
+}
+template <class T>
+Tensor<T> v_heads(const ForwardValues<T>& x, const RowContext<T>& c) {
+  return split_heads(x[slot(Step::v)], c.p.g);
+}
+template <class T>
+void d_q_heads(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>&, Gradients<T>& d) {
+  send(d, Step::q, merge_heads(dy));
+}
+template <class T>
+void d_k_heads(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>&, Gradients<T>& d) {
+  send(d, Step::k, merge_heads(dy));
+}
+template <class T>
+void d_v_heads(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>&, Gradients<T>& d) {
+  send(d, Step::v, merge_heads(dy));
+}
+
+// ---- RoPE: an orthogonal turn, whose backward is its transpose
+
+template <class T>
+Tensor<T> q_rot(const ForwardValues<T>& x, const RowContext<T>& c) {
+  return rotate(x[slot(Step::q_heads)], c.in.cos_q, c.in.sin_q, c.p.rope->style);
+}
+template <class T>
+Tensor<T> k_rot(const ForwardValues<T>& x, const RowContext<T>& c) {
+  return rotate(x[slot(Step::k_heads)], c.in.cos_k, c.in.sin_k, c.p.rope->style);
+}
+template <class T>
+void d_q_rot(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
+  send(d, Step::q_heads, d_rotate(dy, c.in.cos_q, c.in.sin_q, c.p.rope->style));
+}
+template <class T>
+void d_k_rot(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
+  send(d, Step::k_heads, d_rotate(dy, c.in.cos_k, c.in.sin_k, c.p.rope->style));
+}
+
+// ---- the scores
+
+// S = Q·Kᵀ per head                                                  -> (B, h, n, m)
+template <class T>
+Tensor<T> scores_row(const ForwardValues<T>& x, const RowContext<T>& c) {
+  return scores(x[slot(queries_read(c.p))], x[slot(keys_read(c.p))]);
+}
+// dQ = dS·K, dK = dSᵀ·Q summed over the query heads that share the key head
+template <class T>
+void d_scores_row(const Tensor<T>& dS, const ForwardValues<T>& x, const RowContext<T>& c, Gradients<T>& d) {
+  send(d, queries_read(c.p), d_scores_queries(dS, x[slot(keys_read(c.p))]));
+  send(d, keys_read(c.p), d_scores_keys(dS, x[slot(queries_read(c.p))], c.p.g));
+}
+
+// S' = S·scale
+template <class T>
+Tensor<T> scaled(const ForwardValues<T>& x, const RowContext<T>& c) {
+  return scale(x[slot(Step::scores)], static_cast<T>(c.p.scale));
+}
+template <class T>
+void d_scaled(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
+  send(d, Step::scores, scale(dy, static_cast<T>(c.p.scale)));
+}
+
+// S_c = c·tanh(S'/c)
+template <class T>
+Tensor<T> capped(const ForwardValues<T>& x, const RowContext<T>& c) {
+  return softcap(x[slot(Step::scaled)], static_cast<T>(*c.p.softcap));
+}
+// dS' = dS_c ⊙ (1 − (S_c/c)²): the cap's slope, from its own output
+template <class T>
+void d_capped(const Tensor<T>& dy, const ForwardValues<T>& x, const RowContext<T>& c, Gradients<T>& d) {
+  send(d, Step::scaled, d_softcap(dy, x[slot(Step::capped)], static_cast<T>(*c.p.softcap)));
+}
+
+// S'' = S' + ALiBi's bias: a constant added, so the gradient passes through unchanged
+template <class T>
+Tensor<T> bias(const ForwardValues<T>& x, const RowContext<T>& c) {
+  return add_alibi(x[slot(before_bias(c.p))], std::span<const T>(c.in.slopes), std::span<const T>(c.in.pos_q),
+                   std::span<const T>(c.in.pos_k));
+}
+template <class T>
+void d_bias(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
+  send(d, before_bias(c.p), Tensor<T>(dy));
+}
+
+// −∞ where the mask forbids a key; nothing flows back through a forbidden score
+template <class T>
+Tensor<T> masked(const ForwardValues<T>& x, const RowContext<T>& c) {
+  const Problem& p = c.p;
+  return apply_mask(x[slot(before_mask(p))],
+                    [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j); });
+}
+template <class T>
+void d_masked(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
+  const Problem& p = c.p;
+  send(d, before_mask(p),
+       d_apply_mask(dy, [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j); }));
+}
+
+// ---- the softmax, with the sinks' logits in its rows when the input has them
+
+template <class T>
+Tensor<T> weights(const ForwardValues<T>& x, const RowContext<T>& c) {
+  if (c.p.sinks.empty()) return softmax_rows(x[slot(Step::masked)]);
+  Tensor<T> share;
+  return softmax_rows_with_sinks(x[slot(Step::masked)], std::span<const T>(c.in.sinks), share);
+}
+// The sinks' shares of each row: the same softmax, its other result   -> (B, h, n)
+template <class T>
+Tensor<T> sink_weights(const ForwardValues<T>& x, const RowContext<T>& c) {
+  Tensor<T> share;
+  (void)softmax_rows_with_sinks(x[slot(Step::masked)], std::span<const T>(c.in.sinks), share);
+  return share;
+}
+// dS'' = A ⊙ (dA − D), D = rowsum(dA ⊙ A); with sinks, the sinks' logits get −Σ a_sink·D
+template <class T>
+void d_weights(const Tensor<T>& dA, const ForwardValues<T>& x, const RowContext<T>& c, Gradients<T>& d) {
+  const Tensor<T>& A = x[slot(Step::weights)];
+  if (!c.p.sinks.empty()) d[slot(Step::d_sinks)] = d_sinks(A, dA, x[slot(Step::sink_weights)]);
+  send(d, Step::masked, d_softmax_rows(A, dA));
+}
+// read by nothing after it: no gradient to send
+template <class T>
+void d_sink_weights(const Tensor<T>&, const ForwardValues<T>&, const RowContext<T>&, Gradients<T>&) {}
+
+// A_drop = A ⊙ Z/(1 − p), the keep mask Z drawn from the seed: the gradient goes back through the same mask
+template <class T>
+Tensor<T> dropped(const ForwardValues<T>& x, const RowContext<T>& c) {
+  return apply_dropout(x[slot(Step::weights)], DropoutMask(*c.p.dropout));
+}
+template <class T>
+void d_dropped(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
+  send(d, Step::weights, apply_dropout(dy, DropoutMask(*c.p.dropout)));
+}
+
+// ---- the weighted sum, the heads merged, the output projection
+
+// O_h = A·V per head                                                  -> (B, h, n, d_v)
+template <class T>
+Tensor<T> head_outputs(const ForwardValues<T>& x, const RowContext<T>& c) {
+  return weighted_sum(x[slot(weights_read(c.p))], x[slot(Step::v_heads)]);
+}
+// dA = dO·Vᵀ, dV = Aᵀ·dO summed over the query heads that share the value head
+template <class T>
+void d_head_outputs(const Tensor<T>& dO, const ForwardValues<T>& x, const RowContext<T>& c, Gradients<T>& d) {
+  send(d, weights_read(c.p), d_weighted_sum_weights(dO, x[slot(Step::v_heads)]));
+  send(d, Step::v_heads, d_weighted_sum_values(x[slot(weights_read(c.p))], dO, c.p.g));
+}
+
+template <class T>
+Tensor<T> concat(const ForwardValues<T>& x, const RowContext<T>&) {
+  return merge_heads(x[slot(Step::head_outputs)]);
+}
+template <class T>
+void d_concat(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
+  send(d, Step::head_outputs, split_heads(dy, c.p.h));
+}
+
+// Y = O·W_o + b_o, or O itself without W_o
+template <class T>
+Tensor<T> output(const ForwardValues<T>& x, const RowContext<T>& c) {
+  const Tensor<T>& O = x[slot(Step::concat)];
+  if (!c.p.has_output_projection()) return O;
+  return project(O, c.in.W_o, std::span<const T>(c.in.b_o));
+}
+template <class T>
+void d_output(const Tensor<T>& dY, const ForwardValues<T>& x, const RowContext<T>& c, Gradients<T>& d) {
+  const Problem& p = c.p;
+  if (!p.has_output_projection()) return send(d, Step::concat, Tensor<T>(dY));
+  send(d, Step::concat, d_project_input(dY, c.in.W_o));
+  d[slot(Step::d_W_o)] = in_file_layout(p, d_project_weight(x[slot(Step::concat)], dY));
+  if (!p.b_o.empty()) d[slot(Step::d_b_o)] = d_project_bias(dY);
+}
+
+}  // namespace rows
+
+// Every forward step's row, in the table's order: row k is step k. A step added to the table without
+// a row here fails to compile (the size), and one out of order fails the test of the rows.
+template <class T>
+const std::array<RowMath<T>, step_count>& row_math() {
+  static const std::array<RowMath<T>, step_count> table = {{
+      {Step::q, rows::q<T>, rows::d_q<T>},
+      {Step::k, rows::k<T>, rows::d_k<T>},
+      {Step::v, rows::v<T>, rows::d_v<T>},
+      {Step::q_heads, rows::q_heads<T>, rows::d_q_heads<T>},
+      {Step::k_heads, rows::k_heads<T>, rows::d_k_heads<T>},
+      {Step::v_heads, rows::v_heads<T>, rows::d_v_heads<T>},
+      {Step::q_rot, rows::q_rot<T>, rows::d_q_rot<T>},
+      {Step::k_rot, rows::k_rot<T>, rows::d_k_rot<T>},
+      {Step::scores, rows::scores_row<T>, rows::d_scores_row<T>},
+      {Step::scaled, rows::scaled<T>, rows::d_scaled<T>},
+      {Step::capped, rows::capped<T>, rows::d_capped<T>},
+      {Step::bias, rows::bias<T>, rows::d_bias<T>},
+      {Step::masked, rows::masked<T>, rows::d_masked<T>},
+      {Step::weights, rows::weights<T>, rows::d_weights<T>},
+      {Step::sink_weights, rows::sink_weights<T>, rows::d_sink_weights<T>},
+      {Step::dropped, rows::dropped<T>, rows::d_dropped<T>},
+      {Step::head_outputs, rows::head_outputs<T>, rows::d_head_outputs<T>},
+      {Step::concat, rows::concat<T>, rows::d_concat<T>},
+      {Step::output, rows::output<T>, rows::d_output<T>},
+  }};
+  return table;
+}
+
+template <class T>
+const RowMath<T>& row_of(Step step) {
+  return row_math<T>()[slot(step)];
+}
+
+// The forward pass over the rows: every step of `p` in pipeline order, each from the values of the steps
+// before it. `compute(step, x)` makes the step (its row's forward, or what a mistake does instead), and
+// `keep(step, value)` stores it and returns what the steps after it read in its place (x).
+template <class T, class Compute, class Keep>
+void walk_forward(const Problem& p, ForwardValues<T>& x, Compute&& compute, Keep&& keep) {
+  for (const Step s : all_steps())
+    if (step_applies(s, p)) x[slot(s)] = keep(s, compute(s, static_cast<const ForwardValues<T>&>(x)));
+}
+
+// The backward pass over the rows, ∂L/∂output in d[output]: the steps of `p` in reverse, each sending its
+// gradient back to what it read (`send(step, dy, d)`: its row's backward, or what a mistake does instead).
+// When the walk reaches a step, every step that read it has sent its part, so its gradient is whole:
+// `keep(gradient step, value)` stores it and returns what is sent on in its place. The leaves' gradients
+// (d_X … d_sinks) are whole at the end, and kept then, in the table's order.
+template <class T, class Send, class Keep>
+void walk_backward(const Problem& p, const ForwardValues<T>& x, Gradients<T>& d, Send&& send, Keep&& keep) {
+  for (auto s = all_steps().rbegin(); s != all_steps().rend(); ++s) {
+    if (!step_applies(*s, p)) continue;
+    Tensor<T>& dy = d[slot(*s)];
+    if (const std::optional<Step> g = gradient_of(*s)) dy = keep(*g, std::move(dy));
+    if (!dy.empty()) send(*s, static_cast<const Tensor<T>&>(dy), x, d);
+  }
+  for (const Step g : gradient_steps())
+    if (slot(g) >= step_count + 0 && !d[slot(g)].empty() && step_applies(g, p))
+      d[slot(g)] = keep(g, std::move(d[slot(g)]));
+}
+
+}  // namespace attn
