@@ -252,12 +252,17 @@ Tensor<T> sink_weights(const ForwardValues<T>& x, const RowContext<T>& c) {
 template <class T>
 void d_weights(const Tensor<T>& dA, const ForwardValues<T>& x, const RowContext<T>& c, Gradients<T>& d) {
   const Tensor<T>& A = x[slot(Step::weights)];
-  if (!c.p.sinks.empty()) d[slot(Step::d_sinks)] = d_sinks(A, dA, x[slot(Step::sink_weights)]);
+  if (!c.p.sinks.empty()) send(d, Step::d_sinks, d_sinks(A, dA, x[slot(Step::sink_weights)]));
   send(d, Step::masked, d_softmax_rows(A, dA));
 }
-// read by nothing after it: no gradient to send
+// the shares' own backward, to the scores and the sinks (a backward pass sends nothing this way: nothing
+// after the shares reads them)
 template <class T>
-void d_sink_weights(const Tensor<T>&, const ForwardValues<T>&, const RowContext<T>&, Gradients<T>&) {}
+void d_sink_weights(const Tensor<T>& dy, const ForwardValues<T>& x, const RowContext<T>&, Gradients<T>& d) {
+  const Tensor<T>& share = x[slot(Step::sink_weights)];
+  send(d, Step::masked, d_sink_share_scores(dy, share, x[slot(Step::weights)]));
+  send(d, Step::d_sinks, d_sink_share_sinks(dy, share));
+}
 
 // A_drop = A ⊙ Z/(1 − p), the keep mask Z drawn from the seed: the gradient goes back through the same mask
 template <class T>
@@ -366,8 +371,7 @@ void walk_backward(const Problem& p, const ForwardValues<T>& x, Gradients<T>& d,
     if (!dy.empty()) send(*s, static_cast<const Tensor<T>&>(dy), x, d);
   }
   for (const Step g : gradient_steps())
-    if (slot(g) >= step_count + 0 && !d[slot(g)].empty() && step_applies(g, p))
-      d[slot(g)] = keep(g, std::move(d[slot(g)]));
+    if (!d[slot(g)].empty() && step_applies(g, p)) d[slot(g)] = keep(g, std::move(d[slot(g)]));
 }
 
 }  // namespace attn

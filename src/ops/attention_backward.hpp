@@ -229,6 +229,36 @@ Tensor<T> d_sinks(const Tensor<T>& A, const Tensor<T>& dA, const Tensor<T>& sink
   return d;
 }
 
+// The sinks' shares, back to the scores and the sinks: a_sink = exp(sink - M)/l is one more entry of the
+// row's softmax, so its backward is the softmax's, with only that entry's gradient d_share nonzero:
+// dS[r][j] = -d_share[r]·a_sink[r]·A[r][j],  dsink[hd] = Σ_{b,i} d_share·a_sink·(1 - a_sink).
+// (Nothing in attention reads the shares, so a backward pass sends 0 this way: this is for a row's own
+// check, and for whoever reads them.)    d_share, sink_share (B, h, n), A (B, h, n, m) -> dS (B, h, n, m)
+template <class T>
+Tensor<T> d_sink_share_scores(const Tensor<T>& d_share, const Tensor<T>& sink_share, const Tensor<T>& A) {
+  detail::require(
+      A.rank() == 4 && d_share.shape() == sink_share.shape() && sink_share.size() * A.dim(3) == A.size(),
+      "d_sink_share_scores",
+      fmt::format("d_share {}, the shares {} and A {} do not fit", d_share.shape(), sink_share.shape(), A.shape()));
+  const std::size_t m = A.dim(3);
+  Tensor<T> dS(A.shape());
+  for (std::size_t r = 0; r < sink_share.size(); ++r)
+    for (std::size_t j = 0; j < m; ++j)
+      dS.values()[r * m + j] = -d_share.values()[r] * sink_share.values()[r] * A.values()[r * m + j];
+  return dS;
+}
+//                                                                     d_share, sink_share (B, h, n) -> (h)
+template <class T>
+Tensor<T> d_sink_share_sinks(const Tensor<T>& d_share, const Tensor<T>& sink_share) {
+  const std::size_t h = sink_share.dim(1), n = sink_share.dim(2);
+  Tensor<T> d({h});
+  for (std::size_t r = 0; r < sink_share.size(); ++r) {
+    const T a = sink_share.values()[r];
+    d(r / n % h) += d_share.values()[r] * a * (1 - a);
+  }
+  return d;
+}
+
 // The same gradient from what a flash backward keeps, with no weight formed: a_sink = exp(sink - lse)
 // and D = rowsum(dO ⊙ O), one number per row each.
 // dsink[hd] = -Σ_{b,i} exp(sinks[hd] - lse[b][hd][i]) · D[b][hd][i]

@@ -1,0 +1,416 @@
+// One harness for every row of engine/rows.hpp, as ggml's test-backend-ops checks every op: on seeded
+// problems that between them have every `Needs` of the step table (rope in both styles, alibi, softcap,
+// sinks, dropout, cross-attention, W_o, each bias, GQA, a batch, a mask, the out_in layout), in float64,
+//   - each row's forward against an independent formula, written here in plain loops from the
+//     definitions of docs/trace-format.md (not from ops/);
+//   - each row's backward against central differences of its own forward, for every input it sends a
+//     gradient to (the steps it read, and the leaves X, the context and the parameters).
+// A step added to the table without a case in `independent` fails to compile (-Wswitch, no default).
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "engine/rows.hpp"
+#include "io/load.hpp"
+#include "ops/dropout.hpp"
+
+namespace attn {
+
+namespace {
+
+constexpr double minus_inf = -std::numeric_limits<double>::infinity();
+
+// ---- the problems: random numbers in every matrix, one input per kind of step
+
+std::string matrix(std::mt19937& rng, std::size_t rows, std::size_t cols) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::string out = "[";
+  for (std::size_t r = 0; r < rows; ++r) {
+    out += r ? ",[" : "[";
+    for (std::size_t c = 0; c < cols; ++c) out += fmt::format("{}{:.17g}", c ? "," : "", u(rng));
+    out += "]";
+  }
+  return out + "]";
+}
+
+std::string vector_of(std::mt19937& rng, std::size_t size) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::string out = "[";
+  for (std::size_t k = 0; k < size; ++k) out += fmt::format("{}{:.17g}", k ? "," : "", u(rng));
+  return out + "]";
+}
+
+struct Case {
+  std::string name;
+  Problem p;
+};
+
+// Inputs of n = 4 tokens, d_model = 6, heads of d_k = 2 (d_v = 3 with W_o), each seeded by its place.
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  const auto add = [&out](std::string name, const std::string& extra, std::size_t h, std::size_t g, bool w_o,
+                          bool biases, bool cross, unsigned seed) {
+    std::mt19937 rng(seed);
+    const std::size_t n = 4, m = cross ? 5 : 4, d_model = 6, d_ctx = cross ? 3 : 6, d_k = 2, d_v = w_o ? 3 : 2;
+    // a weight (in, out), written out × in for the out_in layout
+    const bool out_in = extra.find("out_in") != std::string::npos;
+    const auto weight = [&](std::size_t in, std::size_t out_width) {
+      return out_in ? matrix(rng, out_width, in) : matrix(rng, in, out_width);
+    };
+    std::string json =
+        fmt::format(R"({{"n_heads": {}, "n_kv_heads": {}, "X": {}, "W_q": {}, "W_k": {}, "W_v": {})", h, g,
+                    matrix(rng, n, d_model), weight(d_model, h * d_k), weight(d_ctx, g * d_k), weight(d_ctx, g * d_v));
+    if (cross) json += fmt::format(R"(, "context": {{"X": {}}})", matrix(rng, m, d_ctx));
+    if (w_o) json += fmt::format(R"(, "W_o": {})", weight(h * d_v, 5));
+    if (biases)
+      json += fmt::format(R"(, "b_q": {}, "b_k": {}, "b_v": {})", vector_of(rng, h * d_k), vector_of(rng, g * d_k),
+                          vector_of(rng, g * d_v));
+    if (biases && w_o) json += fmt::format(R"(, "b_o": {})", vector_of(rng, 5));
+    json += extra + "}";
+    out.push_back({std::move(name), load_problem(json, "rows_test.json")});
+  };
+  add("plain, W_o and every bias", "", 2, 2, true, true, false, 1);
+  add("GQA, causal", R"(, "mask": "causal")", 4, 2, false, false, false, 2);
+  add("RoPE (half), GQA", R"(, "rope": {"theta": 100, "style": "half"}, "mask": "causal")", 2, 1, true, false, false,
+      3);
+  add("RoPE (interleaved)", R"(, "rope": {"theta": 10, "style": "interleaved"})", 2, 2, false, true, false, 4);
+  add("ALiBi, softcap", R"(, "alibi": true, "softcap": 1.5, "mask": "causal")", 2, 2, false, false, false, 5);
+  add("sinks, sliding window", R"(, "sinks": [0.5, -1], "mask": {"type": "sliding_window", "window": 2})", 2, 2, true,
+      false, false, 6);
+  add("dropout", R"(, "dropout": {"p": 0.25, "seed": 7})", 2, 2, true, true, false, 7);
+  add("cross-attention, out_in", R"(, "layout": "out_in")", 2, 1, true, true, true, 8);
+  add("softcap, sinks, dropout, ALiBi", R"(, "softcap": 2, "sinks": [1, 0.25], "alibi": [0.5, 0.125],
+      "dropout": {"p": 0.5, "seed": 3}, "mask": "causal")",
+      2, 2, true, true, false, 9);
+  return out;
+}
+
+// ---- the independent formulas
+
+using Values = ForwardValues<double>;
+
+// Y[b][i][c] = Σ_r X[b][i][r]·W[r][c] + b[c]
+Tensor<double> linear(const Tensor<double>& X, const Tensor<double>& W, const std::vector<double>& bias) {
+  Tensor<double> Y({X.dim(0), X.dim(1), W.dim(1)});
+  for (std::size_t b = 0; b < X.dim(0); ++b)
+    for (std::size_t i = 0; i < X.dim(1); ++i)
+      for (std::size_t c = 0; c < W.dim(1); ++c) {
+        double sum = bias.empty() ? 0.0 : bias[c];
+        for (std::size_t r = 0; r < W.dim(0); ++r) sum += X(b, i, r) * W(r, c);
+        Y(b, i, c) = sum;
+      }
+  return Y;
+}
+
+// H[b][hd][i][c] = Y[b][i][hd·d + c]
+Tensor<double> heads_of(const Tensor<double>& Y, std::size_t heads) {
+  const std::size_t d = Y.dim(2) / heads;
+  Tensor<double> H({Y.dim(0), heads, Y.dim(1), d});
+  for (std::size_t b = 0; b < Y.dim(0); ++b)
+    for (std::size_t hd = 0; hd < heads; ++hd)
+      for (std::size_t i = 0; i < Y.dim(1); ++i)
+        for (std::size_t c = 0; c < d; ++c) H(b, hd, i, c) = Y(b, i, hd * d + c);
+  return H;
+}
+
+// Each pair (a, b) of the first `dims` features turned by position·θ_i.
+Tensor<double> turned(const Tensor<double>& X, const Rope& r, const Tensor<double>& cos, const Tensor<double>& sin) {
+  Tensor<double> Y = X;
+  const std::size_t pairs = r.dims / 2;
+  for (std::size_t b = 0; b < X.dim(0); ++b)
+    for (std::size_t hd = 0; hd < X.dim(1); ++hd)
+      for (std::size_t t = 0; t < X.dim(2); ++t)
+        for (std::size_t i = 0; i < pairs; ++i) {
+          const std::size_t a = r.style == RopeStyle::half ? i : 2 * i;
+          const std::size_t e = r.style == RopeStyle::half ? i + pairs : 2 * i + 1;
+          Y(b, hd, t, a) = X(b, hd, t, a) * cos(t, i) - X(b, hd, t, e) * sin(t, i);
+          Y(b, hd, t, e) = X(b, hd, t, e) * cos(t, i) + X(b, hd, t, a) * sin(t, i);
+        }
+  return Y;
+}
+
+// The value the steps after `step` read in place of those it stands for.
+const Tensor<double>& read(const Values& x, const Problem& p, Step step) {
+  if (step == Step::q_heads && p.rope) return x[slot(Step::q_rot)];
+  if (step == Step::k_heads && p.rope) return x[slot(Step::k_rot)];
+  if (step == Step::scaled && p.alibi) return x[slot(Step::bias)];
+  if (step == Step::scaled && p.softcap) return x[slot(Step::capped)];
+  if (step == Step::capped && p.alibi) return x[slot(Step::bias)];
+  if (step == Step::weights && p.dropout) return x[slot(Step::dropped)];
+  return x[slot(step)];
+}
+
+// The softmax of row (b, hd, i) of S'' with the head's sink: each weight and the sink's share.
+std::pair<std::vector<double>, double> softmax_row(const Tensor<double>& S, const Problem& p, std::size_t b,
+                                                   std::size_t hd, std::size_t i) {
+  const bool sink = !p.sinks.empty();
+  double M = sink ? p.sinks[hd] : minus_inf;
+  for (std::size_t j = 0; j < p.m; ++j) M = std::max(M, S(b, hd, i, j));
+  std::vector<double> e(p.m, 0.0);
+  double l = sink ? std::exp(p.sinks[hd] - M) : 0.0;
+  for (std::size_t j = 0; j < p.m; ++j) {
+    e[j] = S(b, hd, i, j) == minus_inf ? 0.0 : std::exp(S(b, hd, i, j) - M);
+    l += e[j];
+  }
+  if (l == 0) return {e, 0.0};  // nothing to attend: zero weights
+  for (double& w : e) w /= l;
+  return {e, sink ? std::exp(p.sinks[hd] - M) / l : 0.0};
+}
+
+Tensor<double> independent(Step step, const Values& x, const Problem& p) {
+  const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m;
+  switch (step) {
+    case Step::q: return linear(p.X, p.W_q, p.b_q);
+    case Step::k: return linear(p.C, p.W_k, p.b_k);
+    case Step::v: return linear(p.C, p.W_v, p.b_v);
+    case Step::q_heads: return heads_of(x[slot(Step::q)], h);
+    case Step::k_heads: return heads_of(x[slot(Step::k)], g);
+    case Step::v_heads: return heads_of(x[slot(Step::v)], g);
+    case Step::q_rot: return turned(x[slot(Step::q_heads)], *p.rope, p.rope->cos_q, p.rope->sin_q);
+    case Step::k_rot: return turned(x[slot(Step::k_heads)], *p.rope, p.rope->cos_k, p.rope->sin_k);
+    case Step::scores: {
+      const Tensor<double>& Q = read(x, p, Step::q_heads);
+      const Tensor<double>& K = read(x, p, Step::k_heads);
+      Tensor<double> S({B, h, n, m});
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t hd = 0; hd < h; ++hd)
+          for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < m; ++j) {
+              double dot = 0;
+              for (std::size_t c = 0; c < p.d_k; ++c) dot += Q(b, hd, i, c) * K(b, hd / (h / g), j, c);
+              S(b, hd, i, j) = dot;
+            }
+      return S;
+    }
+    case Step::scaled: {
+      Tensor<double> S = x[slot(Step::scores)];
+      for (double& s : S.values()) s *= p.scale;
+      return S;
+    }
+    case Step::capped: {
+      Tensor<double> S = x[slot(Step::scaled)];
+      for (double& s : S.values()) s = *p.softcap * std::tanh(s / *p.softcap);
+      return S;
+    }
+    case Step::bias: {
+      Tensor<double> S = p.softcap ? x[slot(Step::capped)] : x[slot(Step::scaled)];
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t hd = 0; hd < h; ++hd)
+          for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < m; ++j)
+              S(b, hd, i, j) -= p.alibi->slopes[hd] * (p.alibi->query_positions[i] - p.alibi->key_positions[j]);
+      return S;
+    }
+    case Step::masked: {
+      Tensor<double> S = read(x, p, Step::scaled);
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t hd = 0; hd < h; ++hd)
+          for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < m; ++j)
+              if (!p.mask.allows(b, i, j)) S(b, hd, i, j) = minus_inf;
+      return S;
+    }
+    case Step::weights:
+    case Step::sink_weights: {
+      Tensor<double> A({B, h, n, m}), share({B, h, n});
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t hd = 0; hd < h; ++hd)
+          for (std::size_t i = 0; i < n; ++i) {
+            const auto [row, sink] = softmax_row(x[slot(Step::masked)], p, b, hd, i);
+            for (std::size_t j = 0; j < m; ++j) A(b, hd, i, j) = row[j];
+            share(b, hd, i) = sink;
+          }
+      return step == Step::weights ? A : share;
+    }
+    case Step::dropped: {
+      Tensor<double> A = x[slot(Step::weights)];
+      const DropoutMask mask(*p.dropout);
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t hd = 0; hd < h; ++hd)
+          for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t j = 0; j < m; ++j)
+              A(b, hd, i, j) = mask.keeps(b, hd, i, j) ? A(b, hd, i, j) / (1 - p.dropout->p) : 0.0;
+      return A;
+    }
+    case Step::head_outputs: {
+      const Tensor<double>& A = read(x, p, Step::weights);
+      const Tensor<double>& V = x[slot(Step::v_heads)];
+      Tensor<double> O({B, h, n, p.d_v});
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t hd = 0; hd < h; ++hd)
+          for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t c = 0; c < p.d_v; ++c) {
+              double sum = 0;
+              for (std::size_t j = 0; j < m; ++j) sum += A(b, hd, i, j) * V(b, hd / (h / g), j, c);
+              O(b, hd, i, c) = sum;
+            }
+      return O;
+    }
+    case Step::concat: {
+      const Tensor<double>& O = x[slot(Step::head_outputs)];
+      Tensor<double> Y({B, n, h * p.d_v});
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t hd = 0; hd < h; ++hd)
+          for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t c = 0; c < p.d_v; ++c) Y(b, i, hd * p.d_v + c) = O(b, hd, i, c);
+      return Y;
+    }
+    case Step::output:
+      return p.has_output_projection() ? linear(x[slot(Step::concat)], p.W_o, p.b_o) : x[slot(Step::concat)];
+    // the gradient steps are the rows' backwards, checked below
+    case Step::d_output:
+    case Step::d_concat:
+    case Step::d_head_outputs:
+    case Step::d_dropped:
+    case Step::d_weights:
+    case Step::d_v_heads:
+    case Step::d_masked:
+    case Step::d_capped:
+    case Step::d_scaled:
+    case Step::d_scores:
+    case Step::d_q_rot:
+    case Step::d_k_rot:
+    case Step::d_q_heads:
+    case Step::d_k_heads:
+    case Step::d_q:
+    case Step::d_k:
+    case Step::d_v:
+    case Step::d_X:
+    case Step::d_context:
+    case Step::d_W_q:
+    case Step::d_W_k:
+    case Step::d_W_v:
+    case Step::d_W_o:
+    case Step::d_b_q:
+    case Step::d_b_k:
+    case Step::d_b_v:
+    case Step::d_b_o:
+    case Step::d_sinks: break;
+  }
+  FAIL("no independent formula for " << step_info(step).name);
+  return {};
+}
+
+// ---- the backward against central differences
+
+// Where a row's inputs live when they are perturbed: a step of x, or a leaf of the inputs.
+struct Perturbable {
+  Step gradient;                        // the slot of d the backward sends it to
+  std::span<double> values;             // the numbers to perturb
+  const Tensor<double>* file_layout{};  // a weight: its gradient is in the input file's layout
+};
+
+// <dy, f(x + h·e) − f(x − h·e)> / 2h for each element e of one input, against the backward's d at e.
+void check_backward(const Case& c, Step step, Values x, Inputs<double> in, std::mt19937& rng) {
+  const Problem& p = c.p;
+  const RowMath<double>& row = row_of<double>(step);
+  const Tensor<double> y = row.forward(x, RowContext<double>{p, in});
+  Tensor<double> dy(y.shape());
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (std::size_t k = 0; k < dy.size(); ++k) dy.values()[k] = std::isinf(y.values()[k]) ? 0.0 : u(rng);
+  Gradients<double> d;
+  row.backward(dy, x, RowContext<double>{p, in}, d);
+
+  std::vector<Perturbable> inputs;
+  for (const Step s : inputs_of(step, p)) inputs.push_back({s, x[slot(s)].values()});
+  if (step == Step::q || step == Step::k || step == Step::v || step == Step::output) {
+    const bool keys = step == Step::k || step == Step::v;
+    Tensor<double>& W = step == Step::q ? in.W_q : step == Step::k ? in.W_k : step == Step::v ? in.W_v : in.W_o;
+    std::vector<double>& b = step == Step::q ? in.b_q : step == Step::k ? in.b_k : step == Step::v ? in.b_v : in.b_o;
+    const Step dW = step == Step::q   ? Step::d_W_q
+                    : step == Step::k ? Step::d_W_k
+                    : step == Step::v ? Step::d_W_v
+                                      : Step::d_W_o;
+    const Step db = step == Step::q   ? Step::d_b_q
+                    : step == Step::k ? Step::d_b_k
+                    : step == Step::v ? Step::d_b_v
+                                      : Step::d_b_o;
+    if (step != Step::output) {
+      const Step dX = keys && p.cross ? Step::d_context : Step::d_X;
+      inputs.push_back({dX, keys ? in.C.values() : in.X.values()});
+    }
+    if (step != Step::output || p.has_output_projection()) {
+      inputs.push_back({dW, W.values(), &W});
+      if (!b.empty()) inputs.push_back({db, std::span<double>(b)});
+    }
+  }
+  if ((step == Step::weights || step == Step::sink_weights) && !p.sinks.empty())
+    inputs.push_back({Step::d_sinks, std::span<double>(in.sinks)});
+
+  for (const Perturbable& input : inputs) {
+    INFO(c.name << ": the backward of " << step_info(step).name << " to " << step_info(input.gradient).name);
+    const Tensor<double>& analytic = d[slot(input.gradient)];
+    REQUIRE(analytic.size() == input.values.size());
+    for (std::size_t e = 0; e < input.values.size(); ++e) {
+      double& v = input.values[e];
+      if (std::isinf(v)) continue;  // a masked score: nothing to move
+      // The gradient of a weight is written in the file's layout: (out, in) for out_in.
+      std::size_t at = e;
+      if (input.file_layout != nullptr && p.layout == Layout::out_in) {
+        const std::size_t cols = input.file_layout->dim(1);
+        at = (e % cols) * input.file_layout->dim(0) + e / cols;
+      }
+      const double h = 1e-6 * std::max(1.0, std::fabs(v)), saved = v;
+      double moved = 0;
+      for (const double sign : {1.0, -1.0}) {
+        v = saved + sign * h;
+        // a leaf of the inputs is read through `in`; a step's value through x
+        const Tensor<double> f = row.forward(x, RowContext<double>{p, in});
+        for (std::size_t k = 0; k < f.size(); ++k)
+          if (dy.values()[k] != 0) moved += sign * dy.values()[k] * f.values()[k];
+      }
+      v = saved;
+      const double numeric = moved / (2 * h), exact = analytic.values()[at];
+      INFO("element " << e << ": backward " << exact << ", central differences " << numeric);
+      CHECK(std::fabs(numeric - exact) <= 1e-6 * (1 + std::fabs(exact)));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Every row is the table's step, in the table's order", "[rows]") {
+  for (std::size_t k = 0; k < step_count; ++k) CHECK(slot(row_math<double>()[k].step) == k);
+}
+
+TEST_CASE("Every row's forward equals an independent formula, and its backward central differences of it", "[rows]") {
+  std::vector<std::size_t> covered(step_count, 0);
+  std::mt19937 rng(20261204);
+  for (const Case& c : cases()) {
+    const Problem& p = c.p;
+    const Inputs<double> in(p, DType::float64);
+    const RowContext<double> ctx{p, in};
+    Values x;
+    walk_forward<double>(
+        p, x, [&ctx](Step s, const Values& v) { return row_of<double>(s).forward(v, ctx); },
+        [](Step, Tensor<double> t) { return t; });
+    for (const Step s : steps_of(p)) {
+      INFO(c.name << ": " << step_info(s).name);
+      const Tensor<double> want = independent(s, x, p);
+      const Tensor<double>& got = x[slot(s)];
+      REQUIRE(got.shape() == want.shape());
+      for (std::size_t k = 0; k < want.size(); ++k) {
+        const double a = got.values()[k], b = want.values()[k];
+        INFO("element " << k << ": the row " << a << ", the formula " << b);
+        CHECK((std::isinf(b) ? a == b : std::fabs(a - b) <= 1e-12 * (1 + std::fabs(b))));
+      }
+      check_backward(c, s, x, Inputs<double>(p, DType::float64), rng);
+      ++covered[slot(s)];
+    }
+  }
+  // Every row was tried on some input that has its step.
+  for (std::size_t k = 0; k < step_count; ++k) {
+    INFO(step_info(static_cast<Step>(k)).name);
+    CHECK(covered[k] > 0);
+  }
+}
+
+}  // namespace attn
