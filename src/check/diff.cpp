@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "engine/compare_backward.hpp"
+#include "engine/rows.hpp"
 #include "lessons/backward.hpp"
 #include "lessons/forward.hpp"
 #include "observe/observer.hpp"
@@ -30,8 +31,6 @@ constexpr double inf = std::numeric_limits<double>::infinity();
 // A finite masked score at or below this, where the mask forbids the key, is read as -inf: what
 // code that writes -1e9 or the dtype's lowest value for -inf dumps.
 constexpr double masked_threshold = -1e4;
-
-constexpr std::size_t slot(Step s) { return static_cast<std::size_t>(s); }
 
 // The dump's values of each step (canonical shapes), or nothing.
 using Given = GivenSteps;
@@ -78,49 +77,13 @@ Ours reference(const Problem& p, const Given& given, Mistake v, DType dtype, boo
   return r;
 }
 
-// The size of what each value of step `s` sums, element by element (Σ|terms| of its sum), from the
-// exact values of the steps before it, and how many terms the longest sum has.
-struct Terms {
-  Tensor<double> of;
-  double count = 0;
-};
-
 // The magnitudes M of every gradient, element by element: the backward's formulas on absolute values
-// (engine/compare_backward.hpp's gradient_magnitudes, with the softmax's backward's steps, which compare
-// --backward never sees whole, added the same way), from the steps each started from. And the count that
+// (engine/rows.hpp's gradient_magnitudes: the rows' d_terms), from the steps each started from. And the count that
 // makes the diff rule's (L + 2)·u·M compare --backward's floor 2·(ε_P + u·(n + m + d_k + d_v + d_model +
 // d_context + 8))·M, with ε_P = u·(4·Λ + 2·d_k + 8): a kernel that recomputes the weights from the
 // log-sum-exp, as FlashAttention's backward does, is within it.
 void gradient_terms_of(const Problem& p, Ours& r) {
-  NullObserver none;
-  StepKeeper<double> kept(none);
-  for (const Step s : {Step::d_output, Step::concat, Step::weights, Step::head_outputs, Step::q_heads, Step::k_heads,
-                       Step::v_heads, Step::q_rot, Step::k_rot})
-    kept[s] = r.carry[slot(s)];
-  std::array<Tensor<double>, table_size> M = gradient_magnitudes(p, kept);
-  // dA = dO_h·Vᵀ: |dO_h|·|V|ᵀ (with dropout that is d_dropped, and dA = Z ⊙ d_dropped/(1 − p), at most
-  // 1/(1 − p) times it); dS'' = A ⊙ (dA - D): A ⊙ (|dA| + |D|), D = rowsum(dO_h ⊙ O_h); the mask and
-  // ALiBi's bias pass it on (d_masked, d_capped), the cap's slope, at most 1, multiplies it (d_scaled), and
-  // the scale (d_scores)
-  const Tensor<double>& dO_h = M[slot(Step::d_head_outputs)];
-  const Tensor<double> V = magnitude(r.carry[slot(Step::v_heads)]);
-  const Tensor<double> O_h = magnitude(r.carry[slot(Step::head_outputs)]);
-  const Tensor<double>& A = r.carry[slot(Step::weights)];
-  const double keep = p.dropout ? 1 / (1 - p.dropout->p) : 1;
-  if (p.dropout) M[slot(Step::d_dropped)] = d_weighted_sum_weights(dO_h, V);
-  M[slot(Step::d_weights)] = scale(d_weighted_sum_weights(dO_h, V), keep);
-  Tensor<double> dS = M[slot(Step::d_weights)];
-  const std::size_t m = p.m, d_v = p.d_v;
-  for (std::size_t row = 0; m > 0 && row < dS.size() / m; ++row) {
-    double D = 0;
-    for (std::size_t e = 0; e < d_v; ++e) D += dO_h.values()[row * d_v + e] * O_h.values()[row * d_v + e];
-    for (std::size_t j = 0; j < m; ++j)
-      dS.values()[row * m + j] = std::fabs(A.values()[row * m + j]) * (dS.values()[row * m + j] + D);
-  }
-  M[slot(Step::d_masked)] = dS;
-  if (p.softcap) M[slot(Step::d_capped)] = dS;
-  M[slot(Step::d_scaled)] = dS;
-  M[slot(Step::d_scores)] = scale(dS, std::fabs(p.scale));
+  Gradients<double> M = gradient_magnitudes(p, [&r](Step s) -> const Tensor<double>& { return r.carry[slot(s)]; });
   const Tensor<double> Q = magnitude(r.carry[slot(p.rope ? Step::q_rot : Step::q_heads)]);
   const Tensor<double> K = magnitude(r.carry[slot(p.rope ? Step::k_rot : Step::k_heads)]);
   const double lambda = largest_logit(p, Q, K);
@@ -129,69 +92,12 @@ void gradient_terms_of(const Problem& p, Ours& r) {
   for (const Step s : gradient_steps()) r.gradient_terms[slot(s)] = std::move(M[slot(s)]);
 }
 
-// What a projection step multiplies: its input rows, its weight and its bias.
-struct Projected {
-  const Tensor<double>& in;
-  const Tensor<double>& W;
-  const std::vector<double>& b;
-};
-
-Projected projected_by(const Problem& p, const Values<double>& x, Step s) {
-  if (s == Step::q) return {p.X, p.W_q, p.b_q};
-  if (s == Step::k) return {p.C, p.W_k, p.b_k};
-  if (s == Step::v) return {p.C, p.W_v, p.b_v};
-  return {x[slot(inputs_of(s, p).front())], p.W_o, p.b_o};  // the output, from the merged heads
-}
-
-// x: what each step started from; its own value is `own`. The op of the step (observe/steps.cpp) says
-// what it sums.
+// What step `s` sums, from the exact values x of the steps before it and its own (`own`): its row's
+// error term (engine/rows.hpp).
 Terms terms_of(const Problem& p, const Values<double>& x, const Tensor<double>& own, Step s) {
-  const std::vector<Step> in = inputs_of(s, p);
   if (is_gradient_step(s)) return {magnitude(own), 0};  // judge_against takes a gradient's from Ours
-  switch (step_info(s).op) {
-    case Op::projection: {
-      if (s == Step::output && !p.has_output_projection()) return {magnitude(own), 0};
-      const Projected y = projected_by(p, x, s);
-      const Tensor<double> b_abs = magnitude(Tensor<double>(Shape{y.b.size()}, std::vector<double>(y.b)));
-      return {project(magnitude(y.in), magnitude(y.W), std::span<const double>(b_abs.values())),
-              static_cast<double>(y.W.dim(0) + 1)};
-    }
-    case Op::rotation: {
-      const bool keys = step_info(s).dims.front() == Dim::kv_head;
-      const Rope& r = *p.rope;
-      return {rotation_magnitude(magnitude(x[slot(in.front())]), keys ? r.cos_k : r.cos_q, keys ? r.sin_k : r.sin_q,
-                                 r.style),
-              2};
-    }
-    case Op::dot_products:
-      return {scores(magnitude(x[slot(in[0])]), magnitude(x[slot(in[1])])), static_cast<double>(p.d_k)};
-    case Op::scale: return {magnitude(own), 1};
-    case Op::add_bias: {
-      // S' + b: |S'| + |b| over two terms (the product of the bias and the sum).
-      Tensor<double> of = magnitude(x[slot(in.front())]);
-      for (std::size_t b = 0; b < of.dim(0); ++b)
-        for (std::size_t hd = 0; hd < of.dim(1); ++hd)
-          for (std::size_t i = 0; i < of.dim(2); ++i)
-            for (std::size_t j = 0; j < of.dim(3); ++j)
-              of(b, hd, i, j) +=
-                  std::fabs(alibi_bias(p.alibi->slopes[hd], p.alibi->query_positions[i], p.alibi->key_positions[j]));
-      return {std::move(of), 2};
-    }
-    case Op::softcap: return {magnitude(own), 3};  // s/c, tanh and the product by c; its slope is at most 1
-    case Op::softmax: return {magnitude(own), static_cast<double>(p.m + (p.sinks.empty() ? 0 : 1))};
-    case Op::dropout: return {magnitude(own), 1};  // one product by 1/(1 - p), or 0
-    case Op::weighted_sum:
-      return {weighted_sum(magnitude(x[slot(in[0])]), magnitude(x[slot(in[1])])), static_cast<double>(p.m)};
-    case Op::relayout:
-    case Op::mask:
-      return {magnitude(own), 0};  // nothing summed
-    // a gradient's terms are kept in Ours (gradient_terms_of)
-    case Op::softmax_backward:
-    case Op::input_gradient:
-    case Op::weight_gradient:
-    case Op::bias_gradient: break;
-  }
-  return {magnitude(own), 0};
+  const Inputs<double> in(p, DType::float64);
+  return row_of<double>(s).terms(ExactValues(x.data(), step_count), own, RowContext<double>{p, in});
 }
 
 // How the dump's values of one step stand against a reference's.
@@ -359,8 +265,14 @@ std::string finding(const Problem& p, Mistake c, Step s, const Tensor<double>& d
                            significant_value(1.0 / static_cast<double>(p.m), 6), reproduces);
       return reproduces;
     case DiagnosisCode::head_split: return fmt::format("the dump holds our values in another order; {}", reproduces);
-    default: return reproduces;
+    // a transposed matrix needs no sentence beyond the rule; the backward's codes have their findings in
+    // gradient_finding; precision is no mistake of ours
+    case DiagnosisCode::transpose:
+    case DiagnosisCode::gqa_sum:
+    case DiagnosisCode::softmax_backward:
+    case DiagnosisCode::precision: break;
   }
+  return reproduces;
 }
 
 // The largest |sum| of the dump's (n, m) matrices of a score-shaped gradient along each row
@@ -415,8 +327,30 @@ std::string gradient_finding(const Problem& p, Mistake c, Step s, const Tensor<d
             significant_value(largest_sum(dumped, true), 6), significant_value(largest_sum(dumped, false), 6),
             reproduces);
       return reproduces;
-    default: return reproduces;
+    // the forward pass's mistakes have their findings in finding(); the other backward ones need none beyond it
+    case Mistake::none:
+    case Mistake::no_scale:
+    case Mistake::no_mask:
+    case Mistake::mask_after_softmax:
+    case Mistake::softmax_columns:
+    case Mistake::shared_qkv:
+    case Mistake::wrong_reshape:
+    case Mistake::minus_1e9:
+    case Mistake::dropout_unscaled:
+    case Mistake::scale_twice:
+    case Mistake::k_untransposed:
+    case Mistake::w_q_transposed:
+    case Mistake::w_k_transposed:
+    case Mistake::w_v_transposed:
+    case Mistake::w_o_transposed:
+    case Mistake::mask_sees_next:
+    case Mistake::mask_misses_diagonal:
+    case Mistake::align_flipped:
+    case Mistake::dv_untransposed:
+    case Mistake::dk_untransposed:
+    case Mistake::dq_transposed: break;
   }
+  return reproduces;
 }
 
 // A window of rows and columns of the last two axes around `at` (of the one axis, for a bias's gradient).
@@ -718,8 +652,18 @@ std::string folded(Step s, const Problem& p) {
     case Op::scale: return p.scale_given ? fmt::format("the scale {}", significant_value(p.scale, 6)) : "1/√d_k";
     case Op::add_bias: return "ALiBi's bias";
     case Op::mask: return "the mask";
-    default: return std::string(step_info(s).name);
+    case Op::projection:
+    case Op::dot_products:
+    case Op::softcap:
+    case Op::softmax:
+    case Op::weighted_sum:
+    case Op::dropout:
+    case Op::softmax_backward:
+    case Op::input_gradient:
+    case Op::weight_gradient:
+    case Op::bias_gradient: break;
   }
+  return std::string(step_info(s).name);
 }
 
 // The one line that says how a dump holding more than its name says was read: "scores.npy: your

@@ -25,6 +25,7 @@
 
 #include "engine/backward.hpp"
 #include "engine/compare.hpp"
+#include "engine/rows.hpp"
 #include "ops/bounds.hpp"
 
 namespace attn {
@@ -71,81 +72,9 @@ class StepKeeper final : public Observer {
   std::array<bool, table_size> reported_{};
 };
 
-// The magnitudes M of every gradient both engines form (the formulas of the backward on absolute values),
-// from the reference run `ref` on the rounded inputs `p`.                    -> indexed by Step
-template <class R>
-std::array<Tensor<double>, table_size> gradient_magnitudes(const Problem& p, const StepKeeper<R>& ref) {
-  std::array<Tensor<double>, table_size> M{};
-  const auto at = [&M](Step s) -> Tensor<double>& { return M[static_cast<std::size_t>(s)]; };
-  const auto abs_of = [&ref](Step s) { return magnitude(cast<double>(ref[s])); };
-  const Tensor<double> dY = abs_of(Step::d_output);
-  const Tensor<double> concat = abs_of(Step::concat);
-  const Tensor<double> W_o = magnitude(p.W_o);
-  at(Step::d_output) = dY;
-  at(Step::d_concat) = p.has_output_projection() ? d_project_input(dY, W_o) : dY;
-  const Tensor<double> dO_h = split_heads(at(Step::d_concat), p.h);
-  at(Step::d_head_outputs) = dO_h;
-
-  const Tensor<double> A = cast<double>(ref[Step::weights]);  // (B, h, n, m)
-  const Tensor<double> O_h = abs_of(Step::head_outputs);
-  const Tensor<double> Q = abs_of(p.rope ? Step::q_rot : Step::q_heads);
-  const Tensor<double> K = abs_of(p.rope ? Step::k_rot : Step::k_heads);
-  const Tensor<double> V = abs_of(Step::v_heads);
-  // dropout scales each kept weight by 1/(1 - p): the largest factor bounds what A·V and dP read
-  const double keep = p.dropout ? 1 / (1 - p.dropout->p) : 1;
-  at(Step::d_v_heads) = d_weighted_sum_values(scale(A, keep), dO_h, p.g);
-  // dS' = A ⊙ (dP - D): |dP| + |D| bounds what each weight multiplies
-  Tensor<double> dS = d_weighted_sum_weights(dO_h, V);  // |dO|·|V|ᵀ (B, h, n, m)
-  const std::size_t m = p.m;
-  // a sink's gradient, -Σ_rows share · Σ_j A·dP: share (B, h, n) times the rows' Σ_j A·|dP|
-  const Tensor<double> share = p.sinks.empty() ? Tensor<double>() : cast<double>(ref[Step::sink_weights]);
-  Tensor<double> d_sinks({p.h}, 0.0);
-  for (std::size_t r = 0; m > 0 && r < dS.size() / m; ++r) {
-    double D = 0;
-    const std::size_t d_v = p.d_v;
-    for (std::size_t e = 0; e < d_v; ++e) D += dO_h.values()[r * d_v + e] * O_h.values()[r * d_v + e];
-    double row = 0;
-    for (std::size_t j = 0; j < m; ++j) {
-      const double a = A.values()[r * m + j], dP = keep * dS.values()[r * m + j];
-      row += a * dP;
-      dS.values()[r * m + j] = a * (dP + D);
-    }
-    if (!share.empty()) d_sinks((r / p.n) % p.h) += share.values()[r] * row;  // r runs over (b, head, query)
-  }
-  if (!p.sinks.empty()) at(Step::d_sinks) = d_sinks;
-  dS = scale(dS, std::fabs(p.scale));
-  Tensor<double> dQ = d_scores_queries(dS, K);
-  Tensor<double> dK = d_scores_keys(dS, Q, p.g);
-  if (p.rope) {
-    at(Step::d_q_rot) = dQ;
-    at(Step::d_k_rot) = dK;
-    dQ = rotation_magnitude(dQ, p.rope->cos_q, p.rope->sin_q, p.rope->style);
-    dK = rotation_magnitude(dK, p.rope->cos_k, p.rope->sin_k, p.rope->style);
-  }
-  at(Step::d_q_heads) = dQ;
-  at(Step::d_k_heads) = dK;
-  at(Step::d_q) = merge_heads(dQ);
-  at(Step::d_k) = merge_heads(dK);
-  at(Step::d_v) = merge_heads(at(Step::d_v_heads));
-  const Tensor<double> dX_q = d_project_input(at(Step::d_q), magnitude(p.W_q));
-  const Tensor<double> dC =
-      add(d_project_input(at(Step::d_k), magnitude(p.W_k)), d_project_input(at(Step::d_v), magnitude(p.W_v)));
-  at(Step::d_X) = p.cross ? dX_q : add(dX_q, dC);
-  if (p.cross) at(Step::d_context) = dC;
-  at(Step::d_W_q) = in_layout(p, d_project_weight(magnitude(p.X), at(Step::d_q)));
-  at(Step::d_W_k) = in_layout(p, d_project_weight(magnitude(p.C), at(Step::d_k)));
-  at(Step::d_W_v) = in_layout(p, d_project_weight(magnitude(p.C), at(Step::d_v)));
-  if (p.has_output_projection()) at(Step::d_W_o) = in_layout(p, d_project_weight(concat, dY));
-  at(Step::d_b_q) = d_project_bias(at(Step::d_q));
-  at(Step::d_b_k) = d_project_bias(at(Step::d_k));
-  at(Step::d_b_v) = d_project_bias(at(Step::d_v));
-  at(Step::d_b_o) = d_project_bias(dY);
-  return M;
-}
-
 // Λ: the largest |exponent| the softmax sees, from |S'| (on magnitudes, so that cancellation in a dot
 // product cannot hide a large term; at most c with softcap) and the row's log-sum-exp, which lies
-// within log m of its max. (The magnitudes of gradient_magnitudes leave the cap's slope out: it is at
+// within log m of its max. (The magnitudes of gradient_magnitudes (engine/rows.hpp) leave the cap's slope out: it is at
 // most 1, so they bound the capped gradients too.)
 inline double largest_logit(const Problem& p, const Tensor<double>& Q, const Tensor<double>& K) {
   const Tensor<double> S = scores(Q, K);  // |Q|·|K|ᵀ (B, h, n, m)
@@ -173,7 +102,7 @@ void judge_gradients(const Problem& p, const StepKeeper<double>& naive, const St
   NullObserver none;
   StepKeeper<R> ref(none);
   run_naive_backward<R>(rounded, ref);
-  const std::array<Tensor<double>, table_size> M = gradient_magnitudes(rounded, ref);
+  const Gradients<double> M = gradient_magnitudes(rounded, [&ref](Step s) { return cast<double>(ref[s]); });
   const Tensor<double> Q = magnitude(cast<double>(ref[p.rope ? Step::q_rot : Step::q_heads]));
   const Tensor<double> K = magnitude(cast<double>(ref[p.rope ? Step::k_rot : Step::k_heads]));
   c.largest_logit = largest_logit(rounded, Q, K);

@@ -1,5 +1,6 @@
 #include "lessons/explain_gradient.hpp"
 
+#include <array>
 #include <stdexcept>
 #include <utility>
 
@@ -59,60 +60,62 @@ void over_tokens(GradientExplanation& e, const Sources& s, const Tensor<double>&
     }
 }
 
-// The projections' gradients: d_X, d_context, d_W_*, d_b_*. `ix` is batch-first (in_out for weights).
-void explain_projection(GradientExplanation& e, const Sources& s, const std::vector<std::size_t>& ix) {
+// Every explainer below takes the gradient's index `ix` batch-first (in_out for a weight).
+using Ix = std::vector<std::size_t>;
+
+// d_X: dQ, and in self-attention dK and dV, back through their weights.
+void explain_d_X(GradientExplanation& e, const Sources& s, const Ix& ix) {
   const Problem& p = s.p;
-  const Tensor<double>& dQ = s.at[Step::d_q];
-  const Tensor<double>& dK = s.at[Step::d_k];
-  const Tensor<double>& dV = s.at[Step::d_v];
-  const Tensor<double>& dY = s.at[Step::d_output];
-  switch (e.step) {
-    case Step::d_X: {
-      const std::size_t i = ix[1], r = ix[2];
-      e.sum = fmt::format("dX[{}][{}] = Σ_c dQ[{}][c]·W_q[{}][c]{}", s.q_tok(s.b, i), r, s.q_tok(s.b, i), r,
-                          p.cross ? "" : " + Σ_c dK·W_k + Σ_c dV·W_v (the same token as a key and a value)");
-      back_through(e, s, dQ, "dQ", i, s.q_tok(s.b, i), p.W_q, "W_q", r);
-      if (!p.cross) {
-        back_through(e, s, dK, "dK", i, s.q_tok(s.b, i), p.W_k, "W_k", r);
-        back_through(e, s, dV, "dV", i, s.q_tok(s.b, i), p.W_v, "W_v", r);
-      }
-      return;
-    }
-    case Step::d_context: {
-      const std::size_t j = ix[1], r = ix[2];
-      e.sum = fmt::format("dC[{}][{}] = Σ_c dK[{}][c]·W_k[{}][c] + Σ_c dV[{}][c]·W_v[{}][c]", s.k_tok(s.b, j), r,
-                          s.k_tok(s.b, j), r, s.k_tok(s.b, j), r);
-      back_through(e, s, dK, "dK", j, s.k_tok(s.b, j), p.W_k, "W_k", r);
-      back_through(e, s, dV, "dV", j, s.k_tok(s.b, j), p.W_v, "W_v", r);
-      return;
-    }
-    case Step::d_W_q:
-    case Step::d_W_k:
-    case Step::d_W_v:
-    case Step::d_W_o: {
-      const std::size_t r = ix[0], c = ix[1];
-      const bool q = e.step == Step::d_W_q, o = e.step == Step::d_W_o;
-      const std::string_view x = q ? "X" : o ? "O" : p.cross ? "C" : "X";
-      const std::string_view g = q ? "dQ" : e.step == Step::d_W_k ? "dK" : e.step == Step::d_W_v ? "dV" : "dY";
-      e.sum =
-          fmt::format("d{}[{}][{}] = Σ_b Σ_t {}[t][{}]·{}[t][{}]", step_info(e.step).name.substr(2), r, c, x, r, g, c);
-      const Tensor<double> concat = merge_heads(cast<double>(s.at[Step::head_outputs]));
-      const Tensor<double>& X = q ? p.X : o ? concat : p.C;
-      const Tensor<double>& G = q ? dQ : e.step == Step::d_W_k ? dK : e.step == Step::d_W_v ? dV : dY;
-      over_tokens(e, s, X, x, G, g, r, c, !q && !o);
-      if (p.layout == Layout::out_in)
-        e.notes.push_back(
-            fmt::format("the input stores {} out × in, so this is entry [{}][{}] of the gradient as the "
-                        "file holds it",
-                        step_info(e.step).name.substr(2), c, r));
-      return;
-    }
-    default: break;
+  const std::size_t i = ix[1], r = ix[2];
+  e.sum = fmt::format("dX[{}][{}] = Σ_c dQ[{}][c]·W_q[{}][c]{}", s.q_tok(s.b, i), r, s.q_tok(s.b, i), r,
+                      p.cross ? "" : " + Σ_c dK·W_k + Σ_c dV·W_v (the same token as a key and a value)");
+  back_through(e, s, s.at[Step::d_q], "dQ", i, s.q_tok(s.b, i), p.W_q, "W_q", r);
+  if (!p.cross) {
+    back_through(e, s, s.at[Step::d_k], "dK", i, s.q_tok(s.b, i), p.W_k, "W_k", r);
+    back_through(e, s, s.at[Step::d_v], "dV", i, s.q_tok(s.b, i), p.W_v, "W_v", r);
   }
-  // a bias: Σ_b Σ_t dY[t][c]
+}
+
+// d_context: dK and dV back through their weights.
+void explain_d_context(GradientExplanation& e, const Sources& s, const Ix& ix) {
+  const Problem& p = s.p;
+  const std::size_t j = ix[1], r = ix[2];
+  e.sum = fmt::format("dC[{}][{}] = Σ_c dK[{}][c]·W_k[{}][c] + Σ_c dV[{}][c]·W_v[{}][c]", s.k_tok(s.b, j), r,
+                      s.k_tok(s.b, j), r, s.k_tok(s.b, j), r);
+  back_through(e, s, s.at[Step::d_k], "dK", j, s.k_tok(s.b, j), p.W_k, "W_k", r);
+  back_through(e, s, s.at[Step::d_v], "dV", j, s.k_tok(s.b, j), p.W_v, "W_v", r);
+}
+
+// d_W_q … d_W_o: Σ over every token of every item of the input times the output's gradient.
+void explain_d_weight(GradientExplanation& e, const Sources& s, const Ix& ix) {
+  const Problem& p = s.p;
+  const std::size_t r = ix[0], c = ix[1];
+  const bool q = e.step == Step::d_W_q, o = e.step == Step::d_W_o;
+  const std::string_view x = q ? "X" : o ? "O" : p.cross ? "C" : "X";
+  const std::string_view g = q ? "dQ" : e.step == Step::d_W_k ? "dK" : e.step == Step::d_W_v ? "dV" : "dY";
+  e.sum = fmt::format("d{}[{}][{}] = Σ_b Σ_t {}[t][{}]·{}[t][{}]", step_info(e.step).name.substr(2), r, c, x, r, g, c);
+  const Tensor<double> concat = merge_heads(cast<double>(s.at[Step::head_outputs]));
+  const Tensor<double>& X = q ? p.X : o ? concat : p.C;
+  const Tensor<double>& G = s.at[q                       ? Step::d_q
+                                 : e.step == Step::d_W_k ? Step::d_k
+                                 : e.step == Step::d_W_v ? Step::d_v
+                                                         : Step::d_output];
+  over_tokens(e, s, X, x, G, g, r, c, !q && !o);
+  if (p.layout == Layout::out_in)
+    e.notes.push_back(
+        fmt::format("the input stores {} out × in, so this is entry [{}][{}] of the gradient as the "
+                    "file holds it",
+                    step_info(e.step).name.substr(2), c, r));
+}
+
+// d_b_q … d_b_o: Σ_b Σ_t dY[t][c]
+void explain_d_bias(GradientExplanation& e, const Sources& s, const Ix& ix) {
   const std::size_t c = ix[0];
   const bool keys = e.step == Step::d_b_k || e.step == Step::d_b_v;
-  const Tensor<double>& G = e.step == Step::d_b_q ? dQ : e.step == Step::d_b_k ? dK : e.step == Step::d_b_v ? dV : dY;
+  const Tensor<double>& G = s.at[e.step == Step::d_b_q   ? Step::d_q
+                                 : e.step == Step::d_b_k ? Step::d_k
+                                 : e.step == Step::d_b_v ? Step::d_v
+                                                         : Step::d_output];
   const std::string_view g = e.step == Step::d_b_q   ? "dQ"
                              : e.step == Step::d_b_k ? "dK"
                              : e.step == Step::d_b_v ? "dV"
@@ -207,88 +210,141 @@ void explain_sink_gradient(GradientExplanation& e, const Sources& s, std::size_t
     }
 }
 
-// The gradients inside attention: d_concat … d_k_heads. `ix` is batch-first.
-void explain_attention(GradientExplanation& e, const Sources& s, const std::vector<std::size_t>& ix) {
+// d_output: given
+void explain_upstream(GradientExplanation& e, const Sources&, const Ix&) {
+  e.sum = "dY: the upstream gradient, given, not computed";
+}
+
+// d_head_outputs, d_q, d_k, d_v: the heads split or merged
+void explain_relayout(GradientExplanation& e, const Sources&, const Ix&) {
+  e.sum = "a relayout of the heads: the same number as the step it comes from, at its place there";
+}
+
+// d_concat: dY back through W_o, or dY itself without W_o
+void explain_d_concat(GradientExplanation& e, const Sources& s, const Ix& ix) {
+  const std::size_t b = ix[0], i = ix[1], c = ix[2];
+  if (!s.p.has_output_projection()) {
+    e.sum = fmt::format("dO[{}][{}] = dY[{}][{}]", s.q_tok(b, i), c, s.q_tok(b, i), c);
+    return;
+  }
+  e.sum = fmt::format("dO[{}][{}] = Σ_k dY[{}][k]·W_o[{}][k]", s.q_tok(b, i), c, s.q_tok(b, i), c);
+  back_through(e, s, s.at[Step::d_output], "dY", i, s.q_tok(b, i), s.p.W_o, "W_o", c);
+}
+
+// d_dropped, d_weights: dO·Vᵀ, and with dropout the keep mask's factor for d_weights
+void explain_d_weights(GradientExplanation& e, const Sources& s, const Ix& ix) {
   const Problem& p = s.p;
-  const std::size_t b = ix[0];
-  const Tensor<double>& A = s.at[Step::weights];
   const Tensor<double>& dO = s.at[Step::d_head_outputs];
+  const Tensor<double>& V = s.at[Step::v_heads];
+  const std::size_t b = ix[0], hd = ix[1], i = ix[2], j = ix[3], kv = kv_head_of(hd, p.h, p.g);
+  const bool through_mask = e.step == Step::d_weights && p.dropout;  // dA = dA_drop ⊙ Z / (1 − p)
+  e.sum = fmt::format("{}[{}][{}] = Σ_c dO[{}][c]·V[{}][c]", p.dropout ? "dA_drop" : "dA", s.q_tok(b, i), s.k_tok(b, j),
+                      s.q_tok(b, i), s.k_tok(b, j));
+  for (std::size_t c = 0; c < p.d_v; ++c)
+    add(e, fmt::format("{}dO[{}][{}]", s.head(hd), s.q_tok(b, i), c), dO(b, hd, i, c),
+        fmt::format("{}V[{}][{}]", s.kv(kv), s.k_tok(b, j), c), V(b, kv, j, c));
+  if (through_mask) {
+    const DropoutMask mask(*p.dropout);
+    const double factor = mask.factor<double>(b, hd, i, j);
+    e.finish =
+        fmt::format("dA = dA_drop · {}: dropout {} this weight", factor == 0 ? "0" : fmt::format("{:.6g}", factor),
+                    factor == 0 ? "dropped" : "kept (and scaled by 1/(1 − p))");
+    e.recomputed = summed(e) * factor;
+  }
+}
+
+// d_v_heads: Aᵀ·dO over every query head that shares the value head
+void explain_d_v_heads(GradientExplanation& e, const Sources& s, const Ix& ix) {
+  const Problem& p = s.p;
+  const Tensor<double>& dO = s.at[Step::d_head_outputs];
+  const std::size_t b = ix[0], kv = ix[1], j = ix[2], c = ix[3];
+  // with dropout the weights A·V read: the dropped ones
+  const Tensor<double>& read = s.at[p.dropout ? Step::dropped : Step::weights];
+  const std::string_view a_name = p.dropout ? "A_drop" : "A";
+  e.sum = fmt::format("dV[{}][{}] = Σ_heads Σ_i {}[i][{}]·dO[i][{}]", s.k_tok(b, j), c, a_name, s.k_tok(b, j), c);
+  for (std::size_t hd = 0; hd < p.h; ++hd) {
+    if (kv_head_of(hd, p.h, p.g) != kv) continue;
+    for (std::size_t i = 0; i < p.n; ++i)
+      add(e, fmt::format("{}{}[{}][{}]", s.head(hd), a_name, s.q_tok(b, i), s.k_tok(b, j)), read(b, hd, i, j),
+          fmt::format("dO[{}][{}]", s.q_tok(b, i), c), dO(b, hd, i, c));
+  }
+}
+
+// d_q_rot, d_q_heads: dS·K (with RoPE, d_q_heads is d_q_rot turned back)
+void explain_d_queries(GradientExplanation& e, const Sources& s, const Ix& ix) {
+  const Problem& p = s.p;
+  if (e.step == Step::d_q_heads && p.rope) return explain_turned_back(e, s, ix);
+  const Tensor<double>& dS = s.at[Step::d_scores];
+  const Tensor<double>& K = s.at[p.rope ? Step::k_rot : Step::k_heads];
+  const std::size_t b = ix[0], hd = ix[1], i = ix[2], c = ix[3], kv = kv_head_of(hd, p.h, p.g);
+  e.sum = fmt::format("dQ[{}][{}] = Σ_j dS[{}][j]·K[j][{}]", s.q_tok(b, i), c, s.q_tok(b, i), c);
+  for (std::size_t j = 0; j < p.m; ++j)
+    add(e, fmt::format("{}dS[{}][{}]", s.head(hd), s.q_tok(b, i), s.k_tok(b, j)), dS(b, hd, i, j),
+        fmt::format("{}K[{}][{}]", s.kv(kv), s.k_tok(b, j), c), K(b, kv, j, c));
+}
+
+// d_k_rot, d_k_heads: dSᵀ·Q over every query head that shares the key head (with RoPE, d_k_heads is
+// d_k_rot turned back)
+void explain_d_keys(GradientExplanation& e, const Sources& s, const Ix& ix) {
+  const Problem& p = s.p;
+  if (e.step == Step::d_k_heads && p.rope) return explain_turned_back(e, s, ix);
   const Tensor<double>& dS = s.at[Step::d_scores];
   const Tensor<double>& Q = s.at[p.rope ? Step::q_rot : Step::q_heads];
-  const Tensor<double>& K = s.at[p.rope ? Step::k_rot : Step::k_heads];
-  const Tensor<double>& V = s.at[Step::v_heads];
-  switch (e.step) {
-    case Step::d_concat: {
-      const std::size_t i = ix[1], c = ix[2];
-      e.sum = fmt::format("dO[{}][{}] = Σ_k dY[{}][k]·W_o[{}][k]", s.q_tok(b, i), c, s.q_tok(b, i), c);
-      back_through(e, s, s.at[Step::d_output], "dY", i, s.q_tok(b, i), p.W_o, "W_o", c);
-      return;
-    }
-    case Step::d_dropped:
-    case Step::d_weights: {
-      const std::size_t hd = ix[1], i = ix[2], j = ix[3], kv = kv_head_of(hd, p.h, p.g);
-      const bool through_mask = e.step == Step::d_weights && p.dropout;  // dA = dA_drop ⊙ Z / (1 − p)
-      e.sum = fmt::format("{}[{}][{}] = Σ_c dO[{}][c]·V[{}][c]", p.dropout ? "dA_drop" : "dA", s.q_tok(b, i),
-                          s.k_tok(b, j), s.q_tok(b, i), s.k_tok(b, j));
-      for (std::size_t c = 0; c < p.d_v; ++c)
-        add(e, fmt::format("{}dO[{}][{}]", s.head(hd), s.q_tok(b, i), c), dO(b, hd, i, c),
-            fmt::format("{}V[{}][{}]", s.kv(kv), s.k_tok(b, j), c), V(b, kv, j, c));
-      if (through_mask) {
-        const DropoutMask mask(*p.dropout);
-        const double factor = mask.factor<double>(b, hd, i, j);
-        e.finish =
-            fmt::format("dA = dA_drop · {}: dropout {} this weight", factor == 0 ? "0" : fmt::format("{:.6g}", factor),
-                        factor == 0 ? "dropped" : "kept (and scaled by 1/(1 − p))");
-        e.recomputed = summed(e) * factor;
-      }
-      return;
-    }
-    case Step::d_v_heads: {
-      const std::size_t kv = ix[1], j = ix[2], c = ix[3];
-      // with dropout the weights A·V read: the dropped ones
-      const Tensor<double>& read = p.dropout ? s.at[Step::dropped] : A;
-      const std::string_view a_name = p.dropout ? "A_drop" : "A";
-      e.sum = fmt::format("dV[{}][{}] = Σ_heads Σ_i {}[i][{}]·dO[i][{}]", s.k_tok(b, j), c, a_name, s.k_tok(b, j), c);
-      for (std::size_t hd = 0; hd < p.h; ++hd) {
-        if (kv_head_of(hd, p.h, p.g) != kv) continue;
-        for (std::size_t i = 0; i < p.n; ++i)
-          add(e, fmt::format("{}{}[{}][{}]", s.head(hd), a_name, s.q_tok(b, i), s.k_tok(b, j)), read(b, hd, i, j),
-              fmt::format("dO[{}][{}]", s.q_tok(b, i), c), dO(b, hd, i, c));
-      }
-      return;
-    }
-    case Step::d_sinks: explain_sink_gradient(e, s, ix[0]); return;
-    case Step::d_masked:
-    case Step::d_capped:
-    case Step::d_scaled:
-    case Step::d_scores: explain_softmax_backward(e, s, ix); return;
-    case Step::d_q_rot:
-    case Step::d_q_heads: {
-      const std::size_t hd = ix[1], i = ix[2], c = ix[3], kv = kv_head_of(hd, p.h, p.g);
-      if (e.step == Step::d_q_heads && p.rope) break;
-      e.sum = fmt::format("dQ[{}][{}] = Σ_j dS[{}][j]·K[j][{}]", s.q_tok(b, i), c, s.q_tok(b, i), c);
-      for (std::size_t j = 0; j < p.m; ++j)
-        add(e, fmt::format("{}dS[{}][{}]", s.head(hd), s.q_tok(b, i), s.k_tok(b, j)), dS(b, hd, i, j),
-            fmt::format("{}K[{}][{}]", s.kv(kv), s.k_tok(b, j), c), K(b, kv, j, c));
-      return;
-    }
-    case Step::d_k_rot:
-    case Step::d_k_heads: {
-      const std::size_t kv = ix[1], j = ix[2], c = ix[3];
-      if (e.step == Step::d_k_heads && p.rope) break;
-      e.sum = fmt::format("dK[{}][{}] = Σ_heads Σ_i dS[i][{}]·Q[i][{}]", s.k_tok(b, j), c, s.k_tok(b, j), c);
-      for (std::size_t hd = 0; hd < p.h; ++hd) {
-        if (kv_head_of(hd, p.h, p.g) != kv) continue;
-        for (std::size_t i = 0; i < p.n; ++i)
-          add(e, fmt::format("{}dS[{}][{}]", s.head(hd), s.q_tok(b, i), s.k_tok(b, j)), dS(b, hd, i, j),
-              fmt::format("Q[{}][{}]", s.q_tok(b, i), c), Q(b, hd, i, c));
-      }
-      return;
-    }
-    default: break;
+  const std::size_t b = ix[0], kv = ix[1], j = ix[2], c = ix[3];
+  e.sum = fmt::format("dK[{}][{}] = Σ_heads Σ_i dS[i][{}]·Q[i][{}]", s.k_tok(b, j), c, s.k_tok(b, j), c);
+  for (std::size_t hd = 0; hd < p.h; ++hd) {
+    if (kv_head_of(hd, p.h, p.g) != kv) continue;
+    for (std::size_t i = 0; i < p.n; ++i)
+      add(e, fmt::format("{}dS[{}][{}]", s.head(hd), s.q_tok(b, i), s.k_tok(b, j)), dS(b, hd, i, j),
+          fmt::format("Q[{}][{}]", s.q_tok(b, i), c), Q(b, hd, i, c));
   }
-  explain_turned_back(e, s, ix);
 }
+
+void explain_d_sinks(GradientExplanation& e, const Sources& s, const Ix& ix) { explain_sink_gradient(e, s, ix[0]); }
+
+// How each gradient step is explained term by term, one row per gradient step in the step table's order
+// (observe/steps.hpp): a gradient step added to the table without its row fails to compile.
+using Explainer = void (*)(GradientExplanation&, const Sources&, const Ix&);
+struct ExplainerRow {
+  Step step;
+  Explainer explain;
+};
+constexpr std::array<ExplainerRow, gradient_step_count> explainers = {{
+    {Step::d_output, explain_upstream},
+    {Step::d_concat, explain_d_concat},
+    {Step::d_head_outputs, explain_relayout},
+    {Step::d_dropped, explain_d_weights},
+    {Step::d_weights, explain_d_weights},
+    {Step::d_v_heads, explain_d_v_heads},
+    {Step::d_masked, explain_softmax_backward},
+    {Step::d_capped, explain_softmax_backward},
+    {Step::d_scaled, explain_softmax_backward},
+    {Step::d_scores, explain_softmax_backward},
+    {Step::d_q_rot, explain_d_queries},
+    {Step::d_k_rot, explain_d_keys},
+    {Step::d_q_heads, explain_d_queries},
+    {Step::d_k_heads, explain_d_keys},
+    {Step::d_q, explain_relayout},
+    {Step::d_k, explain_relayout},
+    {Step::d_v, explain_relayout},
+    {Step::d_X, explain_d_X},
+    {Step::d_context, explain_d_context},
+    {Step::d_W_q, explain_d_weight},
+    {Step::d_W_k, explain_d_weight},
+    {Step::d_W_v, explain_d_weight},
+    {Step::d_W_o, explain_d_weight},
+    {Step::d_b_q, explain_d_bias},
+    {Step::d_b_k, explain_d_bias},
+    {Step::d_b_v, explain_d_bias},
+    {Step::d_b_o, explain_d_bias},
+    {Step::d_sinks, explain_d_sinks},
+}};
+constexpr bool in_table_order() {
+  for (std::size_t k = 0; k < explainers.size(); ++k)
+    if (static_cast<std::size_t>(explainers[k].step) != step_count + k) return false;
+  return true;
+}
+static_assert(in_table_order(), "one explainer per gradient step, in the step table's order");
 
 template <class T>
 GradientExplanation explain_in(const Problem& original, const GradientRequest& r) {
@@ -319,29 +375,14 @@ GradientExplanation explain_in(const Problem& original, const GradientRequest& r
     else words.push_back(fmt::format("{} {}", dims[a], k));
   }
   e.where = fmt::format("{}", fmt::join(words, ", "));
+  // the backward keeps a weight's gradient as the file holds it: at the index asked for, not the in_out one
   const Tensor<double>& value = at[r.step];
+  const std::vector<std::size_t>& kept_at = info.parameter ? r.index : ix;
   std::size_t flat = 0;
-  for (std::size_t a = 0; a < ix.size(); ++a) flat = flat * value.dim(a) + ix[a];
+  for (std::size_t a = 0; a < kept_at.size(); ++a) flat = flat * value.dim(a) + kept_at[a];
   e.value = value.values()[flat];
   const Sources s{p, at, info.parameter ? 0 : ix[0]};
-  switch (info.op) {
-    case Op::input_gradient:
-    case Op::weight_gradient:
-    case Op::bias_gradient:
-      if (r.step != Step::d_concat) {
-        explain_projection(e, s, ix);
-        break;
-      }
-      [[fallthrough]];
-    default:
-      if (r.step == Step::d_output) {
-        e.sum = "dY: the upstream gradient, given, not computed";
-      } else if (info.op == Op::relayout) {
-        e.sum = "a relayout of the heads: the same number as the step it comes from, at its place there";
-      } else {
-        explain_attention(e, s, ix);
-      }
-  }
+  explainers[static_cast<std::size_t>(r.step) - step_count].explain(e, s, ix);
   if (e.finish.empty()) e.recomputed = e.terms.empty() ? e.value : summed(e);
   return e;
 }

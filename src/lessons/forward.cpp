@@ -243,13 +243,33 @@ std::vector<std::pair<Step, std::string_view>> changed_steps(Mistake mistake) {
               {Step::k_heads, "reshape (m, g·d_k) -> (g, m, d_k), no transpose"},
               {Step::v_heads, "reshape (m, g·d_v) -> (g, m, d_v), no transpose"},
               {Step::concat, "reshape (h, n, d_v) -> (n, h·d_v), no transpose"}};
-    case Mistake::no_scale: return {{Step::scaled, formula}};
+    case Mistake::no_scale:
+    case Mistake::scale_twice: return {{Step::scaled, formula}};
     case Mistake::no_mask:
-    case Mistake::minus_1e9: return {{Step::masked, formula}};
+    case Mistake::minus_1e9:
+    case Mistake::mask_sees_next:
+    case Mistake::mask_misses_diagonal:
+    case Mistake::align_flipped: return {{Step::masked, formula}};
     case Mistake::softmax_columns: return {{Step::weights, formula}};
     case Mistake::dropout_unscaled: return {{Step::dropped, formula}};
-    default: return {};
+    case Mistake::k_untransposed: return {{Step::scores, formula}};
+    case Mistake::w_q_transposed: return {{Step::q, formula}};
+    case Mistake::w_k_transposed: return {{Step::k, formula}};
+    case Mistake::w_v_transposed: return {{Step::v, formula}};
+    case Mistake::w_o_transposed: return {{Step::output, formula}};
+    // nothing mistaken, or a mistake of the backward pass: no forward step changes
+    case Mistake::none:
+    case Mistake::gqa_first_head:
+    case Mistake::gqa_last_head:
+    case Mistake::backward_no_scale:
+    case Mistake::softmax_d_from_da:
+    case Mistake::softmax_d_from_do:
+    case Mistake::softmax_backward_columns:
+    case Mistake::dv_untransposed:
+    case Mistake::dk_untransposed:
+    case Mistake::dq_transposed: break;
   }
+  return {};
 }
 
 }  // namespace attn

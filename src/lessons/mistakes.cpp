@@ -403,7 +403,26 @@ MistakeResult run_mistake(const std::shared_ptr<const Problem>& problem, Mistake
     case Mistake::wrong_reshape: cost_wrong_reshape(p, r); break;
     case Mistake::minus_1e9: cost_minus_1e9(p, r); break;
     case Mistake::dropout_unscaled: cost_dropout_unscaled(p, r); break;
-    default: break;  // diff alone tries the others
+    // diff alone tries the others: run --mistake measures no cost for them
+    case Mistake::none:
+    case Mistake::scale_twice:
+    case Mistake::k_untransposed:
+    case Mistake::w_q_transposed:
+    case Mistake::w_k_transposed:
+    case Mistake::w_v_transposed:
+    case Mistake::w_o_transposed:
+    case Mistake::mask_sees_next:
+    case Mistake::mask_misses_diagonal:
+    case Mistake::align_flipped:
+    case Mistake::gqa_first_head:
+    case Mistake::gqa_last_head:
+    case Mistake::backward_no_scale:
+    case Mistake::softmax_d_from_da:
+    case Mistake::softmax_d_from_do:
+    case Mistake::softmax_backward_columns:
+    case Mistake::dv_untransposed:
+    case Mistake::dk_untransposed:
+    case Mistake::dq_transposed: break;
   }
   if (const StepDifference* out = r.steps.empty() ? nullptr : &r.steps.back(); out && out->step == Step::output)
     r.findings.push_back(out->differs() ? fmt::format("the output is off by up to {:.4g}", out->max_abs)

@@ -128,6 +128,30 @@ TEST_CASE("explain --grad works the gradients of softcap, sinks and dropout term
     }
 }
 
+TEST_CASE("explain --grad explains every gradient of every bundled example, its terms summing to the engine's value",
+          "[cli][backward][explain]") {
+  // Every gradient step the backward pass traces, at its last entry (every axis at its end), in float64.
+  for (const std::string& file : data_files()) {
+    const RunResult t = run_binary({"run", file, "--backward", "--dtype", "float64", "--json", "-"});
+    REQUIRE(t.exit_code == 0);
+    const nlohmann::json trace = nlohmann::json::parse(t.out);
+    for (const nlohmann::json& step : trace.at("steps")) {
+      const std::string name = step.at("name");
+      if (name.rfind("d_", 0) != 0) continue;
+      std::string index;
+      for (const nlohmann::json* d = &step.at("data"); d->is_array() && !d->empty(); d = &d->back())
+        index += (index.empty() ? "" : ",") + std::to_string(d->size() - 1);
+      const RunResult g =
+          run_binary({"explain", file, "--grad", name, "--index", index, "--dtype", "float64", "--json", "-"});
+      INFO(file << " " << name << " " << index << ": " << g.describe());
+      REQUIRE(g.exit_code == 0);
+      const nlohmann::json x = nlohmann::json::parse(g.out);
+      const double value = x.at("value").get<double>(), recomputed = x.at("recomputed").get<double>();
+      CHECK(std::abs(recomputed - value) <= 1e-12 * (1 + std::abs(value)));
+    }
+  }
+}
+
 TEST_CASE("explain --grad refuses a forward step, a wrong index and --query, in one line, exit 2",
           "[cli][backward][explain]") {
   check_usage_error(run_binary({"explain", cat_sat, "--grad", "weights", "--index", "0,0,0"}),

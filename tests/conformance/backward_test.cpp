@@ -86,7 +86,7 @@ const std::vector<Case>& cases() {
 }
 
 // Keeps every gradient an engine reports, in double.
-class Gradients final : public Observer {
+class GradientKeeper final : public Observer {
  public:
   bool wants(Step step) const override { return is_gradient_step(step); }
   void on(Step step, const Tensor<float>& v) override { kept_.insert_or_assign(step, cast<double>(v)); }
@@ -109,7 +109,7 @@ Shape as_golden(const Tensor<double>& t, const Problem& p, Step step) {
 
 // Every gradient of `got` that the golden has, to tol · max(1, max|expected|); a gradient the engine
 // must report (every one but the n × m ones of flash) and did not is a failure.
-void check_gradients(const Case& c, const std::string& run, const Gradients& got, double tol, bool flash) {
+void check_gradients(const Case& c, const std::string& run, const GradientKeeper& got, double tol, bool flash) {
   for (const auto& [step, want] : c.expected) {
     const std::string_view name = step_info(step).name;
     const Tensor<double>* t = got.find(step);
@@ -168,7 +168,7 @@ TEST_CASE("the backward goldens cover the cases the issue lists", "[backward][co
 
 TEST_CASE("naive's gradients are PyTorch autograd's in float64, to 1e-9 of their size", "[backward][conformance]") {
   for (const Case& c : cases()) {
-    Gradients got;
+    GradientKeeper got;
     run_naive_backward<double>(c.problem, got);
     check_gradients(c, "naive float64", got, float64_tol, false);
   }
@@ -178,7 +178,7 @@ TEST_CASE("flash's gradients are PyTorch autograd's in float64 at four tilings, 
           "[backward][conformance][flash]") {
   for (const Case& c : cases())
     for (const TileSize tiles : tilings(c.problem)) {
-      Gradients got;
+      GradientKeeper got;
       run_flash_backward<double>(c.problem, got, tiles);
       check_gradients(c, fmt::format("flash float64 Br={} Bc={}", tiles.Br, tiles.Bc), got, float64_tol, true);
     }
@@ -209,7 +209,7 @@ TEST_CASE("in float32, naive's gradients are within a few float32 roundings of a
     NullObserver none;
     const CompareRecord r = compare_backward<double>(c.problem, default_tiles(c.problem.n, c.problem.m), none, none);
     if (r.largest_logit > 1e4) continue;
-    Gradients got;
+    GradientKeeper got;
     run_naive_backward<float>(c.problem, got);
     check_gradients(c, "naive float32", got, 1e-4, false);
   }
@@ -221,7 +221,7 @@ TEST_CASE("\"The cat sat\" with dY = 1: every d_weights entry is 2 and d_scores 
   // gives A ⊙ (2 - Σ_j A_j · 2) = A ⊙ (2 - 2) = 0, and so d_scores = 0: moving weight between keys whose
   // values pull L alike cannot change L.
   const Problem p = load_problem_file((fs::path(ATTN_SOURCE_DIR) / "data" / "the_cat_sat.json").string());
-  Gradients got;
+  GradientKeeper got;
   run_naive_backward<double>(p, got);
   REQUIRE(got.find(Step::d_weights) != nullptr);
   for (const double x : got.find(Step::d_weights)->values()) CHECK(x == 2.0);

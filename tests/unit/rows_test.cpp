@@ -4,7 +4,13 @@
 //   - each row's forward against an independent formula, written here in plain loops from the
 //     definitions of docs/trace-format.md (not from ops/);
 //   - each row's backward against central differences of its own forward, for every input it sends a
-//     gradient to (the steps it read, and the leaves X, the context and the parameters).
+//     gradient to (the steps it read, and the leaves X, the context and the parameters);
+//   - each row's error terms against the rounding of float32: its forward in float32 and in float64 from
+//     the same float32 numbers within (count + 2)·u·terms, and every gradient of a float32 walk of the
+//     rows within compare --backward's noise floor of the float64 walk's, the floor built from the rows'
+//     d_terms (gradient_magnitudes);
+//   - each row's error terms as its own formula on magnitudes: at least |value| (the triangle
+//     inequality), and equal to it where the row only adds products of numbers that are all >= 0.
 // A step added to the table without a case in `independent` fails to compile (-Wswitch, no default).
 
 #include <algorithm>
@@ -18,6 +24,8 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "engine/compare.hpp"
+#include "engine/compare_backward.hpp"
 #include "engine/rows.hpp"
 #include "io/load.hpp"
 #include "ops/dropout.hpp"
@@ -375,6 +383,38 @@ void check_backward(const Case& c, Step step, Values x, Inputs<double> in, std::
   }
 }
 
+// The forward of every step of `p` over the rows, in T, from the inputs `in`.
+template <class T>
+ForwardValues<T> forward_walk(const Problem& p, const Inputs<T>& in) {
+  const RowContext<T> ctx{p, in};
+  ForwardValues<T> x;
+  walk_forward<T>(
+      p, x, [&ctx](Step s, const ForwardValues<T>& v) { return row_of<T>(s).forward(v, ctx); },
+      [](Step, Tensor<T> t) { return t; });
+  return x;
+}
+
+// Every gradient of `p` over the rows, in T, from ∂L/∂output = dY.
+template <class T>
+Gradients<T> backward_walk(const Problem& p, const Inputs<T>& in, const ForwardValues<T>& x, const Tensor<T>& dY) {
+  const RowContext<T> ctx{p, in};
+  Gradients<T> d, kept;
+  d[slot(Step::output)] = dY;
+  walk_backward<T>(
+      p, x, d,
+      [&ctx](Step s, const Tensor<T>& dy, const ForwardValues<T>& v, Gradients<T>& into) {
+        row_of<T>(s).backward(dy, v, ctx, into);
+      },
+      [&kept](Step g, Tensor<T> t) {
+        kept[slot(g)] = t;
+        return t;
+      });
+  return kept;
+}
+
+constexpr double u32 = 0x1p-24;                                                      // float32's unit roundoff
+const double eta32 = static_cast<double>(std::numeric_limits<float>::denorm_min());  // its smallest subnormal
+
 }  // namespace
 
 TEST_CASE("Every row is the table's step, in the table's order", "[rows]") {
@@ -410,6 +450,176 @@ TEST_CASE("Every row's forward equals an independent formula, and its backward c
   for (std::size_t k = 0; k < step_count; ++k) {
     INFO(step_info(static_cast<Step>(k)).name);
     CHECK(covered[k] > 0);
+  }
+}
+
+TEST_CASE("Every row's error terms bound the rounding of float32, forward row by row and backward along the walk",
+          "[rows]") {
+  std::vector<std::size_t> covered(step_count, 0);
+  std::mt19937 rng(20261205);
+  for (const Case& c : cases()) {
+    // the inputs rounded to float32, so that both runs start from the same numbers
+    const Problem p = rounded_inputs<float>(c.p, DType::float32);
+    const Inputs<double> in(p, DType::float64);
+    const Inputs<float> in32(p, DType::float32);
+    const ForwardValues<double> exact = forward_walk<double>(p, in);
+
+    // forward: each row in float32 and in float64 from the float32 numbers of the steps before it
+    ForwardValues<float> x32;
+    ForwardValues<double> x;
+    for (const Step s : steps_of(p)) {
+      x32[slot(s)] = cast<float>(exact[slot(s)]);
+      x[slot(s)] = cast<double>(x32[slot(s)]);
+    }
+    for (const Step s : steps_of(p)) {
+      INFO(c.name << ": " << step_info(s).name << " in float32");
+      const Tensor<float> y32 = row_of<float>(s).forward(x32, RowContext<float>{p, in32});
+      const Tensor<double> y = row_of<double>(s).forward(x, RowContext<double>{p, in});
+      const Terms t = row_of<double>(s).terms(ExactValues(x), y, RowContext<double>{p, in});
+      REQUIRE(t.of.shape() == y.shape());
+      for (std::size_t k = 0; k < y.size(); ++k) {
+        const double a = y32.values()[k], b = y.values()[k];
+        const double tolerance = (t.count + 2) * (u32 * t.of.values()[k] + eta32);
+        INFO("element " << k << ": float32 " << a << ", float64 " << b << ", tolerance " << tolerance);
+        CHECK((std::isinf(b) ? a == b : std::fabs(a - b) <= tolerance));
+      }
+      ++covered[slot(s)];
+    }
+
+    // backward: the walk in float32 against the walk in float64, from the same dY, within compare's
+    // noise floor 2·((ε_P + u·sums)·M + sums·η), ε_P = u·(4·Λ + 2·d_k + 8), M from the rows' d_terms
+    const ForwardValues<float> f32 = forward_walk<float>(p, in32);
+    Tensor<float> dY32(exact[slot(Step::output)].shape());
+    std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
+    for (float& v : dY32.values()) v = uniform(rng);
+    const Tensor<double> dY = cast<double>(dY32);
+    const Gradients<float> g32 = backward_walk<float>(p, in32, f32, dY32);
+    const Gradients<double> g = backward_walk<double>(p, in, exact, dY);
+    const Gradients<double> M = gradient_magnitudes(
+        p, [&](Step s) -> const Tensor<double>& { return s == Step::d_output ? dY : exact[slot(s)]; });
+    const double lambda =
+        largest_logit(p, magnitude(exact[slot(rows::queries_read(p))]), magnitude(exact[slot(rows::keys_read(p))]));
+    const double eps_P = u32 * (4 * lambda + 2 * static_cast<double>(p.d_k) + 8);
+    const double sums = static_cast<double>(p.n + p.m + p.d_k + p.d_v + p.d_model + p.d_context + 8);
+    for (const Step s : gradient_steps()) {
+      if (!step_applies(s, p)) continue;
+      INFO(c.name << ": " << step_info(s).name << " in float32, along the walk");
+      const Tensor<double>& want = g[slot(s)];
+      REQUIRE(g32[slot(s)].shape() == want.shape());
+      REQUIRE(M[slot(s)].shape() == want.shape());
+      for (std::size_t k = 0; k < want.size(); ++k) {
+        const double a = g32[slot(s)].values()[k], b = want.values()[k];
+        const double floor = 2 * ((eps_P + sums * u32) * M[slot(s)].values()[k] + sums * eta32);
+        INFO("element " << k << ": float32 " << a << ", float64 " << b << ", floor " << floor);
+        CHECK(std::fabs(a - b) <= floor);
+      }
+    }
+
+    // the sinks' shares, which nothing reads, so the walk sends them nothing: their d_terms alone, on a
+    // random gradient, within (B·n + 3)·u of them (the sum over the rows into each sink, three products)
+    if (!p.sinks.empty()) {
+      INFO(c.name << ": the backward of sink_weights in float32");
+      Tensor<float> dy32(x32[slot(Step::sink_weights)].shape());
+      for (float& v : dy32.values()) v = uniform(rng);
+      Gradients<float> d32;
+      Gradients<double> d, terms;
+      row_of<float>(Step::sink_weights).backward(dy32, x32, RowContext<float>{p, in32}, d32);
+      row_of<double>(Step::sink_weights).backward(cast<double>(dy32), x, RowContext<double>{p, in}, d);
+      ForwardValues<double> sizes;
+      for (const Step s : steps_of(p)) sizes[slot(s)] = magnitude(x[slot(s)]);
+      row_of<double>(Step::sink_weights)
+          .d_terms(magnitude(cast<double>(dy32)), sizes, RowContext<double>{p, in}, terms);
+      const double count = static_cast<double>(p.B * p.n) + 3;
+      for (const Step to : {Step::masked, Step::d_sinks}) {
+        REQUIRE(terms[slot(to)].shape() == d[slot(to)].shape());
+        for (std::size_t k = 0; k < d[slot(to)].size(); ++k) {
+          const double a = d32[slot(to)].values()[k], b = d[slot(to)].values()[k];
+          CHECK(std::fabs(a - b) <= (count + 2) * (u32 * terms[slot(to)].values()[k] + eta32));
+        }
+      }
+    }
+  }
+  for (std::size_t k = 0; k < step_count; ++k) {
+    INFO(step_info(static_cast<Step>(k)).name);
+    CHECK(covered[k] > 0);
+  }
+}
+
+namespace {
+
+// `p` with every input made >= 0: then a row that only adds products sums no cancelling terms.
+Problem nonnegative(Problem p) {
+  for (Tensor<double>* t : {&p.X, &p.C, &p.W_q, &p.W_k, &p.W_v, &p.W_o})
+    for (double& v : t->values()) v = std::fabs(v);
+  for (std::vector<double>* b : {&p.b_q, &p.b_k, &p.b_v, &p.b_o, &p.sinks})
+    for (double& v : *b) v = std::fabs(v);
+  return p;
+}
+
+bool all_nonnegative(const Tensor<double>& t) {
+  return std::all_of(t.values().begin(), t.values().end(), [](double v) { return v >= 0 && !std::isinf(v); });
+}
+
+// The ops that only add products (a relayout, a product by a constant >= 0, a sum of products).
+bool adds_products(Step s) {
+  const Op op = step_info(s).op;
+  return op == Op::projection || op == Op::dot_products || op == Op::weighted_sum || op == Op::relayout ||
+         op == Op::scale || op == Op::dropout;
+}
+
+// |got| <= terms everywhere; == where `sharp`.
+void check_sizes(const Tensor<double>& got, const Tensor<double>& terms, bool sharp) {
+  REQUIRE(terms.shape() == got.shape());
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    const double a = std::fabs(got.values()[k]), t = terms.values()[k];
+    INFO("element " << k << ": |value| " << a << ", terms " << t << (sharp ? " (equal)" : " (at least)"));
+    if (std::isinf(a)) continue;  // a masked score
+    CHECK(a <= t * (1 + 1e-12) + 1e-300);
+    if (sharp) CHECK(t <= a * (1 + 1e-12) + 1e-300);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Every row's error terms are its formula on magnitudes: at least the value, equal without cancellation",
+          "[rows]") {
+  std::mt19937 rng(20261206);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  for (const Case& c : cases()) {
+    for (const bool positive : {false, true}) {
+      const Problem p = positive ? nonnegative(c.p) : c.p;
+      const Inputs<double> in(p, DType::float64);
+      const RowContext<double> ctx{p, in};
+      const ForwardValues<double> x = forward_walk<double>(p, in);
+      ForwardValues<double> sizes;
+      for (const Step s : steps_of(p)) sizes[slot(s)] = magnitude(x[slot(s)]);
+      for (const Step s : steps_of(p)) {
+        bool inputs_nonnegative = positive;
+        for (const Step from : inputs_of(s, p))
+          inputs_nonnegative = inputs_nonnegative && all_nonnegative(x[slot(from)]);
+        const bool sharp = inputs_nonnegative && adds_products(s);
+        {
+          INFO(c.name << (positive ? ", every input >= 0: " : ": ") << step_info(s).name << "'s terms");
+          check_sizes(x[slot(s)], row_of<double>(s).terms(ExactValues(x), x[slot(s)], ctx).of, sharp);
+        }
+        // the softmax's d_terms read the head outputs' gradient, which only the walk has (tested above)
+        if (s == Step::weights) continue;
+        Tensor<double> dy(x[slot(s)].shape());
+        for (std::size_t k = 0; k < dy.size(); ++k)
+          dy.values()[k] = std::isinf(x[slot(s)].values()[k]) ? 0 : uniform(rng);
+        Gradients<double> d, terms;
+        row_of<double>(s).backward(dy, x, ctx, d);
+        row_of<double>(s).d_terms(dy, sizes, ctx, terms);
+        for (std::size_t k = 0; k < table_size; ++k) {
+          if (d[k].empty()) continue;
+          INFO(c.name << (positive ? ", every input >= 0: " : ": ") << step_info(s).name << "'s d_terms to "
+                      << step_info(static_cast<Step>(k)).name);
+          // with dropout, what reads the dropped weights bounds each by the largest factor 1/(1 − p)
+          const bool bounded = p.dropout && (s == Step::dropped || s == Step::head_outputs);
+          check_sizes(d[k], terms[k], sharp && !bounded);
+        }
+      }
+    }
   }
 }
 
