@@ -43,7 +43,7 @@ configure_file(cmake/version.hpp.in ${PROJECT_BINARY_DIR}/generated/attn/version
 set(ATTN_CORE_SOURCES
   src/io/load.cpp
   src/json/parse.cpp
-  src/json/fast.cpp
+  src/json/fast_parser.cpp
   src/json/error.cpp
   src/json/pointer.cpp
   src/json/reader.cpp
@@ -76,10 +76,10 @@ set(ATTN_CORE_SOURCES
   src/bench/sweep.cpp
   src/bench/flops.cpp
   src/bench/reference.cpp
-  src/bench/memory.cpp
+  src/bench/resident_memory.cpp
   src/bench/machine.cpp
   src/bench/timing.cpp
-  src/bench/run.cpp
+  src/bench/bench_run.cpp
   src/trace/trace.cpp
   src/trace/collector.cpp
   src/engine/instances.cpp
@@ -87,8 +87,8 @@ set(ATTN_CORE_SOURCES
   src/lessons/properties.cpp
   src/lessons/catalogue.cpp
   src/lessons/explain.cpp
-  src/lessons/forward.cpp
-  src/lessons/backward.cpp
+  src/lessons/mistaken_forward.cpp
+  src/lessons/mistaken_backward.cpp
   src/lessons/mistakes.cpp
   src/lessons/explain.cpp
   src/lessons/explain_gradient.cpp
@@ -98,7 +98,7 @@ set(ATTN_CORE_SOURCES
   src/render/pages/trace/flash_section.cpp
   src/render/pages/trace/heatmap.cpp
   src/render/pages/trace/compare_section.cpp
-  src/render/pages/properties.cpp
+  src/render/pages/properties_page.cpp
   src/render/draw/visible.cpp
   src/render/draw/colormap.cpp
   src/render/draw/panel.cpp
@@ -108,7 +108,7 @@ set(ATTN_CORE_SOURCES
   src/render/draw/notes.cpp
   src/render/pages/svg.cpp
   src/render/pages/document.cpp
-  src/render/pages/diff.cpp
+  src/render/pages/diff_page.cpp
   src/render/pages/report/writer.cpp
   src/render/pages/report/html.cpp
   src/render/pages/report/legend.cpp
@@ -119,30 +119,30 @@ set(ATTN_CORE_SOURCES
   src/render/pages/report/sections_backward.cpp
   src/render/pages/report/report.cpp
   src/render/pages/explorer/explorer.cpp
-  src/render/pages/scaling.cpp
+  src/render/pages/scaling_page.cpp
   src/render/draw/page.cpp
   src/render/pages/trace/mistake_section.cpp
-  src/render/pages/explain.cpp
-  src/render/pages/explain_gradient.cpp
+  src/render/pages/explain_page.cpp
+  src/render/pages/explain_gradient_page.cpp
   src/render/pages/bench.cpp
-  src/render/pages/steps.cpp
+  src/render/pages/steps_page.cpp
   src/text/number.cpp
   src/request/request.cpp
   src/request/memory.cpp
-  src/request/terminal.cpp
+  src/request/terminal_caps.cpp
   ${ATTN_EXAMPLES_CPP}
   ${ATTN_REPORT_ASSETS_CPP}
   ${ATTN_EXPLORER_ASSETS_CPP})
 
 # Files whose file-local names meet another's, compiled on their own in a unity build (CMakeLists.txt).
 set(ATTN_UNITY_ALONE
-  src/bench/run.cpp
+  src/bench/bench_run.cpp
   src/check/diff.cpp
   src/formats/import_layer.cpp
   src/formats/json_dump.cpp
   src/formats/safetensors.cpp
   src/io/explain_json.cpp
   src/lessons/explain.cpp
-  src/lessons/forward.cpp
+  src/lessons/mistaken_forward.cpp
   src/render/pages/bench.cpp
-  src/render/pages/explain_gradient.cpp)
+  src/render/pages/explain_gradient_page.cpp)

@@ -22,7 +22,7 @@
 #include "io/diff_json.hpp"
 #include "io/examples.hpp"
 #include "io/load.hpp"
-#include "render/pages/diff.hpp"
+#include "render/pages/diff_page.hpp"
 
 namespace {
 

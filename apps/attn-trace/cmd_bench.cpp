@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "bench/run.hpp"
+#include "bench/bench_run.hpp"
 #include "bench/sweep.hpp"
 #include "command.hpp"
 #include "io/bench_json.hpp"

@@ -19,7 +19,7 @@
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
 #include "options.hpp"
-#include "render/pages/diff.hpp"
+#include "render/pages/diff_page.hpp"
 #include "render/draw/visible.hpp"
 #include "trace/record.hpp"
 #include "text/number.hpp"

@@ -8,7 +8,7 @@
 #include "io/examples.hpp"
 #include "io/output.hpp"
 #include "render/draw/text.hpp"
-#include "request/terminal.hpp"
+#include "request/terminal_caps.hpp"
 #include "text/nearest.hpp"
 
 namespace attn::cli {

@@ -16,7 +16,7 @@
 #include "io/read.hpp"
 #include "lessons/explain.hpp"
 #include "options.hpp"
-#include "render/pages/explain.hpp"
+#include "render/pages/explain_page.hpp"
 #include "text/words.hpp"
 #include "trace/trace.hpp"
 

@@ -11,7 +11,7 @@
 #include "io/output.hpp"
 #include "io/properties_json.hpp"
 #include "options.hpp"
-#include "render/pages/properties.hpp"
+#include "render/pages/properties_page.hpp"
 #include "lessons/properties.hpp"
 
 namespace attn::cli {

@@ -14,7 +14,7 @@
 #include "io/output.hpp"
 #include "lessons/mistakes.hpp"
 #include "options.hpp"
-#include "render/pages/trace/mistakes.hpp"
+#include "render/pages/trace/mistake_section.hpp"
 
 namespace attn::cli {
 

@@ -13,7 +13,7 @@
 #include "io/scaling_json.hpp"
 #include "lessons/scaling.hpp"
 #include "options.hpp"
-#include "render/pages/scaling.hpp"
+#include "render/pages/scaling_page.hpp"
 #include "text/number.hpp"
 
 namespace attn::cli {

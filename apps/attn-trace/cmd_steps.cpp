@@ -10,7 +10,7 @@
 #include "io/output.hpp"
 #include "io/trace_json.hpp"
 #include "options.hpp"
-#include "render/pages/steps.hpp"
+#include "render/pages/steps_page.hpp"
 #include "render/draw/text.hpp"
 
 namespace attn::cli {

@@ -1,5 +1,5 @@
 #pragma once
-// --help fitted to the width (request/terminal.hpp, terminal_width): CLI11's layout, with every line
+// --help fitted to the width (request/terminal_caps.hpp, terminal_width): CLI11's layout, with every line
 // that runs past the width wrapped under its own column.
 
 #include <algorithm>

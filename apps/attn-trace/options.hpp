@@ -20,7 +20,7 @@
 #include "request/memory.hpp"
 #include "request/trace_options.hpp"
 #include "request/request.hpp"
-#include "request/terminal.hpp"
+#include "request/terminal_caps.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
 

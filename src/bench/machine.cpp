@@ -26,7 +26,7 @@ std::string cpu_model() {
 namespace {
 
 // Keeps the loops' results alive, so the compiler cannot drop them.
-volatile double sink = 0;
+volatile double measured_sink = 0;
 
 // One round: `threads` threads, each `iterations` rounds of the FMA loop; the seconds from the first
 // start to the last join, and the floating-point operations of all of them.
@@ -43,7 +43,7 @@ double timed_round(kernel::Isa isa, std::size_t threads, std::size_t iterations,
   const double elapsed = seconds_since(start);
   flops = 0;
   for (std::size_t t = 0; t < threads; ++t) {
-    sink = sink + results[t];
+    measured_sink = measured_sink + results[t];
     flops += double(iterations) * double(per_iteration[t]);
   }
   return elapsed;

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bench/records.hpp"
+#include "bench/bench_records.hpp"
 #include "model/problem.hpp"
 
 namespace attn {

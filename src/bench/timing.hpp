@@ -4,7 +4,7 @@
 #include <chrono>
 #include <vector>
 
-#include "bench/records.hpp"
+#include "bench/bench_records.hpp"
 
 namespace attn {
 

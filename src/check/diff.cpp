@@ -14,8 +14,8 @@
 
 #include "engine/compare_backward.hpp"
 #include "engine/rows.hpp"
-#include "lessons/backward.hpp"
-#include "lessons/forward.hpp"
+#include "lessons/mistaken_backward.hpp"
+#include "lessons/mistaken_forward.hpp"
 #include "observe/observer.hpp"
 #include "ops/attention.hpp"
 #include "ops/bounds.hpp"

@@ -21,7 +21,7 @@
 #include "json/pointer.hpp"
 #include "json/quoted.hpp"
 #include "json/reader.hpp"
-#include "lessons/scaling.hpp"
+#include "ops/random.hpp"
 #include "text/nearest.hpp"
 #include "text/number.hpp"
 #include "text/words.hpp"

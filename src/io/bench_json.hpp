@@ -8,11 +8,11 @@
 //            "projection_s": {…}, "total_s": {…}, "attention_flops", "attention_gflops", "rss_before_bytes",
 //            "peak_rss_bytes", "score_bytes", "max_error"}, …]}
 // A refused run stops at "estimated_bytes": nothing after it was measured. A number that is not finite
-// (a NaN error) is written as a trace writes it: "nan", "inf" or "-inf" (json/number.hpp).
+// (a NaN error) is written as a trace writes it: "nan", "inf" or "-inf" (json/json_number.hpp).
 
 #include <string>
 
-#include "bench/records.hpp"
+#include "bench/bench_records.hpp"
 
 namespace attn {
 

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "json/number.hpp"
+#include "json/json_number.hpp"
 
 namespace attn {
 

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "json/fast.hpp"
+#include "json/fast_parser.hpp"
 #include "json/parse.hpp"
 #include "json/pointer.hpp"
 #include "json/reader.hpp"

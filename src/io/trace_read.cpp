@@ -13,7 +13,7 @@
 
 #include "io/load.hpp"
 #include "json/error.hpp"
-#include "json/fast.hpp"
+#include "json/fast_parser.hpp"
 #include "json/parse.hpp"
 #include "json/pointer.hpp"
 

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json/error.hpp"
-#include "json/fast.hpp"
+#include "json/fast_parser.hpp"
 #include "json/pointer.hpp"
 #include "text/number.hpp"
 

@@ -71,7 +71,7 @@ std::vector<MistakeInfo> forward_rows() {
   };
 }
 
-// The backward pass's: lessons/backward.cpp makes them; diff tries them at a dumped gradient.
+// The backward pass's: lessons/mistaken_backward.cpp makes them; diff tries them at a dumped gradient.
 std::vector<MistakeInfo> backward_rows() {
   return {
       {gqa_first_head, "gqa-first-head", "", "dK_h = Σ over the group's query heads of dSᵀ·Q",

@@ -2,7 +2,7 @@
 // The one catalogue of attention done wrong on purpose. `run --mistake` shows the mistakes it offers
 // (all_mistakes); `diff` tries every mistake that has a diagnosis code on a user's dump and names those
 // that reproduce it (diagnosable). Both compute the mistaken steps with the one mistaken forward pass of
-// lessons/forward.hpp. A new mistake is one row here (catalogue.cpp) and its change in forward.cpp.
+// lessons/mistaken_forward.hpp. A new mistake is one row here (catalogue.cpp) and its change in forward.cpp.
 
 #include <optional>
 #include <string>
@@ -32,7 +32,7 @@ enum class Mistake {
   mask_sees_next,        // the mask shifted by one: each query also sees the next key
   mask_misses_diagonal,  // the mask shifted by one: each query sees one key fewer
   align_flipped,         // a causal or sliding-window mask aligned at the other corner
-  // the backward pass's (lessons/backward.hpp): diff alone tries them, on dumps of gradients
+  // the backward pass's (lessons/mistaken_backward.hpp): diff alone tries them, on dumps of gradients
   gqa_first_head,            // dK_h, dV_h from the first query head of each group only, not the group's sum
   gqa_last_head,             // dK_h, dV_h assigned per query head, not added: the group's last head is kept
   backward_no_scale,         // dS = dS': the scale left out of the backward, so dQ and dK are 1/scale times too large

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/common.hpp"
-#include "lessons/forward.hpp"
+#include "lessons/mistaken_forward.hpp"
 #include "trace/collector.hpp"
 #include "trace/record.hpp"
 
@@ -17,7 +17,7 @@ namespace attn {
 
 namespace {
 
-// The mistaken computation traced: every step of the one mistaken forward pass (lessons/forward.hpp)
+// The mistaken computation traced: every step of the one mistaken forward pass (lessons/mistaken_forward.hpp)
 // told to a collector in pipeline order, each step the mistake changes with its mistaken formula.
 template <class T>
 Trace record_mistaken(const std::shared_ptr<const Problem>& problem, Mistake mistake, DType dtype) {

@@ -10,25 +10,6 @@
 
 namespace attn {
 
-double uniform_open0(SplitMix64& rng) {
-  constexpr double two_to_minus_53 = 1.0 / 9007199254740992.0;
-  return static_cast<double>((rng.next() >> 11) + 1) * two_to_minus_53;
-}
-
-double NormalSampler::next() {
-  if (spare_) {
-    const double z1 = *spare_;
-    spare_.reset();
-    return z1;
-  }
-  const double u1 = uniform_open0(rng_);
-  const double u2 = uniform_open0(rng_);
-  const double radius = std::sqrt(-2.0 * std::log(u1));
-  const double angle = 2.0 * std::numbers::pi * u2;
-  spare_ = radius * std::sin(angle);
-  return radius * std::cos(angle);
-}
-
 double mean(std::span<const double> x) {
   detail::require(!x.empty(), "mean", "needs at least one value");
   double sum = 0;

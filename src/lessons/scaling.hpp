@@ -6,29 +6,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <vector>
 
 #include "ops/random.hpp"
 
 namespace attn {
-
-// A uniform number in (0, 1]: the top 53 bits, plus one, times 2^-53; never 0, so its log is finite.
-double uniform_open0(SplitMix64& rng);
-
-// Standard normal numbers by the Box–Muller transform: two uniforms u1, u2 give two independent
-// normals √(−2 ln u1)·cos(2π u2) and √(−2 ln u1)·sin(2π u2), handed out in that order.
-// No rejection loop, so a reimplementation that rounds a last bit differently draws the same count.
-class NormalSampler {
- public:
-  explicit NormalSampler(std::uint64_t seed) : rng_(seed) {}
-  double next();
-
- private:
-  SplitMix64 rng_;
-  std::optional<double> spare_;  // the sine half of the last pair
-};
 
 // mean(x) = Σ x_i / N
 double mean(std::span<const double> x);

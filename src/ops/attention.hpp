@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "model/heads.hpp"
 #include "model/positions.hpp"
 #include "ops/dropout.hpp"
 #include "tensor/tensor.hpp"
@@ -143,10 +144,6 @@ Tensor<T> add_alibi(const Tensor<T>& S, std::span<const T> slopes, std::span<con
         for (std::size_t j = 0; j < m; ++j) out(b, hd, i, j) += alibi_term(slopes[hd], pos_q[i], pos_k[j]);
   return out;
 }
-
-// Query head hd reads key/value head hd / (h/g): consecutive query heads share one K/V head (GQA),
-// as PyTorch's repeat_interleave does. g == h is ordinary multi-head, g == 1 is multi-query.
-inline std::size_t kv_head_of(std::size_t hd, std::size_t h, std::size_t g) { return hd / (h / g); }
 
 // S = Q·Kᵀ per head                                Q (B, h, n, d_k), K (B, g, m, d_k) -> (B, h, n, m)
 // S[b][hd][i][j] = Σ_c Q[b][hd][i][c] · K[b][kv][j][c],  kv = kv_head_of(hd)

@@ -1,10 +1,12 @@
 #pragma once
-// The one random generator of attn-trace (scaling's samples, new's numbers, properties' permutation):
-// written out, because std's engines are portable but its distributions differ between standard
-// libraries, and every figure the tool prints from a seed must be the same on every machine.
+// The one random generator of attn-trace (scaling's samples, new's and import's numbers, properties'
+// permutation), and its uniform and normal numbers: written out, because std's engines are portable
+// but its distributions differ between standard libraries, and every figure the tool prints from a
+// seed must be the same on every machine.
 
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 
 namespace attn {
 
@@ -42,6 +44,38 @@ class SplitMix64 {
 
  private:
   std::uint64_t state_;
+};
+
+// A uniform number in (0, 1]: the top 53 bits, plus one, times 2^-53; never 0, so its log is finite.
+inline double uniform_open0(SplitMix64& rng) {
+  constexpr double two_to_minus_53 = 1.0 / 9007199254740992.0;
+  return static_cast<double>((rng.next() >> 11) + 1) * two_to_minus_53;
+}
+
+// Standard normal numbers by the Box–Muller transform: two uniforms u1, u2 give two independent
+// normals √(−2 ln u1)·cos(2π u2) and √(−2 ln u1)·sin(2π u2), handed out in that order.
+// No rejection loop, so a reimplementation that rounds a last bit differently draws the same count.
+class NormalSampler {
+ public:
+  explicit NormalSampler(std::uint64_t seed) : rng_(seed) {}
+  double next() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double u1 = uniform_open0(rng_);
+    const double u2 = uniform_open0(rng_);
+    const double radius = std::sqrt(-2.0 * std::log(u1));
+    const double angle = 2.0 * std::numbers::pi * u2;
+    spare_ = radius * std::sin(angle);
+    has_spare_ = true;
+    return radius * std::cos(angle);
+  }
+
+ private:
+  SplitMix64 rng_;
+  double spare_ = 0;  // the sine half of the last pair, while has_spare_
+  bool has_spare_ = false;
 };
 
 }  // namespace attn

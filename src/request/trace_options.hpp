@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "model/run.hpp"
-#include "render/pages/document.hpp"
-#include "render/pages/trace/terminal.hpp"
+#include "render/draw/options.hpp"
 
 namespace attn {
 
@@ -23,7 +22,7 @@ struct UsageError : std::runtime_error {
 // --color: auto means only on a terminal and never with NO_COLOR set.
 enum class ColorMode { automatic, always, never };
 
-// --max-cols left out: as many columns of numbers as the width holds (columns_that_fit, request/terminal.hpp).
+// --max-cols left out: as many columns of numbers as the width holds (columns_that_fit, request/terminal_caps.hpp).
 inline constexpr std::size_t max_cols_from_width = static_cast<std::size_t>(-1);
 
 struct TraceOptions {

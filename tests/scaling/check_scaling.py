@@ -1,8 +1,8 @@
 """`attn-trace scaling --json -` recomputed from scratch (docs/cli.md, "scaling").
 
 The generator (SplitMix64) and the normal sampler (Box-Muller, cosine then sine) are written again
-here with numpy, from their definitions in src/lessons/scaling.hpp, and every figure of the JSON is
-recomputed: the numbers must agree to 1e-12 relative. Then the statistics the experiment is about,
+here with numpy, from their definitions in src/ops/random.hpp and src/lessons/scaling.hpp, and every
+figure of the JSON is recomputed: the numbers must agree to 1e-12 relative. Then the statistics the experiment is about,
 within bounds that a correct run misses with a tiny probability:
 
 - var(q.k) ~ d_k and var(q.k / sqrt(d_k)) ~ 1 within 20% at N = 1000 (the relative standard error

@@ -13,7 +13,7 @@
 #include "bench/flops.hpp"
 #include "bench/random_input.hpp"
 #include "bench/reference.hpp"
-#include "bench/run.hpp"
+#include "bench/bench_run.hpp"
 #include "bench/sweep.hpp"
 #include "bench/timing.hpp"
 #include "engine/flash.hpp"

@@ -1,7 +1,7 @@
 // attn-trace diff on dumps of gradients (docs/diff.md, "Gradient dumps"): the names, the layouts, the
 // verdicts and the diagnoses of the backward's mistakes. The expected values are worked out by hand (the
 // worked example, where every value row is [1, 1]), or are the naive engine's own backward
-// (engine/backward.hpp), which the plain backward of lessons/backward.cpp that diff judges with does not
+// (engine/backward.hpp), which the plain backward of lessons/mistaken_backward.cpp that diff judges with does not
 // share code with beyond the ops. tests/cli/diff_test.cpp runs PyTorch-made dumps through the binary.
 
 #include <algorithm>
@@ -15,8 +15,8 @@
 #include "engine/backward.hpp"
 #include "engine/compare_backward.hpp"
 #include "io/load.hpp"
-#include "lessons/backward.hpp"
-#include "lessons/forward.hpp"
+#include "lessons/mistaken_backward.hpp"
+#include "lessons/mistaken_forward.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
 

@@ -1,4 +1,4 @@
-// The fast JSON parser (json/fast.hpp) against nlohmann::json::parse, the independent implementation
+// The fast JSON parser (json/fast_parser.hpp) against nlohmann::json::parse, the independent implementation
 // every expected DOM here comes from: on every JSON file of the repository, on edge cases written by hand
 // and on seeded random documents, valid and broken. Values are compared by type as well as by ==, since
 // 2, 2u and 2.0 compare equal in nlohmann, and floats bit for bit, since -0.0 == 0.0. What strict parsing
@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json/error.hpp"
-#include "json/fast.hpp"
+#include "json/fast_parser.hpp"
 #include "json/parse.hpp"
 
 using namespace attn;

@@ -1,4 +1,4 @@
-// The catalogue's word on what each mistake overrides (changed_steps, lessons/forward.hpp) against what the
+// The catalogue's word on what each mistake overrides (changed_steps, lessons/mistaken_forward.hpp) against what the
 // mistaken forward pass does: on every bundled example where a forward mistake changes something, the
 // first step whose value differs from the plain pass is one the catalogue names. A backward mistake changes no forward
 // step, and names none. (A mistake the input refuses, or one that leaves every step as it is, is skipped there.)
@@ -13,7 +13,7 @@
 
 #include "io/load.hpp"
 #include "lessons/catalogue.hpp"
-#include "lessons/forward.hpp"
+#include "lessons/mistaken_forward.hpp"
 #include "lessons/mistakes.hpp"
 #include "observe/steps.hpp"
 

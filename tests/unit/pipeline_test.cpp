@@ -1,5 +1,5 @@
 // The pipeline described once (src/observe/steps.hpp) and the one catalogue of mistakes
-// (src/lessons/catalogue.hpp, src/lessons/forward.hpp). Expected shapes and values are worked out by hand
+// (src/lessons/catalogue.hpp, src/lessons/mistaken_forward.hpp). Expected shapes and values are worked out by hand
 // for the worked example: X (3, 4), W_q (4, 2), one head of d_k = 2, Q = [[2,0],[0,2],[1,1]],
 // K = [[0,2],[2,0],[1,1]], scores [[0,4,2],[4,0,2],[2,2,2]]; the intended forward pass is held to the
 // naive engine, an implementation of its own.
@@ -13,7 +13,7 @@
 
 #include "engine/naive.hpp"
 #include "io/load.hpp"
-#include "lessons/forward.hpp"
+#include "lessons/mistaken_forward.hpp"
 #include "observe/steps.hpp"
 #include "trace/trace.hpp"
 #include "support.hpp"

@@ -1,5 +1,6 @@
 #pragma once
-// How every picture of the terminal is drawn: the options that the pages (render/pages/) share.
+// How every picture of the terminal is drawn: the options that the pages (render/pages/) share, and the
+// commands' requests (request/) fill in.
 
 #include <cstddef>
 #include <string>
@@ -12,6 +13,9 @@ namespace attn {
 // How a matrix is drawn: its numbers, a heatmap of coloured cells (a character ramp without colour),
 // or numbers when they fit the width and --max-rows/--max-cols whole, a heatmap when they do not.
 enum class View { numbers, heatmap, automatic };
+
+// --format: the steps as a document instead of the terminal's text (render/pages/document.hpp).
+enum class DocFormat { markdown, latex, csv };
 
 struct RenderOptions {
   int precision = 4;        // digits after the point

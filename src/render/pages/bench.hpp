@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "bench/records.hpp"
+#include "bench/bench_records.hpp"
 #include "render/draw/options.hpp"
 
 namespace attn {

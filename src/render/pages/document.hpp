@@ -9,11 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "render/draw/options.hpp"
 #include "trace/trace.hpp"
 
 namespace attn {
-
-enum class DocFormat { markdown, latex, csv };
 
 struct DocOptions {
   int precision = 4;               // markdown and LaTeX: digits after the point; CSV is always exact

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "ops/attention.hpp"
+#include "model/heads.hpp"
 #include "render/draw/colormap.hpp"
 #include "render/draw/escape.hpp"
 #include "text/number.hpp"

@@ -23,7 +23,7 @@
 #include "render/pages/report/report_assets.hpp"
 #include "render/pages/report/sections.hpp"
 #include "render/pages/report/writer.hpp"
-#include "render/pages/trace/mistakes.hpp"
+#include "render/pages/trace/mistake_section.hpp"
 
 namespace attn {
 

@@ -1,7 +1,7 @@
 // run --mistake in the terminal (render/mistakes.hpp): the steps compared, the first difference side by
 // side, the costs.
 
-#include "render/pages/trace/mistakes.hpp"
+#include "render/pages/trace/mistake_section.hpp"
 
 #include <algorithm>
 #include <cmath>

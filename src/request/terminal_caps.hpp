@@ -1,7 +1,7 @@
 #pragma once
 // What the terminal can show, asked of the environment once: its width, its colours, its characters.
 
-#include "render/pages/trace/terminal.hpp"
+#include "render/draw/options.hpp"
 #include "request/trace_options.hpp"
 
 namespace attn {

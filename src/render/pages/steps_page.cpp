@@ -1,4 +1,4 @@
-#include "render/pages/steps.hpp"
+#include "render/pages/steps_page.hpp"
 
 #include <string_view>
 #include <vector>

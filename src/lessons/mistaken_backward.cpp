@@ -1,4 +1,4 @@
-#include "lessons/backward.hpp"
+#include "lessons/mistaken_backward.hpp"
 
 #include <utility>
 

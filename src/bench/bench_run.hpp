@@ -4,7 +4,7 @@
 // on the traced engines with an observer that asks for nothing in the half types, on seeded
 // random inputs or a given one; per run: the time of the attention and of the projections, the
 // attention's GFLOP/s, the process's peak resident memory, the score bytes the engine held, and its
-// error against a float64 reference on a few rows (bench/records.hpp holds what comes out).
+// error against a float64 reference on a few rows (bench/bench_records.hpp holds what comes out).
 
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/records.hpp"
+#include "bench/bench_records.hpp"
 #include "model/problem.hpp"
 
 namespace attn {

@@ -1,13 +1,13 @@
 #pragma once
 // The one mistaken backward pass: every gradient of attention computed plainly from the small ops of
 // ops/attention_backward.hpp, in the order the step table lists them (d_output first), with one backward
-// mistake of lessons/catalogue.hpp made (or none). The counterpart of lessons/forward.hpp: `diff` computes
+// mistake of lessons/catalogue.hpp made (or none). The counterpart of lessons/mistaken_forward.hpp: `diff` computes
 // ours from a user's dumped gradients with it, and tries each backward mistake on the same inputs.
 
 #include <array>
 
 #include "lessons/catalogue.hpp"
-#include "lessons/forward.hpp"
+#include "lessons/mistaken_forward.hpp"
 #include "model/problem.hpp"
 #include "model/run.hpp"
 #include "observe/steps.hpp"

@@ -36,7 +36,7 @@ struct Timing {
 // How the peak resident memory of one engine's runs is measured: the process's high-water mark (VmHWM of
 // /proc/self/status) reset before the runs by writing 5 to /proc/self/clear_refs, or, where that is not
 // permitted, the ru_maxrss of a forked child that makes one more run; none when neither works (no /proc).
-// bench/memory.hpp measures it.
+// bench/resident_memory.hpp measures it.
 enum class PeakMethod { clear_refs, fork, none };
 std::string_view name_of(PeakMethod method);
 

@@ -1,4 +1,4 @@
-#include "render/pages/scaling.hpp"
+#include "render/pages/scaling_page.hpp"
 
 #include <algorithm>
 #include <cmath>

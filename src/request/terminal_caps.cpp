@@ -1,4 +1,4 @@
-#include "request/terminal.hpp"
+#include "request/terminal_caps.hpp"
 
 #include <algorithm>
 #include <cstdlib>

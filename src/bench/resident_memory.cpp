@@ -1,4 +1,4 @@
-#include "bench/memory.hpp"
+#include "bench/resident_memory.hpp"
 
 #include <cerrno>
 #include <charconv>

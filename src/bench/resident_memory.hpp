@@ -1,5 +1,5 @@
 #pragma once
-// The process's resident memory, as bench measures it (PeakMethod, bench/records.hpp): Linux's
+// The process's resident memory, as bench measures it (PeakMethod, bench/bench_records.hpp): Linux's
 // /proc/self/status and /proc/self/clear_refs, malloc_trim, and a forked child's ru_maxrss. The only
 // place attn-trace reads /proc for memory or forks.
 
@@ -7,7 +7,7 @@
 #include <functional>
 #include <string_view>
 
-#include "bench/records.hpp"
+#include "bench/bench_records.hpp"
 
 namespace attn {
 

@@ -1,4 +1,4 @@
-#include "render/pages/diff.hpp"
+#include "render/pages/diff_page.hpp"
 
 #include <algorithm>
 #include <cmath>

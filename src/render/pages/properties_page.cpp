@@ -1,4 +1,4 @@
-#include "render/pages/properties.hpp"
+#include "render/pages/properties_page.hpp"
 
 #include <algorithm>
 #include <array>

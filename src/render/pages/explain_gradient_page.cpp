@@ -10,7 +10,7 @@
 
 #include "render/draw/page.hpp"
 #include "render/draw/visible.hpp"
-#include "render/pages/explain.hpp"
+#include "render/pages/explain_page.hpp"
 #include "text/number.hpp"
 
 namespace attn {

@@ -1,4 +1,4 @@
-#include "render/pages/explain.hpp"
+#include "render/pages/explain_page.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "lessons/forward.hpp"
+#include "lessons/mistaken_forward.hpp"
 
 #include <functional>
 #include <optional>
@@ -155,7 +155,7 @@ std::optional<Tensor<T>> mistaken_step(Step s, const ForwardValues<T>& x, const 
     case Step::bias:
     case Step::dropped:
     case Step::head_outputs:
-    // the backward pass's steps are lessons/backward.cpp's
+    // the backward pass's steps are lessons/mistaken_backward.cpp's
     case Step::d_output:
     case Step::d_concat:
     case Step::d_head_outputs:

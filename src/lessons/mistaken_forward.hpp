@@ -18,7 +18,7 @@
 namespace attn {
 
 // Some steps' values, each in its step's shape with the batch axis (step_shape): a user's dump, say. Room
-// for the gradient steps too (table_size), which the mistaken backward pass (lessons/backward.hpp) reads;
+// for the gradient steps too (table_size), which the mistaken backward pass (lessons/mistaken_backward.hpp) reads;
 // the forward pass reads the forward steps' slots only.
 using GivenSteps = std::array<std::optional<Tensor<double>>, table_size>;
 template <class T>

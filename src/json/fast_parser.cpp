@@ -1,4 +1,4 @@
-#include "json/fast.hpp"
+#include "json/fast_parser.hpp"
 
 #include <cerrno>
 #include <charconv>

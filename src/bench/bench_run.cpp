@@ -1,4 +1,4 @@
-#include "bench/run.hpp"
+#include "bench/bench_run.hpp"
 
 #include <algorithm>
 #include <string>
@@ -9,7 +9,7 @@
 
 #include "bench/flops.hpp"
 #include "bench/machine.hpp"
-#include "bench/memory.hpp"
+#include "bench/resident_memory.hpp"
 #include "bench/random_input.hpp"
 #include "bench/reference.hpp"
 #include "bench/timing.hpp"
