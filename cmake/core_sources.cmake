@@ -33,7 +33,8 @@ function(attn_embed_page page)
   set(ATTN_${upper}_ASSETS_CPP ${out} PARENT_SCOPE)
 endfunction()
 attn_embed_page(report report_template:report.html report_css:report.css report_js:report.js
-                report_backward_css:report_backward.css report_backward_js:report_backward.js)
+                report_walk_js:report_walk.js report_backward_css:report_backward.css
+                report_backward_js:report_backward.js)
 attn_embed_page(explorer explorer_template:explorer.html explorer_css:explorer.css explorer_js:explorer.js)
 # Where `cmake --install` puts the examples (below), for the hint of a missing input that is one of them.
 include(GNUInstallDirs)
@@ -42,6 +43,7 @@ configure_file(cmake/version.hpp.in ${PROJECT_BINARY_DIR}/generated/attn/version
 
 set(ATTN_CORE_SOURCES
   src/io/load.cpp
+  src/io/load_range.cpp
   src/json/parse.cpp
   src/json/fast_parser.cpp
   src/json/error.cpp
@@ -51,6 +53,7 @@ set(ATTN_CORE_SOURCES
   src/text/nearest.cpp
   src/io/examples.cpp
   src/io/new_input.cpp
+  src/io/steps_json.cpp
   src/io/trace_write.cpp
   src/io/trace_read.cpp
   src/io/properties_json.cpp
@@ -70,6 +73,7 @@ set(ATTN_CORE_SOURCES
   src/model/mask.cpp
   src/model/positions.cpp
   src/lessons/scaling.cpp
+  src/observe/step_texts.cpp
   src/observe/steps.cpp
   src/observe/step_sets.cpp
   src/bench/random_input.cpp
@@ -92,7 +96,10 @@ set(ATTN_CORE_SOURCES
   src/lessons/mistakes.cpp
   src/lessons/explain.cpp
   src/lessons/explain_gradient.cpp
+  src/check/diagnosis.cpp
   src/check/diff.cpp
+  src/check/judge.cpp
+  src/check/readings.cpp
   src/render/pages/trace/terminal.cpp
   src/render/pages/trace/table.cpp
   src/render/pages/trace/flash_section.cpp
@@ -137,7 +144,10 @@ set(ATTN_CORE_SOURCES
 # Files whose file-local names meet another's, compiled on their own in a unity build (CMakeLists.txt).
 set(ATTN_UNITY_ALONE
   src/bench/bench_run.cpp
+  src/check/diagnosis.cpp
   src/check/diff.cpp
+  src/check/judge.cpp
+  src/check/readings.cpp
   src/formats/import_layer.cpp
   src/formats/json_dump.cpp
   src/formats/safetensors.cpp

@@ -20,12 +20,14 @@ file(CREATE_LINK ${ATTN_JSON_INCLUDE}/nlohmann ${ATTN_HEADERS}/nlohmann SYMBOLIC
 set(ATTN_EXPLORER_SOURCES ${ATTN_CORE_SOURCES})
 list(REMOVE_ITEM ATTN_EXPLORER_SOURCES src/bench/machine.cpp src/render/pages/explorer/explorer.cpp
             ${ATTN_EXPLORER_ASSETS_CPP})
-add_executable(explorer_core apps/explorer/core.cpp ${ATTN_EXPLORER_SOURCES} src/kernel/kernels.cpp src/kernel/isa.cpp)
+add_executable(explorer_core apps/explorer/core.cpp ${ATTN_EXPLORER_SOURCES} src/kernel/kernels.cpp src/kernel/isa.cpp
+                             src/kernel/isa_backward.cpp)
 set_target_properties(explorer_core PROPERTIES SUFFIX .js UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 16)
 set_source_files_properties(apps/explorer/core.cpp ${ATTN_UNITY_ALONE} ${ATTN_EXAMPLES_CPP} ${ATTN_REPORT_ASSETS_CPP} src/kernel/isa.cpp
-                            PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+                            src/kernel/isa_backward.cpp PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 # The fast path's kernels in their portable form alone (CMakeLists.txt compiles one per instruction set).
-set_source_files_properties(src/kernel/isa.cpp PROPERTIES COMPILE_DEFINITIONS "ATTN_ISA=baseline;ATTN_VBYTES=16")
+set_source_files_properties(src/kernel/isa.cpp src/kernel/isa_backward.cpp PROPERTIES COMPILE_DEFINITIONS
+                            "ATTN_ISA=baseline;ATTN_VBYTES=16")
 target_include_directories(explorer_core PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_BINARY_DIR}/generated
                            ${ATTN_HEADERS})
 target_compile_definitions(explorer_core PRIVATE FMT_HEADER_ONLY)

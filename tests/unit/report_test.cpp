@@ -141,8 +141,10 @@ TEST_CASE("The report's budget takes the first head's weights, then every step's
 }
 
 TEST_CASE("The embedded script and style sheet cannot end their own elements early", "[report]") {
-  CHECK(report_js.find("</script") == std::string_view::npos);
-  CHECK(report_css.find("</style") == std::string_view::npos);
+  for (const std::string_view js : {report_js, report_walk_js, report_backward_js})
+    CHECK(js.find("</script") == std::string_view::npos);
+  for (const std::string_view css : {report_css, report_backward_css})
+    CHECK(css.find("</style") == std::string_view::npos);
   CHECK(report_template.find("{{data}}") != std::string_view::npos);
 }
 

@@ -27,9 +27,11 @@
 
 namespace attn {
 
-namespace {
+// The page's own pieces are report_detail's, as are those of the files beside it (a using-directive here
+// would reach the files a unity build compiles after this one).
+namespace report_detail {
 
-using namespace report_detail;
+namespace {
 
 // The page's style: report.css, and with the backward pass report_backward.css after it.
 std::string page_style(bool backward) {
@@ -38,11 +40,11 @@ std::string page_style(bool backward) {
   return css;
 }
 
-// The page's script: report.js, and with the backward pass report_backward.js inside report.js's
-// closure, before the line that ends it ("})();"), so that the backward walk draws with the same
-// helpers and the forward page stays byte for byte what it was.
+// The page's script: report.js and report_walk.js, one closure over the two files, and with the
+// backward pass report_backward.js inside it, before the line that ends it ("})();"), so that the
+// backward walk draws with the same helpers and the forward page stays byte for byte what it was.
 std::string page_script(bool backward) {
-  std::string js(report_js);
+  std::string js = std::string(report_js) + std::string(report_walk_js);
   if (!backward) return js;
   const std::size_t end = js.rfind("})();");
   js.insert(end == std::string::npos ? js.size() : end, report_backward_js);
@@ -241,6 +243,10 @@ class Report {
 
 }  // namespace
 
-std::string report_html(const Trace& trace, const ReportOptions& options) { return Report(trace, options).html(); }
+}  // namespace report_detail
+
+std::string report_html(const Trace& trace, const ReportOptions& options) {
+  return report_detail::Report(trace, options).html();
+}
 
 }  // namespace attn

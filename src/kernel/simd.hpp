@@ -1,0 +1,245 @@
+#pragma once
+// The vectors of the fast path's kernels and what every kernel builds on: the register and cache
+// blocking, loads, stores, lanes, exp and the soft cap on vectors. Included only by the files compiled
+// once per instruction set (kernel/isa.cpp, kernel/isa_backward.cpp; CMakeLists.txt), where ATTN_ISA
+// names the namespace and ATTN_VBYTES the vector width; everything stays in an anonymous namespace, for
+// the reason isa.cpp gives.
+
+#include <cstddef>
+#include <cstdint>
+
+#ifndef ATTN_ISA
+#define ATTN_ISA baseline
+#endif
+#ifndef ATTN_VBYTES
+#define ATTN_VBYTES 16
+#endif
+
+namespace attn::kernel::ATTN_ISA {
+
+namespace {
+
+// Register blocking, per vector width. A wider machine has 32 vector registers (AVX-512), the others 16:
+// each block of accumulators leaves room for the operands it loads.
+//   gemm and S = Q·Kᵀ: MR rows × 2 vectors of accumulators;  O += P·V: RO rows × 4 vectors.
+constexpr int wide = ATTN_VBYTES >= 64 ? 1 : 0;
+constexpr int MR = wide != 0 ? 12 : 6;
+constexpr int NV = 2;
+constexpr int RO = wide != 0 ? 6 : 3;
+constexpr int NVO = 4;
+static_assert(MR % RO == 0, "a query tile's rows are padded to MR, which must hold whole blocks of RO");
+
+// gemm's cache blocking: a KC × NR panel of B stays in L1 while MC × KC of A stays in L2.
+constexpr std::size_t KC = 256;
+constexpr std::size_t MC = static_cast<std::size_t>(MR) * 8;
+constexpr std::size_t NC = 2048;
+
+template <class T>
+struct Simd;
+template <>
+struct Simd<float> {
+  using V = float __attribute__((vector_size(ATTN_VBYTES)));
+  using I = std::int32_t __attribute__((vector_size(ATTN_VBYTES)));
+};
+template <>
+struct Simd<double> {
+  using V = double __attribute__((vector_size(ATTN_VBYTES)));
+  using I = std::int64_t __attribute__((vector_size(ATTN_VBYTES)));
+};
+
+template <class T>
+constexpr int W = static_cast<int>(ATTN_VBYTES / sizeof(T));  // lanes
+
+template <class T>
+using Vec = typename Simd<T>::V;
+
+template <class T>
+inline Vec<T> load(const T* p) {
+  Vec<T> v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T>
+inline void store(T* p, Vec<T> v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+template <class T>
+inline Vec<T> splat(T x) {
+  return Vec<T>{} + x;
+}
+template <class T>
+inline Vec<T> iota() {
+  Vec<T> v{};
+  for (int k = 0; k < W<T>; ++k) v[k] = static_cast<T>(k);
+  return v;
+}
+template <class T>
+inline T lane_max(Vec<T> v) {
+  T x = v[0];
+  for (int k = 1; k < W<T>; ++k) x = v[k] > x ? v[k] : x;
+  return x;
+}
+template <class T>
+inline T lane_sum(Vec<T> v) {
+  T x = v[0];
+  for (int k = 1; k < W<T>; ++k) x += v[k];
+  return x;
+}
+template <class T>
+inline T minus_inf() {
+  return -__builtin_inf();
+}
+inline std::size_t least(std::size_t a, std::size_t b) { return a < b ? a : b; }
+
+// exp of every lane of x in [lowest, highest]: x = k·ln 2 + r with |r| <= ln 2 / 2, exp(r) by a
+// polynomial, then times 2^k, put into the exponent bits as two factors 2^(k/2)·2^(k - k/2) so that a
+// result below the smallest normal number comes out subnormal, as std::exp gives it.
+// ref: Cephes expf (degree-6 minimax) and, for double, the Taylor series of exp(r) to r^13 (its
+// remainder is below 2^-60 for |r| <= ln 2 / 2).
+inline Vec<float> exp_reduced(Vec<float> x) {
+  using V = Vec<float>;
+  using I = Simd<float>::I;
+  const V magic = splat(12582912.0f);  // 1.5·2^23: adding and taking it away rounds to a whole number
+  const V k = (x * 1.44269504088896341f + magic) - magic;
+  V r = x - k * 0.693359375f;
+  r = r - k * -2.12194440e-4f;
+  V p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const I whole = __builtin_convertvector(k, I), half = whole >> 1;
+  return p * __builtin_bit_cast(V, (half + 127) << 23) * __builtin_bit_cast(V, (whole - half + 127) << 23);
+}
+
+inline Vec<double> exp_reduced(Vec<double> x) {
+  using V = Vec<double>;
+  using I = Simd<double>::I;
+  const V magic = splat(6755399441055744.0);  // 1.5·2^52
+  const V k = (x * 1.4426950408889634 + magic) - magic;
+  V r = x - k * 6.93147180369123816490e-01;
+  r = r - k * 1.90821492927058770002e-10;
+  // Σ r^i / i!, i = 0 .. 13, by Horner's rule
+  V p = splat(1.0 / 6227020800.0);
+  const double inverse_factorials[] = {
+      1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0,
+      1.0 / 120.0,       1.0 / 24.0,       1.0 / 6.0,       1.0 / 2.0,      1.0,           1.0};
+  for (const double c : inverse_factorials) p = p * r + c;
+  const I whole = __builtin_convertvector(k, I), half = whole >> 1;
+  return p * __builtin_bit_cast(V, (half + 1023) << 52) * __builtin_bit_cast(V, (whole - half + 1023) << 52);
+}
+
+// Below these exp rounds to 0 (half the smallest subnormal), above them it is inf.
+template <class T>
+struct ExpRange;
+template <>
+struct ExpRange<float> {
+  static constexpr float lowest = -104.0f, highest = 88.72283f;
+};
+template <>
+struct ExpRange<double> {
+  static constexpr double lowest = -746.0, highest = 709.782712893384;
+};
+
+// exp of every lane for x <= 0 (or -inf, or NaN), all that a softmax asks once the max is taken out:
+// the overflow side needs no check; exp(-inf) = 0 exactly, as a masked score needs.
+template <class T>
+inline Vec<T> exp_nonpositive(Vec<T> x) {
+  const Vec<T> lowest = splat(ExpRange<T>::lowest);
+  const Vec<T> y = exp_reduced(x < lowest ? lowest : x);
+  return x < lowest ? Vec<T>{} : y;
+}
+
+// exp of every lane.
+template <class T>
+inline Vec<T> exp_lanes(Vec<T> x) {
+  const Vec<T> highest = splat(ExpRange<T>::highest);
+  const Vec<T> y = exp_nonpositive<T>(x > highest ? highest : x);
+  return x > highest ? splat(static_cast<T>(__builtin_inf())) : y;
+}
+
+template <class T>
+inline T exp_one(T x) {
+  return exp_lanes<T>(splat(x))[0];
+}
+
+// c·tanh(x/c) of every lane (c > 0): tanh|y| = (1 - e)/(1 + e) with e = exp(-2|y|) <= 1, then the sign
+// put back. Near 0 the difference 1 - e costs relative accuracy, not absolute: the capped score is off
+// by a few u·c at most, which compare's noise floor allows (engine/compare.hpp, score_error).
+template <class T>
+inline Vec<T> softcap_lanes(Vec<T> x, T c) {
+  const Vec<T> y = x / c;
+  const Vec<T> a = y < 0 ? -y : y;
+  const Vec<T> e = exp_nonpositive<T>(a * T{-2});
+  const Vec<T> t = (T{1} - e) / (T{1} + e);
+  return (y < 0 ? -t : t) * c;
+}
+
+template <class T>
+inline T softcap_one(T x, T c) {
+  return softcap_lanes<T>(splat(x), c)[0];
+}
+
+// A key tile's padded columns are a multiple of CB: whole vectors, and whole blocks of RO rows when dK and
+// dV are summed with the keys as rows.
+constexpr std::size_t gcd(std::size_t a, std::size_t b) { return b == 0 ? a : gcd(b, a % b); }
+template <class T>
+constexpr std::size_t CB = static_cast<std::size_t>(W<T>) / gcd(W<T>, RO) * static_cast<std::size_t>(RO);
+
+// ---- the blocks the forward and backward kernels share
+
+// The one register-blocked loop every product here runs: R rows × NVC vectors of accumulators, over K
+// steps, each step a broadcast of A's value of every row times NVC vectors of B's row.
+// acc[r][v] += Σ_k A[r·a_row + k·a_step] · B[k·b_step + v·W .. + W)
+template <class T, int R, int NVC>
+inline void fma_block(Vec<T> (&acc)[R][NVC], std::size_t K, const T* a, std::size_t a_row, std::size_t a_step,
+                      const T* b, std::size_t b_step) {
+  using V = Vec<T>;
+  for (std::size_t k = 0; k < K; ++k) {
+    V bv[NVC];
+#pragma GCC unroll 4
+    for (int v = 0; v < NVC; ++v) bv[v] = load(b + k * b_step + static_cast<std::size_t>(v * W<T>));
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V av = splat(a[static_cast<std::size_t>(r) * a_row + k * a_step]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NVC; ++v) acc[r][v] += av * bv[v];
+    }
+  }
+}
+
+// Which lanes of the columns [c, c + W) row r keeps: inside [lo, hi), and where keep is not 0.
+template <class T>
+inline auto kept_lanes(const Vec<T>& columns, T lo, T hi, const T* keep) {
+  auto in = (columns >= lo) & (columns < hi);
+  if (keep != nullptr) in = in & (load(keep) != 0);
+  return in;
+}
+
+// S'[c] = S[c]·scale (capped to c·tanh(S'/c) when softcap > 0) + bias, -inf where row r's mask forbids,
+// in place over the whole vectors of [0, end); ALiBi's bias -slope·(pos_q - pos_k[c]) when pos_k is
+// given. Returns the lanes' running max.
+template <class T>
+inline Vec<T> scale_bias_mask(T* row, std::size_t end, T scale, T softcap, T slope, T pos_q, const T* pos_k, T lo, T hi,
+                              const T* keep) {
+  using V = Vec<T>;
+  constexpr std::size_t w = W<T>;
+  const V lanes = iota<T>();
+  V running = splat(minus_inf<T>());
+  for (std::size_t c = 0; c < end; c += w) {
+    V x = load(row + c) * scale;
+    if (softcap > 0) x = softcap_lanes<T>(x, softcap);
+    if (pos_k != nullptr) x = x + -slope * (pos_q - load(pos_k + c));
+    const auto in = kept_lanes<T>(lanes + static_cast<T>(c), lo, hi, keep != nullptr ? keep + c : nullptr);
+    x = in ? x : splat(minus_inf<T>());
+    store(row + c, x);
+    running = running > x ? running : x;
+  }
+  return running;
+}
+
+}  // namespace
+
+}  // namespace attn::kernel::ATTN_ISA
