@@ -196,15 +196,10 @@ class TraceReader {
     tile.skipped = t.at("skipped").get<bool>();
     if (!tile.skipped) {
       const std::size_t r = tile.row_end - tile.row_begin, c = tile.col_end - tile.col_begin;
-      tile.S = values(t, at, "S", {r, c}, float32);
-      tile.m_prev = values(t, at, "m_prev", {r}, float32);
-      tile.m_new = values(t, at, "m_new", {r}, float32);
-      tile.alpha = values(t, at, "alpha", {r}, float32);
-      tile.P = values(t, at, "P", {r, c}, float32);
-      tile.l_prev = values(t, at, "l_prev", {r}, float32);
-      tile.l_new = values(t, at, "l_new", {r}, float32);
-      tile.O = values(t, at, "O", {r, p.d_v}, float32);
-      if (p.dropout) tile.P_drop = values(t, at, "P_drop", {r, c}, float32);
+      for (const TileField<FlashTile>& field : tile_fields())
+        if (has_field(field, p))
+          tile.*field.member = values(t, at, std::string(field.name).c_str(),
+                                      tile_field_shape(field.rows, field.cols, r, c, p), float32);
     }
     return tile;
   }
@@ -239,12 +234,9 @@ class TraceReader {
       tile.skipped = t.at("skipped").get<bool>();
       if (!tile.skipped) {
         const std::size_t r = tile.row_end - tile.row_begin, c = tile.col_end - tile.col_begin;
-        tile.P = values(t, at, "P", {r, c}, float32);
-        tile.dP = values(t, at, "dP", {r, c}, float32);
-        tile.dS = values(t, at, "dS", {r, c}, float32);
-        tile.dQ_add = values(t, at, "dQ_add", {r, p.d_k}, float32);
-        tile.dK_j = values(t, at, "dK_j", {c, p.d_k}, float32);
-        tile.dV_j = values(t, at, "dV_j", {c, p.d_v}, float32);
+        for (const TileField<FlashBackwardTile>& field : backward_tile_fields())
+          tile.*field.member = values(t, at, std::string(field.name).c_str(),
+                                      tile_field_shape(field.rows, field.cols, r, c, p), float32);
       }
       out.tiles.push_back(std::move(tile));
     }

@@ -369,15 +369,8 @@ void write_flash(TextWriter& w, const FlashRecord& f, bool float32) {
                     "\"skipped\": {}",
                     t.batch, t.head, t.i, t.j, t.row_begin, t.row_end, t.col_begin, t.col_end, t.skipped));
     if (!t.skipped) {
-      matrix("S", t.S, 8);
-      matrix("m_prev", t.m_prev, 8);
-      matrix("m_new", t.m_new, 8);
-      matrix("alpha", t.alpha, 8);
-      matrix("P", t.P, 8);
-      matrix("l_prev", t.l_prev, 8);
-      matrix("l_new", t.l_new, 8);
-      matrix("O", t.O, 8);
-      if (!t.P_drop.empty()) matrix("P_drop", t.P_drop, 8);
+      for (const TileField<FlashTile>& field : tile_fields())
+        if (!field.dropout_only || !(t.*field.member).empty()) matrix(field.name, t.*field.member, 8);
       w.append("\n      ");
     }
     w.append("}");
@@ -489,12 +482,7 @@ void write_flash_backward(TextWriter& w, const FlashBackwardRecord& f, bool floa
                     "\"skipped\": {}",
                     t.batch, t.head, t.i, t.j, t.row_begin, t.row_end, t.col_begin, t.col_end, t.skipped));
     if (!t.skipped) {
-      matrix("P", t.P, 8);
-      matrix("dP", t.dP, 8);
-      matrix("dS", t.dS, 8);
-      matrix("dQ_add", t.dQ_add, 8);
-      matrix("dK_j", t.dK_j, 8);
-      matrix("dV_j", t.dV_j, 8);
+      for (const TileField<FlashBackwardTile>& field : backward_tile_fields()) matrix(field.name, t.*field.member, 8);
       w.append("\n      ");
     }
     w.append("}");

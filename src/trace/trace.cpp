@@ -10,6 +10,64 @@
 
 namespace attn {
 
+const std::array<TileField<FlashTile>, 9>& tile_fields() {
+  using A = TileAxis;
+  static const std::array<TileField<FlashTile>, 9> fields = {{
+      {"S", "S", &FlashTile::S, A::queries, A::keys},
+      {"m_prev", "m_prev", &FlashTile::m_prev, A::queries, A::none, false, true},
+      {"m_new", "m_new", &FlashTile::m_new, A::queries, A::none, false, true},
+      {"alpha", "alpha", &FlashTile::alpha, A::queries, A::none, false, true},
+      {"P", "P", &FlashTile::P, A::queries, A::keys},
+      {"l_prev", "l_prev", &FlashTile::l_prev, A::queries, A::none, false, true},
+      {"l_new", "l_new", &FlashTile::l_new, A::queries, A::none, false, true},
+      {"O", "O", &FlashTile::O, A::queries, A::d_v},
+      {"P_drop", "P_drop", &FlashTile::P_drop, A::queries, A::keys, true},
+  }};
+  return fields;
+}
+
+const std::array<TileField<FlashBackwardTile>, 6>& backward_tile_fields() {
+  using A = TileAxis;
+  static const std::array<TileField<FlashBackwardTile>, 6> fields = {{
+      {"P", "P = exp(S − lse)", &FlashBackwardTile::P, A::queries, A::keys},
+      {"dP", "dP = dO·Vᵀ", &FlashBackwardTile::dP, A::queries, A::keys},
+      {"dS", "dS = P ⊙ (dP − D)", &FlashBackwardTile::dS, A::queries, A::keys},
+      {"dQ_add", "dQ_i += scale·dS·K_j", &FlashBackwardTile::dQ_add, A::queries, A::d_k},
+      {"dK_j", "dK_j", &FlashBackwardTile::dK_j, A::keys, A::d_k},
+      {"dV_j", "dV_j", &FlashBackwardTile::dV_j, A::keys, A::d_v},
+  }};
+  return fields;
+}
+
+TileState tile_state(const FlashTile& tile) {
+  TileState out;
+  std::vector<const Tensor<double>*> columns;
+  for (const TileField<FlashTile>& field : tile_fields())
+    if (field.state) {
+      out.names.emplace_back(field.name);
+      columns.push_back(&(tile.*field.member));
+    }
+  const std::size_t rows = columns.empty() ? 0 : columns.front()->size();
+  for (std::size_t r = 0; r < rows; ++r)
+    for (const Tensor<double>* column : columns) out.values.push_back(column->values()[r]);
+  return out;
+}
+
+Shape tile_field_shape(TileAxis rows, TileAxis cols, std::size_t r, std::size_t c, const Problem& p) {
+  const auto extent = [&](TileAxis a) -> std::size_t {
+    switch (a) {
+      case TileAxis::queries: return r;
+      case TileAxis::keys: return c;
+      case TileAxis::d_k: return p.d_k;
+      case TileAxis::d_v: return p.d_v;
+      case TileAxis::none: break;
+    }
+    return 0;
+  };
+  if (cols == TileAxis::none) return {extent(rows)};
+  return {extent(rows), extent(cols)};
+}
+
 bool StepFilter::keeps(Step step) const {
   if (none) return false;
   return only.empty() || std::find(only.begin(), only.end(), step) != only.end();

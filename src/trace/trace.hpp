@@ -2,9 +2,12 @@
 // A recorded run: the problem it ran on and every step that was asked for, in double
 // (exact for float32 values too) with the dtype they were computed in.
 
+#include <array>
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/problem.hpp"
@@ -54,6 +57,41 @@ struct FlashBackwardTile {
   bool skipped = false;
   Tensor<double> P, dP, dS, dQ_add, dK_j, dV_j;
 };
+
+// The fields of a flash tile, one row each, in the order the trace writes them (docs/trace-format.md):
+// the trace's writer and reader, the terminal's tile walk and the report's page data read this table,
+// and none lists the fields again. A field's rows are the tile's queries (or its keys), its columns the
+// tile's keys, d_k or d_v, or none: one number per row.
+enum class TileAxis { queries, keys, d_k, d_v, none };
+
+template <class Tile>
+struct TileField {
+  std::string_view name;     // as the trace, the terminal and the report name it
+  std::string_view caption;  // what its table is captioned with: its formula where that says more
+  Tensor<double> Tile::*member;
+  TileAxis rows, cols;
+  bool dropout_only = false;  // only a tile of an input with dropout has it
+  bool state = false;         // one number per query row of the running state (m, l, alpha)
+};
+
+// The forward tile's: S, the running state (m_prev, m_new, alpha, l_prev, l_new), P, O and P_drop.
+const std::array<TileField<FlashTile>, 9>& tile_fields();
+// The backward tile's: P, dP, dS and the parts of dQ, dK and dV.
+const std::array<TileField<FlashBackwardTile>, 6>& backward_tile_fields();
+// The shape of a field of a tile of `r` queries and `c` keys of `p`.
+Shape tile_field_shape(TileAxis rows, TileAxis cols, std::size_t r, std::size_t c, const Problem& p);
+// The running state of a tile's rows: its state fields side by side, row by row (rows × names), and their
+// names in the table's order, as the terminal and the report show it.
+struct TileState {
+  std::vector<double> values;
+  std::vector<std::string> names;
+};
+TileState tile_state(const FlashTile& tile);
+// Whether the tiles of `p` have the field.
+template <class Tile>
+bool has_field(const TileField<Tile>& f, const Problem& p) {
+  return !f.dropout_only || p.dropout.has_value();
+}
 
 // FlashAttention-2's backward pass: D = rowsum(dO ⊙ O) of every row, then the tiles, key tile by key tile.
 struct FlashBackwardRecord {

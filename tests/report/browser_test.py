@@ -337,6 +337,22 @@ def check_page(driver, name, path, trace, shots):
         driver.find_element("css selector", "[data-action=prev-tile]").click()
         back = driver.execute_script(TILE)
         check(back == before, f"{name}: prev-tile goes back: {before} -> {back}")
+        # The running state table's columns are the tile's fields of one number per row, in the trace's
+        # order (m_prev, m_new, alpha, l_prev, l_new), and each of its rows has a cell for each.
+        tile = next((t for t in trace["flash"]["tiles"] if not t["skipped"]), None)
+        if tile is not None:
+            per_row = [k for k, v in tile.items() if isinstance(v, list) and v and not isinstance(v[0], list)
+                       and k not in ("rows", "cols")]
+            table = driver.execute_script(
+                "var t = document.querySelector('table.state'); if (!t) return null;"
+                "return {head: Array.prototype.map.call(t.querySelectorAll('thead th'), function (c) { return c.textContent; }),"
+                " rows: Array.prototype.map.call(t.querySelectorAll('tbody tr'), function (r) {"
+                "   return r.querySelectorAll('td').length; })};")
+            if check(table is not None, f"{name}: the tile walk shows its running state table"):
+                check(table["head"][1:] == per_row,
+                      f"{name}: the state table's columns {table['head'][1:]} are the trace's {per_row}")
+                check(all(n in (len(per_row), 1) for n in table["rows"]),
+                      f"{name}: every row of the state table has a cell per column: {table['rows']}")
 
     if shots:
         png = driver.get_screenshot_as_png()

@@ -100,9 +100,14 @@ class PageData {
       return;
     }
     const FlashRecord& f = *t_.flash;
+    // the running state's fields, the columns of the walk's state table (trace/trace.hpp)
+    std::string state;
+    for (const TileField<FlashTile>& field : tile_fields())
+      if (field.state) state += fmt::format("{}\"{}\"", state.empty() ? "" : ",", field.name);
     fmt::format_to(std::back_inserter(out),
-                   "{{\"block_q\":{},\"block_k\":{},\"d_v\":{},\"tiles_total\":{},\"query_tiles_total\":{},\"walk\":[",
-                   f.tile_size.Br, f.tile_size.Bc, p_.d_v, f.tiles.size(), plan_.query_tiles_total);
+                   "{{\"block_q\":{},\"block_k\":{},\"d_v\":{},\"tiles_total\":{},\"query_tiles_total\":{},"
+                   "\"state\":[{}],\"walk\":[",
+                   f.tile_size.Br, f.tile_size.Bc, p_.d_v, f.tiles.size(), plan_.query_tiles_total, state);
     for (std::size_t q = 0; q < plan_.walk.size(); ++q) {
       const QueryTile& qt = plan_.walk[q];
       fmt::format_to(std::back_inserter(out), "{}{{\"batch\":{},\"head\":{},\"i\":{},\"rows\":[{},{}],\"tiles\":[",
@@ -111,15 +116,12 @@ class PageData {
         const FlashTile& tile = *qt.tiles[k];
         fmt::format_to(std::back_inserter(out), "{}{{\"j\":{},\"cols\":[{},{}],\"skipped\":{}", k > 0 ? "," : "",
                        tile.j, tile.col_begin, tile.col_end, tile.skipped ? "true" : "false");
-        if (!tile.skipped) {
-          const std::pair<const char*, const Tensor<double>*> parts[] = {
-              {"S", &tile.S}, {"m_prev", &tile.m_prev}, {"m_new", &tile.m_new}, {"alpha", &tile.alpha},
-              {"P", &tile.P}, {"l_prev", &tile.l_prev}, {"l_new", &tile.l_new}, {"O", &tile.O}};
-          for (const auto& [name, value] : parts) {
-            fmt::format_to(std::back_inserter(out), ",\"{}\":", name);
-            put_numbers(out, value->values());
+        if (!tile.skipped)
+          for (const TileField<FlashTile>& field : tile_fields()) {
+            if (!has_field(field, p_)) continue;
+            fmt::format_to(std::back_inserter(out), ",\"{}\":", field.name);
+            put_numbers(out, (tile.*field.member).values());
           }
-        }
         out += '}';
       }
       out += "],\"final\":";
@@ -173,15 +175,11 @@ class PageData {
         const FlashBackwardTile& tile = *kt.tiles[q];
         fmt::format_to(std::back_inserter(out), "{}{{\"i\":{},\"rows\":[{},{}],\"skipped\":{}", q > 0 ? "," : "",
                        tile.i, tile.row_begin, tile.row_end, tile.skipped ? "true" : "false");
-        if (!tile.skipped) {
-          const std::pair<const char*, const Tensor<double>*> parts[] = {{"P", &tile.P},       {"dP", &tile.dP},
-                                                                         {"dS", &tile.dS},     {"dQ_add", &tile.dQ_add},
-                                                                         {"dK_j", &tile.dK_j}, {"dV_j", &tile.dV_j}};
-          for (const auto& [name, value] : parts) {
-            fmt::format_to(std::back_inserter(out), ",\"{}\":", name);
-            put_numbers(out, value->values());
+        if (!tile.skipped)
+          for (const TileField<FlashBackwardTile>& field : backward_tile_fields()) {
+            fmt::format_to(std::back_inserter(out), ",\"{}\":", field.name);
+            put_numbers(out, (tile.*field.member).values());
           }
-        }
         out += '}';
       }
       out += "]}";

@@ -115,18 +115,27 @@
     function stateTable(q, t, rowLabels) {
       var table = document.createElement('table');
       table.className = 'state';
-      var html = '<caption>the running state of each row</caption><thead><tr><th></th><th>m_prev</th><th>m_new</th>' +
-                 '<th>alpha</th><th>l_prev</th><th>l_new</th></tr></thead><tbody>';
-      var mp = nums(t.m_prev), mn = nums(t.m_new), al = nums(t.alpha), lp = nums(t.l_prev), ln = nums(t.l_new);
+      // The columns are the state fields of the trace's tile table (flash.state); a field x_new is marked
+      // where it differs from x_prev, and alpha where m rose.
+      var names = flash.state, columns = {};
+      var html = '<caption>the running state of each row</caption><thead><tr><th></th>';
+      names.forEach(function (name) { html += '<th>' + esc(name) + '</th>'; columns[name] = nums(t[name]); });
+      html += '</tr></thead><tbody>';
+      var mp = columns.m_prev, mn = columns.m_new;
       for (var r = 0; r < rowLabels.length && r < 48; r++) {
         var rescaled = isFinite(mp[r]) && mn[r] > mp[r];
         html += '<tr' + (rescaled ? ' class="rescaled" title="m rose: what earlier tiles added is multiplied by alpha"' : '') +
-                '><th>' + esc(cut(rowLabels[r], 12)) + '</th><td>' + show(mp[r]) + '</td><td' +
-                (mn[r] !== mp[r] ? ' class="changed"' : '') + '>' + show(mn[r]) + '</td><td' +
-                (rescaled ? ' class="changed"' : '') + '>' + show(al[r]) + '</td><td>' + show(lp[r]) + '</td><td' +
-                (ln[r] !== lp[r] ? ' class="changed"' : '') + '>' + show(ln[r]) + '</td></tr>';
+                '><th>' + esc(cut(rowLabels[r], 12)) + '</th>';
+        names.forEach(function (name) {
+          var x = columns[name][r], before = /_new$/.test(name) ? columns[name.replace(/_new$/, '_prev')] : null;
+          var changed = name === 'alpha' ? rescaled : before !== null && x !== before[r];
+          html += '<td' + (changed ? ' class="changed"' : '') + '>' + show(x) + '</td>';
+        });
+        html += '</tr>';
       }
-      if (rowLabels.length > 48) html += '<tr><th>⋮</th><td colspan="5">' + (rowLabels.length - 48) + ' more rows</td></tr>';
+      if (rowLabels.length > 48) {
+        html += '<tr><th>⋮</th><td colspan="' + names.length + '">' + (rowLabels.length - 48) + ' more rows</td></tr>';
+      }
       table.innerHTML = html + '</tbody>';
       return table;
     }

@@ -1,6 +1,7 @@
 #include "render/pages/report/sections.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <map>
 #include <optional>
 #include <vector>
@@ -149,21 +150,36 @@ std::string ReportSections::flash_section() const {
   return out + walk_end("", "query tile", "", state, tables);
 }
 
-// S, the running state, P and O of one tile, as tables.
+std::string ReportSections::field_matrix(const Tensor<double>& t, TileAxis rows, TileAxis cols,
+                                         std::string_view caption, const std::vector<std::string>& queries,
+                                         const std::vector<std::string>& keys) const {
+  const std::vector<std::string>& row_labels = rows == TileAxis::keys ? keys : queries;
+  const std::size_t r = row_labels.size(), c = t.size() / std::max<std::size_t>(1, r);
+  std::vector<std::string> features;
+  if (cols != TileAxis::keys)
+    for (std::size_t k = 0; k < c; ++k) features.push_back(std::to_string(k));
+  return static_matrix(caption, t.values(), r, c, row_labels, cols == TileAxis::keys ? keys : features, o_.table_size);
+}
+
+// S, the running state, P and O of one tile, as tables: its fields in the order of the trace's table
+// (trace/trace.hpp), the running state as one table where it starts.
 std::string ReportSections::tile_tables(const FlashTile& tile) const {
   const std::vector<std::string> rows = tile_labels(p_.tokens[tile.batch], tile.row_begin, tile.row_end);
   const std::vector<std::string> cols = tile_labels(p_.context_tokens[tile.batch], tile.col_begin, tile.col_end);
-  const std::size_t r = rows.size(), c = cols.size(), d = tile.O.size() / std::max<std::size_t>(1, r);
-  std::vector<double> state;
-  for (std::size_t k = 0; k < r; ++k)
-    for (const Tensor<double>* v : {&tile.m_prev, &tile.m_new, &tile.alpha, &tile.l_prev, &tile.l_new})
-      state.push_back(v->values()[k]);
-  std::vector<std::string> features;
-  for (std::size_t k = 0; k < d; ++k) features.push_back(std::to_string(k));
-  return static_matrix("S", tile.S.values(), r, c, rows, cols, o_.table_size) +
-         static_matrix("state", state, r, 5, rows, {"m_prev", "m_new", "alpha", "l_prev", "l_new"}, 5) +
-         static_matrix("P", tile.P.values(), r, c, rows, cols, o_.table_size) +
-         static_matrix("O", tile.O.values(), r, d, rows, features, o_.table_size);
+  std::string out;
+  bool state_shown = false;
+  for (const TileField<FlashTile>& field : tile_fields()) {
+    if (field.dropout_only) continue;  // P_drop: the trace holds it; the walk shows P
+    if (field.state) {
+      if (std::exchange(state_shown, true)) continue;
+      const TileState state = tile_state(tile);
+      out +=
+          static_matrix("state", state.values, rows.size(), state.names.size(), rows, state.names, state.names.size());
+      continue;
+    }
+    out += field_matrix(tile.*field.member, field.rows, field.cols, field.caption, rows, cols);
+  }
+  return out;
 }
 
 std::string ReportSections::diff_section() const {

@@ -46,6 +46,10 @@ class ReportSections {
   std::string backward_tile_tables(const FlashBackwardTile& tile) const;
   std::string step_section(const StepView& view, std::size_t index) const;
   std::string tile_tables(const FlashTile& tile) const;
+  // One field of a tile (trace/trace.hpp's tile_fields) as a table: its rows the tile's queries or keys,
+  // its columns the keys or numbered features.
+  std::string field_matrix(const Tensor<double>& t, TileAxis rows, TileAxis cols, std::string_view caption,
+                           const std::vector<std::string>& queries, const std::vector<std::string>& keys) const;
 
   const Trace& t_;
   const Problem& p_;

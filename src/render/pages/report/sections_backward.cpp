@@ -60,24 +60,15 @@ std::string ReportSections::flash_backward_section() const {
   return out + walk_end("backward-", "key tile", "tile-state", state, tables);
 }
 
-// P, dP, dS, the dQ_i contribution and the running dK_j, dV_j of one backward tile, as tables.
+// P, dP, dS, the dQ_i contribution and the running dK_j, dV_j of one backward tile, as tables: its fields
+// in the order of the trace's table (trace/trace.hpp).
 std::string ReportSections::backward_tile_tables(const FlashBackwardTile& tile) const {
   const std::vector<std::string> rows = tile_labels(p_.tokens[tile.batch], tile.row_begin, tile.row_end);
   const std::vector<std::string> cols = tile_labels(p_.context_tokens[tile.batch], tile.col_begin, tile.col_end);
-  const std::size_t r = rows.size(), c = cols.size();
-  const auto features = [](std::size_t count) {
-    std::vector<std::string> out;
-    for (std::size_t k = 0; k < count; ++k) out.push_back(std::to_string(k));
-    return out;
-  };
-  const std::size_t dk = tile.dQ_add.size() / std::max<std::size_t>(1, r);
-  const std::size_t dv = tile.dV_j.size() / std::max<std::size_t>(1, c);
-  return static_matrix("P = exp(S − lse)", tile.P.values(), r, c, rows, cols, o_.table_size) +
-         static_matrix("dP = dO·Vᵀ", tile.dP.values(), r, c, rows, cols, o_.table_size) +
-         static_matrix("dS = P ⊙ (dP − D)", tile.dS.values(), r, c, rows, cols, o_.table_size) +
-         static_matrix("dQ_i += scale·dS·K_j", tile.dQ_add.values(), r, dk, rows, features(dk), o_.table_size) +
-         static_matrix("dK_j", tile.dK_j.values(), c, dk, cols, features(dk), o_.table_size) +
-         static_matrix("dV_j", tile.dV_j.values(), c, dv, cols, features(dv), o_.table_size);
+  std::string out;
+  for (const TileField<FlashBackwardTile>& field : backward_tile_fields())
+    out += field_matrix(tile.*field.member, field.rows, field.cols, field.caption, rows, cols);
+  return out;
 }
 
 }  // namespace attn::report_detail

@@ -83,6 +83,13 @@ std::string Renderer::tile_place(std::size_t b, std::size_t head) const {
   return place;
 }
 
+void Renderer::field_table(const Tensor<double>& t, TileAxis rows, TileAxis cols, std::string_view caption,
+                           const std::vector<std::string>& queries, const std::vector<std::string>& keys) {
+  const std::vector<std::string>& row_labels = rows == TileAxis::keys ? keys : queries;
+  const std::size_t r = row_labels.size(), c = t.size() / std::max<std::size_t>(1, r);
+  table({t.values(), r, c, row_labels, cols == TileAxis::keys ? keys : numbered(c), std::string(caption)});
+}
+
 void Renderer::flash_tile(const FlashTile& tile) {
   const auto rows = token_range(p_.tokens[tile.batch], tile.row_begin, tile.row_end);
   const auto cols = token_range(p_.context_tokens[tile.batch], tile.col_begin, tile.col_end);
@@ -94,15 +101,18 @@ void Renderer::flash_tile(const FlashTile& tile) {
     para("  skipped: the mask rules out every query-key pair of this tile", "  ", /*faint=*/true);
     return;
   }
-  const std::size_t r = rows.size(), c = cols.size();
-  table({tile.S.values(), r, c, rows, cols, "S"});
-  std::vector<double> state;
-  for (std::size_t k = 0; k < r; ++k)
-    for (const Tensor<double>* t : {&tile.m_prev, &tile.m_new, &tile.alpha, &tile.l_prev, &tile.l_new})
-      state.push_back(t->values()[k]);
-  table({state, r, 5, rows, {"m_prev", "m_new", "alpha", "l_prev", "l_new"}, "state"});
-  table({tile.P.values(), r, c, rows, cols, "P"});
-  table({tile.O.values(), r, tile.O.dim(1), rows, numbered(tile.O.dim(1)), "O"});
+  // the tile's fields in the table's order (trace/trace.hpp), the running state as one table where it starts
+  bool state_shown = false;
+  for (const TileField<FlashTile>& field : tile_fields()) {
+    if (field.dropout_only) continue;  // P_drop: the trace holds it; the walk shows P
+    if (field.state) {
+      if (std::exchange(state_shown, true)) continue;
+      const TileState state = tile_state(tile);
+      table({state.values, rows.size(), state.names.size(), rows, state.names, "state"});
+      continue;
+    }
+    field_table(tile.*field.member, field.rows, field.cols, field.caption, rows, cols);
+  }
 }
 
 void Renderer::flash_final(const FlashFinal& done) {
@@ -177,13 +187,8 @@ void Renderer::flash_backward_tile(const FlashBackwardTile& tile) {
     para("  skipped: the mask rules out every query-key pair of this tile", "  ", /*faint=*/true);
     return;
   }
-  const std::size_t r = rows.size(), c = cols.size();
-  table({tile.P.values(), r, c, rows, cols, "P = exp(S − lse)"});
-  table({tile.dP.values(), r, c, rows, cols, "dP = dO·Vᵀ"});
-  table({tile.dS.values(), r, c, rows, cols, "dS = P ⊙ (dP − D)"});
-  table({tile.dQ_add.values(), r, tile.dQ_add.dim(1), rows, numbered(tile.dQ_add.dim(1)), "dQ_i += scale·dS·K_j"});
-  table({tile.dK_j.values(), c, tile.dK_j.dim(1), cols, numbered(tile.dK_j.dim(1)), "dK_j"});
-  table({tile.dV_j.values(), c, tile.dV_j.dim(1), cols, numbered(tile.dV_j.dim(1)), "dV_j"});
+  for (const TileField<FlashBackwardTile>& field : backward_tile_fields())
+    field_table(tile.*field.member, field.rows, field.cols, field.caption, rows, cols);
 }
 
 // When both engines ran: how far the flash output is from the naive one.

@@ -138,6 +138,10 @@ class Renderer {
   std::string tile_place(std::size_t b, std::size_t head) const;
 
   void flash_tile(const FlashTile& tile);
+  // One field of a tile (trace/trace.hpp's tile_fields) as a table: its rows the tile's queries or keys,
+  // its columns the keys or numbered features.
+  void field_table(const Tensor<double>& t, TileAxis rows, TileAxis cols, std::string_view caption,
+                   const std::vector<std::string>& queries, const std::vector<std::string>& keys);
   // ---- the flash backward pass ----
   void flash_backward_section();
   void softmax_backward_note();
