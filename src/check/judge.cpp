@@ -80,8 +80,7 @@ void gradient_terms_of(const Problem& p, Ours& r) {
 // error term (engine/rows.hpp).
 Terms terms_of(const Problem& p, const Values<double>& x, const Tensor<double>& own, Step s) {
   if (is_gradient_step(s)) return {magnitude(own), 0};  // judge_against takes a gradient's from Ours
-  const Inputs<double> in(p, DType::float64);
-  return row_of<double>(s).terms(ExactValues(x.data(), step_count), own, RowContext<double>{p, in});
+  return row_of<double>(s).terms(ExactValues(x.data(), step_count), own, p);
 }
 
 // max |in_dtype - exact| over the elements where both are finite: how far our own run in the dtype is.

@@ -14,6 +14,7 @@
 #include "engine/common.hpp"
 #include "engine/flash.hpp"
 #include "engine/naive.hpp"
+#include "engine/row_terms.hpp"
 #include "ops/bounds.hpp"
 #include "observe/records.hpp"
 
@@ -155,14 +156,12 @@ constexpr Rounding rounding_of(DType storage) {
 
 // ΔY = (d_in + 1)·u·(|X|·|W| + |b|) + d_in·η     X (B, n, d_in), W (d_in, d_out), b (d_out) or empty
 // how far rounding can move Y = X·W + b, whatever the order of its sum      -> (B, n, d_out)
+// (the projection's terms: its row's, engine/row_terms.hpp, over d_in + 1 of them)
 inline Tensor<double> projection_error(const Tensor<double>& X, const Tensor<double>& W, std::span<const double> b,
                                        Rounding r) {
-  std::vector<double> b_abs(b.begin(), b.end());
-  for (double& x : b_abs) x = std::fabs(x);
-  Tensor<double> dY = project(magnitude(X), magnitude(W), std::span<const double>(b_abs));
-  const double d_in = static_cast<double>(W.dim(0));
-  for (double& x : dY.values()) x = (d_in + 1) * r.u * x + d_in * r.eta;
-  return dY;
+  Terms t = rows::projected_terms(X, W, b);
+  for (double& x : t.of.values()) x = t.count * r.u * x + (t.count - 1) * r.eta;
+  return std::move(t.of);
 }
 
 // Δs_j = |scale|·Σ_e ((d_k + 1)·u·|q_e|·|k_je| + Δq_e·|k_je| + |q_e|·Δk_je + Δq_e·Δk_je) + (d_k·|scale| + 1)·η

@@ -55,8 +55,9 @@ struct Terms {
 };
 // The forward values a row's terms read, by slot (the first step_count slots of a table of steps).
 using ExactValues = std::span<const Tensor<double>, step_count>;
-// A step's terms, from the exact values x of the steps before it and its own value.
-using RowTerms = Terms (*)(ExactValues x, const Tensor<double>& own, const RowContext<double>& c);
+// A step's terms, from the exact values x of the steps before it, its own value and the problem (its
+// inputs in float64).
+using RowTerms = Terms (*)(ExactValues x, const Tensor<double>& own, const Problem& p);
 
 template <class T>
 struct RowMath {

@@ -24,20 +24,20 @@ namespace rows {
 
 inline Terms as_summed(const Tensor<double>& own, double count) { return {magnitude(own), count}; }
 
-// |In|·|W| + |b| over d_in + 1 terms
-inline Terms projected_terms(const Tensor<double>& In, const Tensor<double>& W, const std::vector<double>& b) {
-  std::vector<double> b_abs(b);
+// |In|·|W| + |b| over d_in + 1 terms (compare's projection_error scales it by the rounding)
+inline Terms projected_terms(const Tensor<double>& In, const Tensor<double>& W, std::span<const double> b) {
+  std::vector<double> b_abs(b.begin(), b.end());
   for (double& x : b_abs) x = std::fabs(x);
   return {project(magnitude(In), magnitude(W), std::span<const double>(b_abs)), static_cast<double>(W.dim(0) + 1)};
 }
-inline Terms q_terms(ExactValues, const Tensor<double>&, const RowContext<double>& c) {
-  return projected_terms(c.in.X, c.in.W_q, c.in.b_q);
+inline Terms q_terms(ExactValues, const Tensor<double>&, const Problem& p) {
+  return projected_terms(p.X, p.W_q, p.b_q);
 }
-inline Terms k_terms(ExactValues, const Tensor<double>&, const RowContext<double>& c) {
-  return projected_terms(c.in.C, c.in.W_k, c.in.b_k);
+inline Terms k_terms(ExactValues, const Tensor<double>&, const Problem& p) {
+  return projected_terms(p.C, p.W_k, p.b_k);
 }
-inline Terms v_terms(ExactValues, const Tensor<double>&, const RowContext<double>& c) {
-  return projected_terms(c.in.C, c.in.W_v, c.in.b_v);
+inline Terms v_terms(ExactValues, const Tensor<double>&, const Problem& p) {
+  return projected_terms(p.C, p.W_v, p.b_v);
 }
 // Y = In·W + b on magnitudes: |dY|·|W|ᵀ to In, |In|ᵀ·|dY| to W, Σ|dY| to b
 inline void projected_terms_back(const Tensor<double>& dY, const Tensor<double>& In, const Tensor<double>& W, bool bias,
@@ -59,30 +59,17 @@ inline void d_v_terms(const Tensor<double>& dV, const ForwardValues<double>&, co
                        Step::d_b_v, c.p, d);
 }
 
-// the heads: nothing summed; the relayout's backward carries the sizes as it carries the gradients
-inline Terms relayout_terms(ExactValues, const Tensor<double>& own, const RowContext<double>&) {
-  return as_summed(own, 0);
-}
-inline Terms q_heads_terms(ExactValues x, const Tensor<double>& own, const RowContext<double>& c) {
-  return relayout_terms(x, own, c);
-}
-inline Terms k_heads_terms(ExactValues x, const Tensor<double>& own, const RowContext<double>& c) {
-  return relayout_terms(x, own, c);
-}
-inline Terms v_heads_terms(ExactValues x, const Tensor<double>& own, const RowContext<double>& c) {
-  return relayout_terms(x, own, c);
-}
-constexpr RowBackward<double> d_q_heads_terms = d_q_heads<double>;
-constexpr RowBackward<double> d_k_heads_terms = d_k_heads<double>;
-constexpr RowBackward<double> d_v_heads_terms = d_v_heads<double>;
+// a relayout (the heads split or merged) or the mask: nothing summed. A relayout's backward carries the
+// sizes as it carries the gradients, so its row's backward serves as its d_terms.
+inline Terms nothing_summed(ExactValues, const Tensor<double>& own, const Problem&) { return as_summed(own, 0); }
 
 // RoPE: two products and one sum per feature, |x_a|·|c| + |x_b|·|s|; back the same way
-inline Terms q_rot_terms(ExactValues x, const Tensor<double>&, const RowContext<double>& c) {
-  const Rope& r = *c.p.rope;
+inline Terms q_rot_terms(ExactValues x, const Tensor<double>&, const Problem& p) {
+  const Rope& r = *p.rope;
   return {rotation_magnitude(magnitude(x[slot(Step::q_heads)]), r.cos_q, r.sin_q, r.style), 2};
 }
-inline Terms k_rot_terms(ExactValues x, const Tensor<double>&, const RowContext<double>& c) {
-  const Rope& r = *c.p.rope;
+inline Terms k_rot_terms(ExactValues x, const Tensor<double>&, const Problem& p) {
+  const Rope& r = *p.rope;
   return {rotation_magnitude(magnitude(x[slot(Step::k_heads)]), r.cos_k, r.sin_k, r.style), 2};
 }
 inline void d_q_rot_terms(const Tensor<double>& dy, const ForwardValues<double>&, const RowContext<double>& c,
@@ -97,31 +84,25 @@ inline void d_k_rot_terms(const Tensor<double>& dy, const ForwardValues<double>&
 }
 
 // |Q|·|K|ᵀ over d_k terms; back, |dS|·|K| and |dS|ᵀ·|Q|
-inline Terms scores_terms(ExactValues x, const Tensor<double>&, const RowContext<double>& c) {
-  return {scores(magnitude(x[slot(queries_read(c.p))]), magnitude(x[slot(keys_read(c.p))])),
-          static_cast<double>(c.p.d_k)};
+inline Terms scores_terms(ExactValues x, const Tensor<double>&, const Problem& p) {
+  return {scores(magnitude(x[slot(queries_read(p))]), magnitude(x[slot(keys_read(p))])), static_cast<double>(p.d_k)};
 }
-constexpr RowBackward<double> d_scores_terms = d_scores_row<double>;
 
-inline Terms scaled_terms(ExactValues, const Tensor<double>& own, const RowContext<double>&) {
-  return as_summed(own, 1);
-}
+// a scale, or dropout's product by 1/(1 − p) (or 0)
+inline Terms one_product(ExactValues, const Tensor<double>& own, const Problem&) { return as_summed(own, 1); }
 inline void d_scaled_terms(const Tensor<double>& dy, const ForwardValues<double>&, const RowContext<double>& c,
                            Gradients<double>& d) {
   send(d, Step::scores, scale(dy, std::fabs(c.p.scale)));
 }
 
-inline Terms capped_terms(ExactValues, const Tensor<double>& own, const RowContext<double>&) {
-  return as_summed(own, 3);
-}
+inline Terms capped_terms(ExactValues, const Tensor<double>& own, const Problem&) { return as_summed(own, 3); }
 inline void d_capped_terms(const Tensor<double>& dy, const ForwardValues<double>&, const RowContext<double>&,
                            Gradients<double>& d) {
   send(d, Step::scaled, Tensor<double>(dy));
 }
 
 // S' + b: |S'| + |b| over two terms (the product of the bias and the sum)
-inline Terms bias_terms(ExactValues x, const Tensor<double>&, const RowContext<double>& c) {
-  const Problem& p = c.p;
+inline Terms bias_terms(ExactValues x, const Tensor<double>&, const Problem& p) {
   Tensor<double> of = magnitude(x[slot(before_bias(p))]);
   for (std::size_t b = 0; b < of.dim(0); ++b)
     for (std::size_t hd = 0; hd < of.dim(1); ++hd)
@@ -131,22 +112,15 @@ inline Terms bias_terms(ExactValues x, const Tensor<double>&, const RowContext<d
               std::fabs(alibi_bias(p.alibi->slopes[hd], p.alibi->query_positions[i], p.alibi->key_positions[j]));
   return {std::move(of), 2};
 }
-constexpr RowBackward<double> d_bias_terms = d_bias<double>;
 
-inline Terms masked_terms(ExactValues x, const Tensor<double>& own, const RowContext<double>& c) {
-  return relayout_terms(x, own, c);
-}
 inline void d_masked_terms(const Tensor<double>& dy, const ForwardValues<double>&, const RowContext<double>& c,
                            Gradients<double>& d) {
   send(d, before_mask(c.p), Tensor<double>(dy));
 }
 
 // the softmax: m terms in each row's sum (and the sink's)
-inline Terms weights_terms(ExactValues, const Tensor<double>& own, const RowContext<double>& c) {
-  return as_summed(own, static_cast<double>(c.p.m + (c.p.sinks.empty() ? 0 : 1)));
-}
-inline Terms sink_weights_terms(ExactValues x, const Tensor<double>& own, const RowContext<double>& c) {
-  return weights_terms(x, own, c);
+inline Terms weights_terms(ExactValues, const Tensor<double>& own, const Problem& p) {
+  return as_summed(own, static_cast<double>(p.m + (p.sinks.empty() ? 0 : 1)));
 }
 // dS'' = A ⊙ (dA − D): A ⊙ (|dA| + |D|), with |D| bounded by Σ|dO|·|O| (the gradient of the head outputs
 // and their values, both here by then); a sink's, Σ_rows share · Σ_j A·|dA|
@@ -184,18 +158,15 @@ inline void d_sink_weights_terms(const Tensor<double>& dy, const ForwardValues<d
 
 // 1/(1 − p), the largest factor dropout multiplies a weight by (1 without dropout)
 inline double keep_factor(const Problem& p) { return p.dropout ? 1 / (1 - p.dropout->p) : 1; }
-inline Terms dropped_terms(ExactValues, const Tensor<double>& own, const RowContext<double>&) {
-  return as_summed(own, 1);  // one product by 1/(1 − p), or 0
-}
 inline void d_dropped_terms(const Tensor<double>& dy, const ForwardValues<double>&, const RowContext<double>& c,
                             Gradients<double>& d) {
   send(d, Step::weights, scale(dy, keep_factor(c.p)));
 }
 
 // |A|·|V| over m terms; back, |dO|·|V|ᵀ to the weights read and (A/(1 − p))ᵀ·|dO| to V
-inline Terms head_outputs_terms(ExactValues x, const Tensor<double>&, const RowContext<double>& c) {
-  return {weighted_sum(magnitude(x[slot(weights_read(c.p))]), magnitude(x[slot(Step::v_heads)])),
-          static_cast<double>(c.p.m)};
+inline Terms head_outputs_terms(ExactValues x, const Tensor<double>&, const Problem& p) {
+  return {weighted_sum(magnitude(x[slot(weights_read(p))]), magnitude(x[slot(Step::v_heads)])),
+          static_cast<double>(p.m)};
 }
 inline void d_head_outputs_terms(const Tensor<double>& dO, const ForwardValues<double>& x, const RowContext<double>& c,
                                  Gradients<double>& d) {
@@ -203,14 +174,9 @@ inline void d_head_outputs_terms(const Tensor<double>& dO, const ForwardValues<d
   send(d, weights_read(c.p), d_weighted_sum_weights(dO, x[slot(Step::v_heads)]));
 }
 
-inline Terms concat_terms(ExactValues x, const Tensor<double>& own, const RowContext<double>& c) {
-  return relayout_terms(x, own, c);
-}
-constexpr RowBackward<double> d_concat_terms = d_concat<double>;
-
-inline Terms output_terms(ExactValues x, const Tensor<double>& own, const RowContext<double>& c) {
-  if (!c.p.has_output_projection()) return as_summed(own, 0);
-  return projected_terms(x[slot(Step::concat)], c.in.W_o, c.in.b_o);
+inline Terms output_terms(ExactValues x, const Tensor<double>& own, const Problem& p) {
+  if (!p.has_output_projection()) return as_summed(own, 0);
+  return projected_terms(x[slot(Step::concat)], p.W_o, p.b_o);
 }
 inline void d_output_terms(const Tensor<double>& dY, const ForwardValues<double>& x, const RowContext<double>& c,
                            Gradients<double>& d) {

@@ -96,10 +96,7 @@ void explain_d_weight(GradientExplanation& e, const Sources& s, const Ix& ix) {
   e.sum = fmt::format("d{}[{}][{}] = Σ_b Σ_t {}[t][{}]·{}[t][{}]", step_info(e.step).name.substr(2), r, c, x, r, g, c);
   const Tensor<double> concat = merge_heads(cast<double>(s.at[Step::head_outputs]));
   const Tensor<double>& X = q ? p.X : o ? concat : p.C;
-  const Tensor<double>& G = s.at[q                       ? Step::d_q
-                                 : e.step == Step::d_W_k ? Step::d_k
-                                 : e.step == Step::d_W_v ? Step::d_v
-                                                         : Step::d_output];
+  const Tensor<double>& G = s.at[step_info(e.step).inputs.front()];  // d_q, d_k, d_v or d_output (the table's)
   over_tokens(e, s, X, x, G, g, r, c, !q && !o);
   if (p.layout == Layout::out_in)
     e.notes.push_back(
@@ -112,10 +109,7 @@ void explain_d_weight(GradientExplanation& e, const Sources& s, const Ix& ix) {
 void explain_d_bias(GradientExplanation& e, const Sources& s, const Ix& ix) {
   const std::size_t c = ix[0];
   const bool keys = e.step == Step::d_b_k || e.step == Step::d_b_v;
-  const Tensor<double>& G = s.at[e.step == Step::d_b_q   ? Step::d_q
-                                 : e.step == Step::d_b_k ? Step::d_k
-                                 : e.step == Step::d_b_v ? Step::d_v
-                                                         : Step::d_output];
+  const Tensor<double>& G = s.at[step_info(e.step).inputs.front()];  // d_q, d_k, d_v or d_output (the table's)
   const std::string_view g = e.step == Step::d_b_q   ? "dQ"
                              : e.step == Step::d_b_k ? "dK"
                              : e.step == Step::d_b_v ? "dV"

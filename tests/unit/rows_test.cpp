@@ -475,7 +475,7 @@ TEST_CASE("Every row's error terms bound the rounding of float32, forward row by
       INFO(c.name << ": " << step_info(s).name << " in float32");
       const Tensor<float> y32 = row_of<float>(s).forward(x32, RowContext<float>{p, in32});
       const Tensor<double> y = row_of<double>(s).forward(x, RowContext<double>{p, in});
-      const Terms t = row_of<double>(s).terms(ExactValues(x), y, RowContext<double>{p, in});
+      const Terms t = row_of<double>(s).terms(ExactValues(x), y, p);
       REQUIRE(t.of.shape() == y.shape());
       for (std::size_t k = 0; k < y.size(); ++k) {
         const double a = y32.values()[k], b = y.values()[k];
@@ -600,7 +600,7 @@ TEST_CASE("Every row's error terms are its formula on magnitudes: at least the v
         const bool sharp = inputs_nonnegative && adds_products(s);
         {
           INFO(c.name << (positive ? ", every input >= 0: " : ": ") << step_info(s).name << "'s terms");
-          check_sizes(x[slot(s)], row_of<double>(s).terms(ExactValues(x), x[slot(s)], ctx).of, sharp);
+          check_sizes(x[slot(s)], row_of<double>(s).terms(ExactValues(x), x[slot(s)], p).of, sharp);
         }
         // the softmax's d_terms read the head outputs' gradient, which only the walk has (tested above)
         if (s == Step::weights) continue;
