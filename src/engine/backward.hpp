@@ -99,57 +99,33 @@ void backward_projections(const Problem& p, const Inputs<T>& in, HeadGradients<T
   if (!p.b_o.empty()) keep(Step::d_b_o, d_project_bias(dY));
 }
 
-// The naive forward pass, then its backward with every gradient whole. Returns the forward's result.
+// The naive forward pass, then its backward with every gradient whole: the rows of engine/rows.hpp
+// walked back from dY, each gradient stored rounded to the storage and reported when whole, each value
+// let go once the last step whose backward reads it has sent its gradient. Returns the forward's result.
 template <class T>
 AttentionResult<T> run_naive_backward(const Problem& p, Observer& observer, DType storage = DType::float32) {
   require_storage<T>("run_naive_backward", storage);
   const Inputs<T> in(p, storage);
-  Keeper<T> keep(observer, storage);
-  NaiveForward<T> f = naive_forward(p, in, keep, observer, storage, true);
-  const auto allows = [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j); };
-
-  // pass 5: back through the output projection and the merge
-  const Tensor<T> dY = upstream_gradient<T>(p, storage);  // (B, n, d_out)
-  const Tensor<T> dO_h = backward_output(p, in, dY, keep, observer);
-
-  // pass 6: back through the weighted sum O_h = A·V_h (A_drop·V_h with dropout, then through the same
-  // keep mask: the mask is drawn again from the seed, not stored)
-  HeadGradients<T> g;
-  Held<T> dS;
-  if (p.dropout) {
-    dS = keep.held(Step::d_dropped, d_weighted_sum_weights(dO_h, f.heads.V));      // dA_drop (B, h, n, m)
-    dS = keep.held(Step::d_weights, apply_dropout(*dS, DropoutMask(*p.dropout)));  // dA
-    g.dV = keep(Step::d_v_heads, d_weighted_sum_values(*f.A_drop, dO_h, p.g));     // (B, g, m, d_v)
-    f.A_drop.drop();
-  } else {
-    dS = keep.held(Step::d_weights, d_weighted_sum_weights(dO_h, f.heads.V));  // dA (B, h, n, m)
-    g.dV = keep(Step::d_v_heads, d_weighted_sum_values(*f.A, dO_h, p.g));      // (B, g, m, d_v)
-  }
-
-  // pass 7: the softmax's backward (D = rowsum(dA ⊙ A): no m × m Jacobian per row), the sinks' (reported
-  // with the parameters), the mask's, the cap's (with softcap), the scale's
-  Tensor<T> d_sink;
-  if (!p.sinks.empty()) d_sink = d_sinks(*f.A, *dS, f.sink);
-  dS = keep.held(Step::d_masked, d_softmax_rows(*f.A, *dS));
-  f.A.drop();
-  if (p.softcap) {  // the mask's backward into the capped scores, then the cap's
-    dS = keep.held(Step::d_capped, d_apply_mask(*dS, allows));
-    dS = keep.held(Step::d_scaled, d_softcap(*dS, *f.capped, static_cast<T>(*p.softcap)));
-    f.capped.drop();
-  } else {
-    dS = keep.held(Step::d_scaled, d_apply_mask(*dS, allows));
-  }
-  dS = keep.held(Step::d_scores, scale(*dS, static_cast<T>(p.scale)));
-
-  // pass 8: back through S = Q·Kᵀ to the heads the scores read
-  g.dQ = keep(p.rope ? Step::d_q_rot : Step::d_q_heads, d_scores_queries(*dS, f.heads.K));    // (B, h, n, d_k)
-  g.dK = keep(p.rope ? Step::d_k_rot : Step::d_k_heads, d_scores_keys(*dS, f.heads.Q, p.g));  // (B, g, m, d_k)
-  dS.drop();
-
-  // passes 9 and 10
-  backward_projections(p, in, std::move(g), f.O_h, dY, keep, observer);
-  if (!p.sinks.empty()) keep(Step::d_sinks, std::move(d_sink));
-  return {std::move(f.Y), find_empty_rows(p), keep.peak(), Tensor<T>()};
+  const RowContext<T> c{p, in};
+  const Keeper<T> keep(observer, storage);
+  ByteMeter meter;
+  ForwardValues<T> x = naive_forward(p, in, observer, meter, storage, true);
+  const Liveness live(p, true);
+  Gradients<T> d;
+  d[slot(Step::output)] = upstream_gradient<T>(p, storage);  // dY (B, n, d_out)
+  const auto send = [&](Step s, const Tensor<T>& dy, const ForwardValues<T>&, Gradients<T>& into) {
+    const std::vector<Step> read = inputs_of(s, p);
+    std::array<bool, step_count> had{};  // which of the steps it read had a gradient before
+    for (const Step t : read) had[slot(t)] = !into[slot(t)].empty();
+    row_of<T>(s).backward(dy, x, c, into);
+    for (const Step t : read)
+      if (!had[slot(t)] && !into[slot(t)].empty()) hold(meter, t, into[slot(t)]);
+    let_go(meter, s, into[slot(s)]);  // sent: its gradient was kept already
+    for (const Step t : row_of<T>(s).saves(p))
+      if (live.last_backward[slot(t)] == s) let_go(meter, t, x[slot(t)]);
+  };
+  walk_backward<T>(p, x, d, send, [&keep](Step g, Tensor<T> value) { return keep(g, std::move(value)); });
+  return {std::move(x[slot(Step::output)]), find_empty_rows(p), meter.peak(), Tensor<T>()};
 }
 
 // P = exp(S - lse_i), S = scale·Q_i·K_jᵀ (capped with softcap, + ALiBi's bias): one tile's forward weights

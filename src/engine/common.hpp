@@ -82,49 +82,12 @@ void round_stored(Tensor<T>& t, DType storage) {
   for (T& x : t.values()) x = stored(storage, x);
 }
 
-// A score-sized buffer (B, h, n, m) that the meter counts for as long as it is held: from the moment it
-// is made until it is dropped, replaced, or goes out of scope.
-template <class T>
-class Held {
- public:
-  Held() = default;
-  Held(Tensor<T> t, ByteMeter& meter) : t_(std::move(t)), meter_(&meter) { meter.hold(bytes_of(t_)); }
-  Held(Held&& other) noexcept : t_(std::move(other.t_)), meter_(std::exchange(other.meter_, nullptr)) {}
-  Held& operator=(Held&& other) noexcept {
-    if (this != &other) {
-      drop();
-      t_ = std::move(other.t_);
-      meter_ = std::exchange(other.meter_, nullptr);
-    }
-    return *this;
-  }
-  Held(const Held&) = delete;
-  Held& operator=(const Held&) = delete;
-  ~Held() { drop(); }
-
-  const Tensor<T>& operator*() const { return t_; }
-
-  // Lets the buffer go: no longer counted, its memory freed.
-  void drop() {
-    if (meter_ != nullptr) meter_->release(bytes_of(t_));
-    meter_ = nullptr;
-    t_ = Tensor<T>();
-  }
-
- private:
-  Tensor<T> t_;
-  ByteMeter* meter_ = nullptr;
-};
-
 // How an engine keeps each step it computes, so that the math reads one equation a line: the step is
-// rounded to the storage type as it is stored, reported to the observer, and, when it is score-sized,
-// counted by the meter while it is held.
+// rounded to the storage type as it is stored, and reported to the observer.
 template <class T>
 class Keeper {
  public:
   Keeper(Observer& observer, DType storage) : observer_(observer), storage_(storage) {}
-  Keeper(const Keeper&) = delete;  // what it holds points at its meter
-  Keeper& operator=(const Keeper&) = delete;
 
   // A stored step: rounded, reported, returned.
   Tensor<T> operator()(Step step, Tensor<T> t) const {
@@ -132,27 +95,10 @@ class Keeper {
     report(observer_, step, t);
     return t;
   }
-  // A stored step of size (B, h, n, m): rounded, counted while held, reported.
-  Held<T> held(Step step, Tensor<T> t) {
-    round_stored(t, storage_);
-    return held_as_is(step, std::move(t));
-  }
-  // The same for a step of values stored already (the mask's copy: stored values and -inf): nothing
-  // new to round.
-  Held<T> held_as_is(Step step, Tensor<T> t) {
-    Held<T> kept(std::move(t), meter_);
-    report(observer_, step, *kept);
-    return kept;
-  }
-  // A score-sized copy kept for later (reported already): counted while held, not reported again.
-  Held<T> counted(Tensor<T> t) { return Held<T>(std::move(t), meter_); }
-  // The most bytes of score-sized steps held at once.
-  std::size_t peak() const { return meter_.peak(); }
 
  private:
   Observer& observer_;
   DType storage_;
-  ByteMeter meter_;
 };
 
 // The problem's inputs as the run holds them: rounded to T, or to the half type it stores in.

@@ -46,6 +46,9 @@ using RowForward = Tensor<T> (*)(const ForwardValues<T>& x, const RowContext<T>&
 // leaf's: X, the context, a parameter), given the forward values x.
 template <class T>
 using RowBackward = void (*)(const Tensor<T>& dy, const ForwardValues<T>& x, const RowContext<T>& c, Gradients<T>& d);
+// The steps whose forward values a row's backward reads, for problem p: what a pass saves for it (as
+// PyTorch's save_for_backward does). What a row's forward reads is the step table's (inputs_of).
+using RowSaves = std::vector<Step> (*)(const Problem& p);
 
 // What rounding scales with at one step: the size of what each value sums (Σ|terms| of its sum), element
 // by element, and how many terms its longest sum has.
@@ -64,6 +67,7 @@ struct RowMath {
   Step step;
   RowForward<T> forward;
   RowBackward<T> backward;
+  RowSaves saves;
   RowTerms terms;
   // the backward on magnitudes: x holds |each step|, dy the size of the step's gradient's terms
   RowBackward<double> d_terms;
@@ -92,6 +96,24 @@ inline Step keys_read(const Problem& p) { return p.rope ? Step::k_rot : Step::k_
 inline Step before_mask(const Problem& p) { return p.alibi ? Step::bias : p.softcap ? Step::capped : Step::scaled; }
 inline Step before_bias(const Problem& p) { return p.softcap ? Step::capped : Step::scaled; }
 inline Step weights_read(const Problem& p) { return p.dropout ? Step::dropped : Step::weights; }
+
+// What the backward of a row reads of the forward's values (RowSaves).
+inline std::vector<Step> saves_nothing(const Problem&) { return {}; }
+// the two factors of a product: Q and K for the scores, the weights and V for the weighted sum
+inline std::vector<Step> saves_factors(const Problem& p) { return {queries_read(p), keys_read(p)}; }
+inline std::vector<Step> saves_weighted(const Problem& p) { return {weights_read(p), Step::v_heads}; }
+// its own output: the cap's slope and the softmax's backward are written in it
+inline std::vector<Step> saves_capped(const Problem&) { return {Step::capped}; }
+inline std::vector<Step> saves_weights(const Problem& p) {
+  if (p.sinks.empty()) return {Step::weights};
+  return {Step::weights, Step::sink_weights};
+}
+inline std::vector<Step> saves_shares(const Problem&) { return {Step::weights, Step::sink_weights}; }
+// the merged heads, which W_o's gradient reads
+inline std::vector<Step> saves_merged(const Problem& p) {
+  if (!p.has_output_projection()) return {};
+  return {Step::concat};
+}
 
 // A weight's gradient in the input file's layout: in × out, or out × in (PyTorch's).
 template <class T>

@@ -14,9 +14,13 @@
 // The rows' types and ops are in engine/row_math.hpp, their error terms in engine/row_terms.hpp; this
 // file holds the table and the walks, and is the one to include.
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <optional>
+#include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "engine/row_math.hpp"
 #include "engine/row_terms.hpp"
@@ -28,27 +32,35 @@ namespace attn {
 template <class T>
 const std::array<RowMath<T>, step_count>& row_math() {
   static const std::array<RowMath<T>, step_count> table = {{
-      {Step::q, rows::q<T>, rows::d_q<T>, rows::q_terms, rows::d_q_terms},
-      {Step::k, rows::k<T>, rows::d_k<T>, rows::k_terms, rows::d_k_terms},
-      {Step::v, rows::v<T>, rows::d_v<T>, rows::v_terms, rows::d_v_terms},
-      {Step::q_heads, rows::q_heads<T>, rows::d_q_heads<T>, rows::nothing_summed, rows::d_q_heads<double>},
-      {Step::k_heads, rows::k_heads<T>, rows::d_k_heads<T>, rows::nothing_summed, rows::d_k_heads<double>},
-      {Step::v_heads, rows::v_heads<T>, rows::d_v_heads<T>, rows::nothing_summed, rows::d_v_heads<double>},
-      {Step::q_rot, rows::q_rot<T>, rows::d_q_rot<T>, rows::q_rot_terms, rows::d_q_rot_terms},
-      {Step::k_rot, rows::k_rot<T>, rows::d_k_rot<T>, rows::k_rot_terms, rows::d_k_rot_terms},
-      {Step::scores, rows::scores_row<T>, rows::d_scores_row<T>, rows::scores_terms, rows::d_scores_row<double>},
-      {Step::scaled, rows::scaled<T>, rows::d_scaled<T>, rows::one_product, rows::d_scaled_terms},
-      {Step::capped, rows::capped<T>, rows::d_capped<T>, rows::capped_terms, rows::d_capped_terms},
-      {Step::bias, rows::bias<T>, rows::d_bias<T>, rows::bias_terms, rows::d_bias<double>},
-      {Step::masked, rows::masked<T>, rows::d_masked<T>, rows::nothing_summed, rows::d_masked_terms},
-      {Step::weights, rows::weights<T>, rows::d_weights<T>, rows::weights_terms, rows::d_weights_terms},
-      {Step::sink_weights, rows::sink_weights<T>, rows::d_sink_weights<T>, rows::weights_terms,
+      {Step::q, rows::q<T>, rows::d_q<T>, rows::saves_nothing, rows::q_terms, rows::d_q_terms},
+      {Step::k, rows::k<T>, rows::d_k<T>, rows::saves_nothing, rows::k_terms, rows::d_k_terms},
+      {Step::v, rows::v<T>, rows::d_v<T>, rows::saves_nothing, rows::v_terms, rows::d_v_terms},
+      {Step::q_heads, rows::q_heads<T>, rows::d_q_heads<T>, rows::saves_nothing, rows::nothing_summed,
+       rows::d_q_heads<double>},
+      {Step::k_heads, rows::k_heads<T>, rows::d_k_heads<T>, rows::saves_nothing, rows::nothing_summed,
+       rows::d_k_heads<double>},
+      {Step::v_heads, rows::v_heads<T>, rows::d_v_heads<T>, rows::saves_nothing, rows::nothing_summed,
+       rows::d_v_heads<double>},
+      {Step::q_rot, rows::q_rot<T>, rows::d_q_rot<T>, rows::saves_nothing, rows::q_rot_terms, rows::d_q_rot_terms},
+      {Step::k_rot, rows::k_rot<T>, rows::d_k_rot<T>, rows::saves_nothing, rows::k_rot_terms, rows::d_k_rot_terms},
+      {Step::scores, rows::scores_row<T>, rows::d_scores_row<T>, rows::saves_factors, rows::scores_terms,
+       rows::d_scores_row<double>},
+      {Step::scaled, rows::scaled<T>, rows::d_scaled<T>, rows::saves_nothing, rows::one_product, rows::d_scaled_terms},
+      {Step::capped, rows::capped<T>, rows::d_capped<T>, rows::saves_capped, rows::capped_terms, rows::d_capped_terms},
+      {Step::bias, rows::bias<T>, rows::d_bias<T>, rows::saves_nothing, rows::bias_terms, rows::d_bias<double>},
+      {Step::masked, rows::masked<T>, rows::d_masked<T>, rows::saves_nothing, rows::nothing_summed,
+       rows::d_masked_terms},
+      {Step::weights, rows::weights<T>, rows::d_weights<T>, rows::saves_weights, rows::weights_terms,
+       rows::d_weights_terms},
+      {Step::sink_weights, rows::sink_weights<T>, rows::d_sink_weights<T>, rows::saves_shares, rows::weights_terms,
        rows::d_sink_weights_terms},
-      {Step::dropped, rows::dropped<T>, rows::d_dropped<T>, rows::one_product, rows::d_dropped_terms},
-      {Step::head_outputs, rows::head_outputs<T>, rows::d_head_outputs<T>, rows::head_outputs_terms,
-       rows::d_head_outputs_terms},
-      {Step::concat, rows::concat<T>, rows::d_concat<T>, rows::nothing_summed, rows::d_concat<double>},
-      {Step::output, rows::output<T>, rows::d_output<T>, rows::output_terms, rows::d_output_terms},
+      {Step::dropped, rows::dropped<T>, rows::d_dropped<T>, rows::saves_nothing, rows::one_product,
+       rows::d_dropped_terms},
+      {Step::head_outputs, rows::head_outputs<T>, rows::d_head_outputs<T>, rows::saves_weighted,
+       rows::head_outputs_terms, rows::d_head_outputs_terms},
+      {Step::concat, rows::concat<T>, rows::d_concat<T>, rows::saves_nothing, rows::nothing_summed,
+       rows::d_concat<double>},
+      {Step::output, rows::output<T>, rows::d_output<T>, rows::saves_merged, rows::output_terms, rows::d_output_terms},
   }};
   return table;
 }
@@ -67,23 +79,64 @@ void walk_forward(const Problem& p, ForwardValues<T>& x, Compute&& compute, Keep
     if (step_applies(s, p)) x[slot(s)] = keep(s, compute(s, static_cast<const ForwardValues<T>&>(x)));
 }
 
+// How many steps of `p` read each step's value (the step table's inputs_of), by slot.
+inline std::array<std::size_t, step_count> reader_counts(const Problem& p) {
+  std::array<std::size_t, step_count> count{};
+  for (const Step s : steps_of(p))
+    for (const Step t : inputs_of(s, p)) ++count[slot(t)];
+  return count;
+}
+
+// The forward step whose gradient the gradient step g is (scores for d_scores), or none for a leaf's
+// (d_X … d_sinks).
+inline std::optional<Step> step_of_gradient(Step g) {
+  for (const Step s : all_steps())
+    if (gradient_of(s) == g) return s;
+  return std::nullopt;
+}
+
 // The backward pass over the rows, ∂L/∂output in d[output]: the steps of `p` in reverse, each sending its
-// gradient back to what it read (`send(step, dy, d)`: its row's backward, or what a mistake does instead).
-// When the walk reaches a step, every step that read it has sent its part, so its gradient is whole:
-// `keep(gradient step, value)` stores it and returns what is sent on in its place. The leaves' gradients
-// (d_X … d_sinks) are whole at the end, and kept then, in the table's order.
+// gradient back to what it read (`send(step, dy, d)`: its row's backward, or what a mistake does instead;
+// it may let d[step] go once sent). A step's gradient is whole once the walk has passed every step that
+// reads it (inputs_of); a leaf's (d_X … d_sinks) at the end. Whole gradients are kept in the table's
+// order (gradient_steps), each as soon as it and those before it are whole: `keep(gradient step,
+// value)` stores it and returns what is sent on in its place.
 template <class T, class Send, class Keep>
 void walk_backward(const Problem& p, const ForwardValues<T>& x, Gradients<T>& d, Send&& send, Keep&& keep) {
+  std::array<std::size_t, step_count> unread = reader_counts(p);  // the readers the walk has not passed yet
+  const std::array<Step, gradient_step_count>& order = gradient_steps();
+  std::size_t next = 0;  // the first gradient of `order` not kept yet
+  const auto keep_whole = [&](bool at_end) {
+    for (; next < order.size(); ++next) {
+      const Step g = order[next];
+      if (!step_applies(g, p)) continue;
+      const std::optional<Step> s = step_of_gradient(g);
+      if (s ? unread[slot(*s)] > 0 : !at_end) return;
+      Tensor<T>& value = d[slot(s.value_or(g))];
+      if (!value.empty()) value = keep(g, std::move(value));
+    }
+  };
+  const auto kept = [&order, &next](Step g) {
+    return static_cast<std::size_t>(std::find(order.begin(), order.end(), g) - order.begin()) < next;
+  };
+  keep_whole(false);
   const std::array<Step, step_count>& steps = all_steps();
   for (std::size_t k = steps.size(); k-- > 0;) {
     const Step s = steps[k];
     if (!step_applies(s, p)) continue;
-    Tensor<T>& dy = d[slot(s)];
-    if (const std::optional<Step> g = gradient_of(s)) dy = keep(*g, std::move(dy));
-    if (!dy.empty()) send(s, static_cast<const Tensor<T>&>(dy), x, d);
+    const Tensor<T>& dy = d[slot(s)];
+    if (!dy.empty()) {
+      if (const std::optional<Step> g = gradient_of(s); g && !kept(*g))
+        throw std::logic_error(
+            fmt::format("walk_backward: {} is sent back before it is kept: the table's gradient "
+                        "order is not one a backward pass can keep",
+                        step_info(*g).name));
+      send(s, dy, x, d);
+    }
+    for (const Step t : inputs_of(s, p)) --unread[slot(t)];
+    keep_whole(false);
   }
-  for (const Step g : gradient_steps())
-    if (!d[slot(g)].empty() && step_applies(g, p)) d[slot(g)] = keep(g, std::move(d[slot(g)]));
+  keep_whole(true);
 }
 
 // The size of what every gradient sums, element by element, by gradient step (d_output … d_sinks): the
