@@ -85,8 +85,7 @@ inline MemoryEstimate estimate_memory(const Problem& p, const RunShape& shape) {
   // The backward pass holds a gradient of every shared value beside it (the parameters' too), and naive
   // three score buffers at a time (A, dA, and the next of dS'', dS', dS), four with softcap (the capped
   // scores kept for the cap's slope): tests/unit/row_walks_test.cpp counts them.
-  const Count backward_naive =
-      checked_add(checked_mul(2, shared_values(p)), checked_mul(p.softcap ? 4 : 3, scores));
+  const Count backward_naive = checked_add(checked_mul(2, shared_values(p)), checked_mul(p.softcap ? 4 : 3, scores));
   const Count backward_flash = checked_add(checked_mul(2, shared_values(p)),
                                            product(3, shape.tile_size.Br, checked_add(shape.tile_size.Bc, p.d_k)));
   if (shape.naive) e.engine = std::max(e.engine, checked_mul(shape.backward ? backward_naive : naive, shape.scalar));

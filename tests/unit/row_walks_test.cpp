@@ -33,7 +33,9 @@ bool same(const Tensor<double>& a, const Tensor<double>& b) {
   return true;
 }
 
-bool contains(const std::vector<Step>& steps, Step s) { return std::find(steps.begin(), steps.end(), s) != steps.end(); }
+bool contains(const std::vector<Step>& steps, Step s) {
+  return std::find(steps.begin(), steps.end(), s) != steps.end();
+}
 
 // Every step of `p` over the rows in float64, kept whole.
 ForwardValues<double> forward_walk(const Problem& p, const Inputs<double>& in) {
