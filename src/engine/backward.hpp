@@ -109,8 +109,8 @@ AttentionResult<T> run_naive_backward(const Problem& p, Observer& observer, DTyp
   const RowContext<T> c{p, in};
   const Keeper<T> keep(observer, storage);
   ByteMeter meter;
-  ForwardValues<T> x = naive_forward(p, in, observer, meter, storage, true);
   const Liveness live(p, true);
+  ForwardValues<T> x = naive_forward(p, in, observer, meter, storage, live);
   Gradients<T> d;
   d[slot(Step::output)] = upstream_gradient<T>(p, storage);  // dY (B, n, d_out)
   const auto send = [&](Step s, const Tensor<T>& dy, const ForwardValues<T>&, Gradients<T>& into) {

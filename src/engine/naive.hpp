@@ -51,15 +51,14 @@ void let_go(ByteMeter& meter, Step s, Tensor<T>& value) {
 }
 
 // The naive forward pass: the rows of `p` in pipeline order, each step stored rounded to the storage and
-// reported as it is made, each value let go once the last step that reads it is made; with `backward`,
-// the values the backward pass reads (the rows' saves) are kept for it. Returns what is kept, the output
+// reported as it is made, each value let go once the last step that reads it is made (`live`: with a
+// backward pass, the values it reads, the rows' saves, are kept for it). Returns what is kept, the output
 // among them; `meter` counts the score-sized values held.
 template <class T>
 ForwardValues<T> naive_forward(const Problem& p, const Inputs<T>& in, Observer& observer, ByteMeter& meter,
-                               DType storage, bool backward = false) {
+                               DType storage, const Liveness& live) {
   const RowContext<T> c{p, in};
   const Keeper<T> keep(observer, storage);
-  const Liveness live(p, backward);
   ForwardValues<T> x;
   walk_forward<T>(
       p, x, [&c](Step s, const ForwardValues<T>& v) { return row_of<T>(s).forward(v, c); },
@@ -78,7 +77,7 @@ AttentionResult<T> run_naive(const Problem& p, Observer& observer, DType storage
   require_storage<T>("run_naive", storage);
   const Inputs<T> in(p, storage);
   ByteMeter meter;
-  ForwardValues<T> x = naive_forward(p, in, observer, meter, storage);
+  ForwardValues<T> x = naive_forward(p, in, observer, meter, storage, Liveness(p, false));
   return {std::move(x[slot(Step::output)]), find_empty_rows(p), meter.peak(), Tensor<T>()};
 }
 

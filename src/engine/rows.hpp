@@ -90,9 +90,13 @@ inline std::array<std::size_t, step_count> reader_counts(const Problem& p) {
 // The forward step whose gradient the gradient step g is (scores for d_scores), or none for a leaf's
 // (d_X … d_sinks).
 inline std::optional<Step> step_of_gradient(Step g) {
-  for (const Step s : all_steps())
-    if (gradient_of(s) == g) return s;
-  return std::nullopt;
+  static const std::array<std::optional<Step>, table_size> of = [] {  // by slot of the gradient step
+    std::array<std::optional<Step>, table_size> steps{};
+    for (const Step s : all_steps())
+      if (const std::optional<Step> d = gradient_of(s)) steps[slot(*d)] = s;
+    return steps;
+  }();
+  return of[slot(g)];
 }
 
 // The backward pass over the rows, ∂L/∂output in d[output]: the steps of `p` in reverse, each sending its

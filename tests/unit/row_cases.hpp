@@ -2,7 +2,7 @@
 // The seeded problems of the rows' harness (tests/unit/rows_test.cpp, row_walks_test.cpp): random numbers
 // in every matrix, one input per kind of step, so that between them they have every `Needs` of the step
 // table (rope in both styles, alibi, softcap, sinks, dropout, cross-attention, W_o, each bias, GQA, a
-// batch, a mask, the out_in layout).
+// batch, a mask, the out_in layout); and the rows walked plainly on them, forward and backward.
 
 #include <cstddef>
 #include <random>
@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/common.hpp"
+#include "engine/rows.hpp"
 #include "io/load.hpp"
 #include "model/problem.hpp"
 
@@ -78,6 +80,38 @@ inline std::vector<Case> cases() {
       "dropout": {"p": 0.5, "seed": 3}, "mask": "causal")",
       2, 2, true, true, false, 9);
   return out;
+}
+
+// The forward of every step of `p` over the rows, in T, from the inputs `in`.
+template <class T>
+ForwardValues<T> forward_walk(const Problem& p, const Inputs<T>& in) {
+  const RowContext<T> ctx{p, in};
+  ForwardValues<T> x;
+  walk_forward<T>(
+      p, x, [&ctx](Step s, const ForwardValues<T>& v) { return row_of<T>(s).forward(v, ctx); },
+      [](Step, Tensor<T> t) { return t; });
+  return x;
+}
+
+// Every gradient of `p` over the rows, in T, from ∂L/∂output = dY, by gradient step; with `order`, the
+// gradient steps in the order the walk kept them.
+template <class T>
+Gradients<T> backward_walk(const Problem& p, const Inputs<T>& in, const ForwardValues<T>& x, const Tensor<T>& dY,
+                           std::vector<Step>* order = nullptr) {
+  const RowContext<T> ctx{p, in};
+  Gradients<T> d, kept;
+  d[slot(Step::output)] = dY;
+  walk_backward<T>(
+      p, x, d,
+      [&ctx](Step s, const Tensor<T>& dy, const ForwardValues<T>& v, Gradients<T>& into) {
+        row_of<T>(s).backward(dy, v, ctx, into);
+      },
+      [&kept, order](Step g, Tensor<T> t) {
+        if (order != nullptr) order->push_back(g);
+        kept[slot(g)] = t;
+        return t;
+      });
+  return kept;
 }
 
 }  // namespace attn::row_cases

@@ -13,78 +13,25 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "engine/backward.hpp"
 #include "engine/naive.hpp"
 #include "engine/rows.hpp"
 #include "observe/observer.hpp"
 #include "row_cases.hpp"
+#include "support.hpp"
 
 namespace attn {
 
 namespace {
 
-bool same(const Tensor<double>& a, const Tensor<double>& b) {
-  if (a.shape() != b.shape()) return false;
-  for (std::size_t k = 0; k < a.size(); ++k) {
-    const double x = a.values()[k], y = b.values()[k];
-    if (!(x == y || (x != x && y != y))) return false;
-  }
-  return true;
-}
+using row_cases::backward_walk;
+using row_cases::forward_walk;
+using test::check_close;
 
 bool contains(const std::vector<Step>& steps, Step s) {
   return std::find(steps.begin(), steps.end(), s) != steps.end();
-}
-
-// Every step of `p` over the rows in float64, kept whole.
-ForwardValues<double> forward_walk(const Problem& p, const Inputs<double>& in) {
-  const RowContext<double> ctx{p, in};
-  ForwardValues<double> x;
-  walk_forward<double>(
-      p, x, [&ctx](Step s, const ForwardValues<double>& v) { return row_of<double>(s).forward(v, ctx); },
-      [](Step, Tensor<double> t) { return t; });
-  return x;
-}
-
-// Every gradient of `p` over the rows in float64, by gradient step, and the order they were kept in.
-Gradients<double> backward_walk(const Problem& p, const Inputs<double>& in, const ForwardValues<double>& x,
-                                std::vector<Step>& order) {
-  const RowContext<double> ctx{p, in};
-  Gradients<double> d, kept;
-  d[slot(Step::output)] = upstream_gradient<double>(p, DType::float64);
-  walk_backward<double>(
-      p, x, d,
-      [&ctx](Step s, const Tensor<double>& dy, const ForwardValues<double>& v, Gradients<double>& into) {
-        row_of<double>(s).backward(dy, v, ctx, into);
-      },
-      [&](Step g, Tensor<double> t) {
-        order.push_back(g);
-        kept[slot(g)] = t;
-        return t;
-      });
-  return kept;
-}
-
-// Keeps every step an engine reports, in the order reported.
-class Recorder final : public Observer {
- public:
-  bool wants(Step) const override { return true; }
-  void on(Step step, const Tensor<float>& value) override { seen.push_back({step, cast<double>(value)}); }
-  void on(Step step, const Tensor<double>& value) override { seen.push_back({step, value}); }
-
-  struct Seen {
-    Step step;
-    Tensor<double> value;
-  };
-  std::vector<Seen> seen;
-};
-
-Tensor<double> random_like(const Tensor<double>& t, std::mt19937& rng) {
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  Tensor<double> r(t.shape());
-  for (double& v : r.values()) v = u(rng);
-  return r;
 }
 
 }  // namespace
@@ -96,13 +43,13 @@ TEST_CASE("Each row's forward reads only its inputs_of, its backward only what i
     const Problem& p = c.p;
     const Inputs<double> in(p, DType::float64);
     const RowContext<double> ctx{p, in};
-    const ForwardValues<double> x = forward_walk(p, in);
+    const ForwardValues<double> x = forward_walk<double>(p, in);
     for (const Step s : steps_of(p)) {
       INFO(c.name << ": " << step_info(s).name);
       const RowMath<double>& row = row_of<double>(s);
       ForwardValues<double> read;
       for (const Step t : inputs_of(s, p)) read[slot(t)] = x[slot(t)];
-      CHECK(same(row.forward(read, ctx), x[slot(s)]));
+      check_close("the forward from its inputs_of alone", row.forward(read, ctx), x[slot(s)], 0);
 
       const std::vector<Step> saved = row.saves(p);
       ForwardValues<double> kept;
@@ -110,14 +57,13 @@ TEST_CASE("Each row's forward reads only its inputs_of, its backward only what i
         CHECK(step_applies(t, p));
         kept[slot(t)] = x[slot(t)];
       }
-      const Tensor<double> dy = random_like(x[slot(s)], rng);
+      const Tensor<double> dy = test::random_tensor(rng, x[slot(s)].shape());
       Gradients<double> all, only;
       row.backward(dy, x, ctx, all);
       row.backward(dy, kept, ctx, only);
       for (std::size_t k = 0; k < table_size; ++k) {
         const Step into = static_cast<Step>(k);
-        INFO("sent to " << step_info(into).name);
-        CHECK(same(all[k], only[k]));
+        check_close(fmt::format("sent to {} from what it saves alone", step_info(into).name), only[k], all[k], 0);
         if (k < step_count && !all[k].empty()) CHECK(contains(inputs_of(s, p), into));
       }
     }
@@ -129,36 +75,28 @@ TEST_CASE("The naive engine is the walk over the rows: the same values, reported
     INFO(c.name);
     const Problem& p = c.p;
     const Inputs<double> in(p, DType::float64);
-    const ForwardValues<double> x = forward_walk(p, in);
+    const ForwardValues<double> x = forward_walk<double>(p, in);
     std::vector<Step> kept_order;
-    const Gradients<double> d = backward_walk(p, in, x, kept_order);
+    const Gradients<double> d =
+        backward_walk<double>(p, in, x, upstream_gradient<double>(p, DType::float64), &kept_order);
 
     // what the walk keeps comes in the table's order of gradients
     CHECK(kept_order == gradient_steps_of(p));
 
-    Recorder forward_only;
+    test::StepRecorder forward_only;
     const AttentionResult<double> y = run_naive<double>(p, forward_only, DType::float64);
-    CHECK(same(y.output, x[slot(Step::output)]));
-    std::vector<Step> order;
-    for (const Recorder::Seen& seen : forward_only.seen) {
-      INFO(step_info(seen.step).name);
-      order.push_back(seen.step);
-      CHECK(same(seen.value, x[slot(seen.step)]));
-    }
-    CHECK(order == steps_of(p));
+    check_close("the output", y.output, x[slot(Step::output)], 0);
+    CHECK(forward_only.order() == steps_of(p));
+    for (const Step s : forward_only.order()) check_close(step_info(s).name, forward_only.at(s), x[slot(s)], 0);
 
-    Recorder both;
+    test::StepRecorder both;
     const AttentionResult<double> yb = run_naive_backward<double>(p, both, DType::float64);
-    CHECK(same(yb.output, x[slot(Step::output)]));
-    std::vector<Step> want = steps_of(p), got;
+    check_close("the output", yb.output, x[slot(Step::output)], 0);
+    std::vector<Step> want = steps_of(p);
     for (const Step g : gradient_steps_of(p)) want.push_back(g);
-    for (const Recorder::Seen& seen : both.seen) {
-      INFO(step_info(seen.step).name);
-      got.push_back(seen.step);
-      const Tensor<double>& value = is_gradient_step(seen.step) ? d[slot(seen.step)] : x[slot(seen.step)];
-      CHECK(same(seen.value, value));
-    }
-    CHECK(got == want);
+    CHECK(both.order() == want);
+    for (const Step s : both.order())
+      check_close(step_info(s).name, both.at(s), is_gradient_step(s) ? d[slot(s)] : x[slot(s)], 0);
   }
 }
 

@@ -37,8 +37,10 @@ namespace {
 
 constexpr double minus_inf = -std::numeric_limits<double>::infinity();
 
+using row_cases::backward_walk;
 using row_cases::Case;
 using row_cases::cases;
+using row_cases::forward_walk;
 
 // ---- the independent formulas
 
@@ -322,35 +324,6 @@ void check_backward(const Case& c, Step step, Values x, Inputs<double> in, std::
   }
 }
 
-// The forward of every step of `p` over the rows, in T, from the inputs `in`.
-template <class T>
-ForwardValues<T> forward_walk(const Problem& p, const Inputs<T>& in) {
-  const RowContext<T> ctx{p, in};
-  ForwardValues<T> x;
-  walk_forward<T>(
-      p, x, [&ctx](Step s, const ForwardValues<T>& v) { return row_of<T>(s).forward(v, ctx); },
-      [](Step, Tensor<T> t) { return t; });
-  return x;
-}
-
-// Every gradient of `p` over the rows, in T, from ∂L/∂output = dY.
-template <class T>
-Gradients<T> backward_walk(const Problem& p, const Inputs<T>& in, const ForwardValues<T>& x, const Tensor<T>& dY) {
-  const RowContext<T> ctx{p, in};
-  Gradients<T> d, kept;
-  d[slot(Step::output)] = dY;
-  walk_backward<T>(
-      p, x, d,
-      [&ctx](Step s, const Tensor<T>& dy, const ForwardValues<T>& v, Gradients<T>& into) {
-        row_of<T>(s).backward(dy, v, ctx, into);
-      },
-      [&kept](Step g, Tensor<T> t) {
-        kept[slot(g)] = t;
-        return t;
-      });
-  return kept;
-}
-
 constexpr double u32 = 0x1p-24;                                                      // float32's unit roundoff
 const double eta32 = static_cast<double>(std::numeric_limits<float>::denorm_min());  // its smallest subnormal
 
@@ -366,11 +339,7 @@ TEST_CASE("Every row's forward equals an independent formula, and its backward c
   for (const Case& c : cases()) {
     const Problem& p = c.p;
     const Inputs<double> in(p, DType::float64);
-    const RowContext<double> ctx{p, in};
-    Values x;
-    walk_forward<double>(
-        p, x, [&ctx](Step s, const Values& v) { return row_of<double>(s).forward(v, ctx); },
-        [](Step, Tensor<double> t) { return t; });
+    const Values x = forward_walk<double>(p, in);
     for (const Step s : steps_of(p)) {
       INFO(c.name << ": " << step_info(s).name);
       const Tensor<double> want = independent(s, x, p);
