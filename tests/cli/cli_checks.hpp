@@ -1,9 +1,10 @@
 #pragma once
-// Checks that several CLI tests share: the error contract of docs/cli.md and a reader for the
-// terminal trace (step headings and labelled table rows).
+// Checks that several CLI tests share: the error contract of docs/cli.md, a reader for the terminal
+// trace (step headings and labelled table rows), the worked example's trace and its peak memory.
 
 #include <algorithm>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,23 @@ inline std::vector<std::vector<std::string>> rows_labelled(const std::string& tr
     if (!words.empty() && words[0] == label) rows.push_back(std::move(words));
   }
   return rows;
+}
+
+// What `run --json -` writes for the worked example: the reference a written trace is compared with.
+inline std::string cat_sat_trace() {
+  static const std::string trace = [] {
+    const RunResult r = run_binary({"run", source_path("data/the_cat_sat.json"), "--json", "-"});
+    if (r.exit_code != 0 || r.out.empty()) throw std::runtime_error("run --json - failed:\n" + r.describe());
+    return r.out;
+  }();
+  return trace;
+}
+
+// The peak resident memory of the worked example's run, in KiB: what the program takes before any
+// input of size (about 4 MiB in a release build, 60 under the sanitizers). Memory bounds sit above it.
+inline long baseline_rss_kib() {
+  static const long rss = run_binary({"run", source_path("data/the_cat_sat.json")}).max_rss_kib;
+  return rss;
 }
 
 // The commands, as `attn-trace --help` lists them under "Subcommands:" (so a new one is tested too).

@@ -58,13 +58,6 @@ void sparse_npy(const std::string& path, const std::string& descr, const std::st
   fs::resize_file(path, header.size() + data_bytes);
 }
 
-// The peak resident memory of the worked example's run, in KiB: what the program takes before any
-// input of size. Memory bounds sit above it.
-long baseline_rss_kib() {
-  static const long rss = run_binary({"run", cat_sat}).max_rss_kib;
-  return rss;
-}
-
 // Exit 0 and no complaint, for a command that writes its result to -o and prints nothing.
 void check_quiet_success(const RunResult& r) {
   INFO(r.describe());
