@@ -36,10 +36,12 @@ Checks, each of which stops the script when it fails:
   difference to be that accurate;
 - no NaN or infinity anywhere, d_output equals dY, d_scaled equals d_masked where allowed and is 0
   elsewhere, d_scores equals scale·d_scaled, masked entries and empty rows have zero score gradients.
+
+The forward in torch and its autograd are backward_model.py's (make_extras.py builds on them too); the inputs
+of the two large-logit cases come from large_logits.py.
 """
 
 import json
-import math
 import pathlib
 import sys
 
@@ -48,8 +50,9 @@ import torch
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import make_golden  # noqa: E402  (allowed, empty_rows, to_text; it also sets one thread, deterministic)
-import make_positions  # noqa: E402  (get_slopes)
+import backward_model  # noqa: E402  (Problem, autograd; leaves_of and loss for central differences)
+import golden_common  # noqa: E402  (to_text; it also sets one thread, deterministic)
+from large_logits import large_logits  # noqa: E402  (the inputs of large_logits_1e3 and large_logits_5e5)
 
 DT = torch.float64
 OUT_DIR = HERE / "golden_backward"
@@ -113,177 +116,9 @@ SEEDS = {
     "large_logits_1e3": 9201,
     "large_logits_5e5": 9202,
 }
-LEAVES = ("X", "context", "W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
 
 
-# ------------------------------------------------------------------------------------------ the problem
-
-class Problem:
-    """What the forward pass needs from an input document, beyond its tensors."""
-
-    def __init__(self, doc):
-        X = np.asarray(doc["X"], dtype=np.float64)
-        self.batched = X.ndim == 3
-        self.cross = "context" in doc
-        C = np.asarray(doc["context"]["X"], dtype=np.float64) if self.cross else X
-        if C.ndim != X.ndim:
-            raise ValueError("the context must be a batch exactly when X is")
-        self.B = X.shape[0] if self.batched else 1
-        self.n = X.shape[-2]
-        self.m = C.shape[-2]
-        self.d_model = X.shape[-1]
-        self.d_context = C.shape[-1]
-        self.out_in = doc.get("layout", "in_out") == "out_in"
-        self.h = doc.get("n_heads", 1)
-        self.g = doc.get("n_kv_heads", self.h)
-
-        def width(key):  # the output width of a weight, in either layout
-            W = np.asarray(doc[key])
-            return W.shape[0] if self.out_in else W.shape[1]
-
-        self.d_k = width("W_q") // self.h
-        self.d_v = width("W_v") // self.g
-        self.has_wo = "W_o" in doc
-        self.d_out = width("W_o") if self.has_wo else self.h * self.d_v
-        self.scale = float(doc.get("scale", 1.0 / math.sqrt(self.d_k)))
-        self.allow = make_golden.allowed(doc.get("mask"), self.B, self.n, self.m)  # (B, n, m)
-        self.empty = make_golden.empty_rows(self.allow)  # (B, n)
-        n, m = self.n, self.m
-        self.rope = doc.get("rope")
-        if self.rope is not None:
-            self.pos_q = [float(p) for p in self.rope.get("positions", range(n))]
-            self.pos_k = [float(p) for p in self.rope.get("context_positions", range(m))] if self.cross else self.pos_q
-            self.theta = float(self.rope.get("theta", 10000.0))
-            self.dims = self.rope.get("dims", self.d_k)
-            self.style = self.rope.get("style", "half")
-        else:  # ALiBi's positions without rope: keys 0 … m-1, the last query at the last key
-            self.pos_q = [float(m - n + i) for i in range(n)]
-            self.pos_k = [float(j) for j in range(m)]
-        alibi = doc.get("alibi")
-        self.slopes = None
-        if alibi is not None and alibi is not False:
-            self.slopes = [float(s) for s in (make_positions.get_slopes(self.h) if alibi is True else alibi)]
-
-    def pairs(self):
-        """The feature pairs (a, b) that RoPE turns together, with θ_i = theta^(-2i/dims)."""
-        half = self.dims // 2
-        for i in range(half):
-            a, b = (i, i + half) if self.style == "half" else (2 * i, 2 * i + 1)
-            yield a, b, self.theta ** (-2.0 * i / self.dims)
-
-
-def leaves_of(doc):
-    """The file's tensors as float64 leaves that require gradients, in the file's own shapes."""
-    t = {}
-    for key in LEAVES:
-        if key == "context":
-            if "context" in doc:
-                t[key] = torch.tensor(doc["context"]["X"], dtype=DT, requires_grad=True)
-        elif key in doc:
-            t[key] = torch.tensor(doc[key], dtype=DT, requires_grad=True)
-    return t
-
-
-# ------------------------------------------------------------------------------- the forward, in torch
-
-def rope_tables(p, pos):
-    """cos and sin tables and the pair permutation for RoPE at positions pos: x_rot = x·c + x[perm]·s."""
-    T = len(pos)
-    pos = torch.tensor(pos, dtype=DT)
-    c = torch.ones(T, p.d_k, dtype=DT)
-    s = torch.zeros(T, p.d_k, dtype=DT)
-    perm = list(range(p.d_k))
-    for a, b, th in p.pairs():
-        ang = pos * th
-        c[:, a] = c[:, b] = torch.cos(ang)
-        s[:, a] = -torch.sin(ang)  # rot[a] = x[a]·cos − x[b]·sin
-        s[:, b] = torch.sin(ang)   # rot[b] = x[b]·cos + x[a]·sin
-        perm[a], perm[b] = b, a
-    return c, s, perm
-
-
-def forward(p, t):
-    """Every step of the forward pass, from the leaves t. Tensors carry a batch axis (1 for one sequence)."""
-    def batch(x):
-        return x if p.batched else x.unsqueeze(0)
-
-    def io(W):  # the math convention, d_in × d_out
-        return W.t() if p.out_in else W
-
-    def project(x, key, bkey):
-        y = x @ io(t[key])
-        return y + t[bkey] if bkey in t else y
-
-    B, n, m, h, g, d_k, d_v = p.B, p.n, p.m, p.h, p.g, p.d_k, p.d_v
-    X = batch(t["X"])
-    C = batch(t["context"]) if p.cross else X
-    s = {}
-    s["q"] = project(X, "W_q", "b_q")  # (B, n, h·d_k)
-    s["k"] = project(C, "W_k", "b_k")  # (B, m, g·d_k)
-    s["v"] = project(C, "W_v", "b_v")  # (B, m, g·d_v)
-    s["q_heads"] = s["q"].view(B, n, h, d_k).transpose(1, 2)  # (B, h, n, d_k)
-    s["k_heads"] = s["k"].view(B, m, g, d_k).transpose(1, 2)  # (B, g, m, d_k)
-    s["v_heads"] = s["v"].view(B, m, g, d_v).transpose(1, 2)  # (B, g, m, d_v)
-    if p.rope is not None:
-        cq, sq_, perm = rope_tables(p, p.pos_q)
-        ck, sk, _ = rope_tables(p, p.pos_k)
-        s["q_rot"] = s["q_heads"] * cq + s["q_heads"][..., perm] * sq_
-        s["k_rot"] = s["k_heads"] * ck + s["k_heads"][..., perm] * sk
-        Qr, Kr = s["q_rot"], s["k_rot"]
-    else:
-        Qr, Kr = s["q_heads"], s["k_heads"]
-    rep = h // g  # query head hd reads kv head hd // rep
-    s["scores"] = Qr @ Kr.repeat_interleave(rep, dim=1).transpose(-1, -2)  # (B, h, n, m)
-    s["scaled"] = s["scores"] * p.scale
-    pre = s["scaled"]
-    if p.slopes is not None:
-        slopes = torch.tensor(p.slopes, dtype=DT).view(h, 1, 1)
-        dist = torch.tensor(p.pos_q, dtype=DT).view(1, n, 1) - torch.tensor(p.pos_k, dtype=DT).view(1, 1, m)
-        s["bias"] = s["scaled"] + (-slopes * dist).unsqueeze(0)
-        pre = s["bias"]
-    allow = p.allow.unsqueeze(1)  # (B, 1, n, m)
-    empty = p.empty.view(B, 1, n, 1)
-    # -inf where not allowed; a row with nothing to attend gets 0 instead, and its weights are multiplied by 0
-    fill = torch.where(empty, torch.tensor(0.0, dtype=DT), torch.tensor(-math.inf, dtype=DT)).expand(B, 1, n, m)
-    s["masked"] = torch.where(allow, pre, fill)
-    s["weights"] = torch.softmax(s["masked"], dim=-1) * (~empty).to(DT)
-    s["head_outputs"] = s["weights"] @ s["v_heads"].repeat_interleave(rep, dim=1)  # (B, h, n, d_v)
-    s["concat"] = s["head_outputs"].transpose(1, 2).reshape(B, n, h * d_v)
-    s["output"] = project(s["concat"], "W_o", "b_o") if p.has_wo else s["concat"]
-    return s
-
-
-def loss(p, t, dY):
-    Y = forward(p, t)["output"]
-    return (Y * (dY if p.batched else dY.unsqueeze(0))).sum()
-
-
-# ------------------------------------------------------------------------------------ autograd gradients
-
-def autograd(p, doc, dY):
-    """The gradients of L = Σ Y ⊙ dY, by name, each in the golden's shape (a batch axis only for a batch)."""
-    t = leaves_of(doc)
-    s = forward(p, t)
-    for x in s.values():
-        x.retain_grad()
-    (s["output"] * (dY if p.batched else dY.unsqueeze(0))).sum().backward()
-
-    def sq(x):
-        return x if p.batched else x[0]
-
-    grads = {"d_output": sq(s["output"].grad), "d_concat": sq(s["concat"].grad),
-             "d_head_outputs": sq(s["head_outputs"].grad), "d_weights": sq(s["weights"].grad),
-             "d_v_heads": sq(s["v_heads"].grad), "d_masked": sq(s["masked"].grad), "d_scaled": sq(s["scaled"].grad),
-             "d_scores": sq(s["scores"].grad)}
-    if p.rope is not None:
-        grads["d_q_rot"], grads["d_k_rot"] = sq(s["q_rot"].grad), sq(s["k_rot"].grad)
-    grads.update({"d_q_heads": sq(s["q_heads"].grad), "d_k_heads": sq(s["k_heads"].grad),
-                  "d_q": sq(s["q"].grad), "d_k": sq(s["k"].grad), "d_v": sq(s["v"].grad)})
-    for key in LEAVES:
-        if key in t:
-            grads[f"d_{key}"] = t[key].grad
-    return {k: v.detach() for k, v in grads.items()}, {k: v.detach() for k, v in s.items()}
-
+# -------------------------------------------------------------------------------------- the invariants
 
 def check_invariants(name, p, grads, dY):
     """The relations every backward must keep, exactly."""
@@ -401,14 +236,19 @@ def numpy_backward(p, doc, dY):
     return {k: (v if p.batched or k in batch_free else v[0]) for k, v in out.items()}
 
 
-def disagreement(name, label, got, want, keys):
-    """The largest |got - want| / max(1, |want|) over keys; stops the script beyond TOL."""
+def disagreement(name, label, ours, want, keys):
+    """The largest |ours − want| / max(1, |want|) over keys, with the same -inf entries where there are any
+    (make_extras.py's masked step); stops the script beyond TOL."""
     worst = 0.0
     for key in keys:
-        a = np.asarray(got[key], dtype=np.float64)
+        a = np.asarray(ours[key], dtype=np.float64)
         b = want[key].numpy()
         if a.shape != b.shape:
             raise AssertionError(f"{name}: {label}: {key} has shape {a.shape}, autograd {b.shape}")
+        inf_a, inf_b = np.isneginf(a), np.isneginf(b)
+        if not np.array_equal(inf_a, inf_b):
+            raise AssertionError(f"{name}: {label}: {key} has -inf at other entries")
+        a, b = np.where(inf_a, 0.0, a), np.where(inf_b, 0.0, b)
         err = float((np.abs(a - b) / np.maximum(1.0, np.abs(b))).max()) if a.size else 0.0
         if not err <= TOL:
             raise AssertionError(f"{name}: {label} and autograd disagree on {key} by {err:.3g}")
@@ -488,12 +328,13 @@ def mha_gradients(p, doc, dY):
 
 # --------------------------------------------------------------------- check 3: central differences
 
-def finite_differences(name, p, doc, dY, grads):
-    """Central differences of L at the first, middle and last entry of every leaf."""
+def finite_differences(name, p, doc, dY, grads, model=backward_model):
+    """Central differences of L at the first, middle and last entry of every leaf; model gives the leaves and
+    the loss (make_extras.py passes its own, the sinks among the leaves)."""
     worst = 0.0
     count = 0
     with torch.no_grad():
-        base = {key: x.detach() for key, x in leaves_of(doc).items()}
+        base = {key: x.detach() for key, x in model.leaves_of(doc).items()}
         for key, x in base.items():
             for i in sorted({0, x.numel() // 2, x.numel() - 1}):
                 t = dict(base)
@@ -501,9 +342,9 @@ def finite_differences(name, p, doc, dY, grads):
                 up.view(-1)[i] += FD_STEP
                 down.view(-1)[i] -= FD_STEP
                 t[key] = up
-                l_up = loss(p, t, dY).item()
+                l_up = model.loss(p, t, dY).item()
                 t[key] = down
-                l_down = loss(p, t, dY).item()
+                l_down = model.loss(p, t, dY).item()
                 fd = (l_up - l_down) / (2 * FD_STEP)
                 want = grads[f"d_{key}"].reshape(-1)[i].item()
                 err = abs(fd - want) / max(1.0, abs(want))
@@ -546,7 +387,7 @@ def describe_empty(p):
 
 def backward_case(name, what, doc, seed, source=None, how_extra=""):
     """The golden document of one case: doc is the input without dY; seed None means dY = 1 (no dY key)."""
-    p = Problem(doc)
+    p = backward_model.Problem(doc)
     if seed is None:
         dY = torch.ones(*((p.B, p.n, p.d_out) if p.batched else (p.n, p.d_out)), dtype=DT)
         inp = dict(doc)
@@ -554,7 +395,7 @@ def backward_case(name, what, doc, seed, source=None, how_extra=""):
         dY = draw_dY(p, seed)
         inp = dict(doc)
         inp["dY"] = dY.tolist()
-    grads, steps = autograd(p, doc, dY)
+    grads, steps = backward_model.autograd(p, doc, dY)
     check_invariants(name, p, grads, dY)
     for key, x in steps.items():  # -inf only where the mask hides a key of a row that has one
         bad = ~torch.isfinite(x)
@@ -612,145 +453,6 @@ def backward_case(name, what, doc, seed, source=None, how_extra=""):
     stats = {"max_abs": max(float(v.abs().max()) for v in grads.values()), "max_scaled": max_scaled,
              "numpy": numpy_err, "mha": mha_err, "fd": fd_err, "forward": fwd_err}
     return doc_out, stats, steps, p
-
-
-# ------------------------------------------------------------------------------------ large logits
-
-def exact_scores(p, doc, x_bits, c_bits, w_bits):
-    """Checks that float64 computes the scores exactly, whatever the order of the sums, and returns them
-    (h, n, m). X is made of multiples of 2^-x_bits, the context of 2^-c_bits, W_q and W_k of 2^-w_bits:
-    every q, k and score is then an integer times a power of two, and every partial sum of any order is
-    such a number below the sum of the terms' magnitudes; below 2^53 units it is a double, with no rounding."""
-    def ints(x, bits):
-        x = np.asarray(x, dtype=np.float64) * 2.0 ** bits
-        if not np.array_equal(x, np.round(x)):
-            raise AssertionError("not dyadic")
-        return [[int(v) for v in row] for row in x.reshape(-1, x.shape[-1])]
-
-    def exact_dot(a, b):
-        if sum(abs(u * v) for u, v in zip(a, b)) >= 2 ** 53:
-            raise AssertionError("a sum needs more than 53 bits")
-        return sum(u * v for u, v in zip(a, b))
-
-    def matmul(A, B):
-        return [[exact_dot(row, col) for col in zip(*B)] for row in A]
-
-    def io(key):
-        W = np.asarray(doc[key], dtype=np.float64)
-        return W.T if p.out_in else W
-
-    X = ints(doc["X"], x_bits)
-    C = ints(doc["context"]["X"], c_bits) if p.cross else X
-    q = matmul(X, ints(io("W_q"), w_bits))  # in units of 2^-(x_bits + w_bits)
-    k = matmul(C, ints(io("W_k"), w_bits))  # in units of 2^-(c_bits + w_bits)
-    unit = 2.0 ** -(x_bits + (c_bits if p.cross else x_bits) + 2 * w_bits)
-    rep = p.h // p.g
-    S = np.zeros((p.h, p.n, p.m))
-    for hd in range(p.h):
-        kv = hd // rep
-        for i in range(p.n):
-            for j in range(p.m):
-                S[hd, i, j] = exact_dot(q[i][hd * p.d_k:(hd + 1) * p.d_k], k[j][kv * p.d_k:(kv + 1) * p.d_k]) * unit
-    with torch.no_grad():
-        torch_S = forward(p, {key: x.detach() for key, x in leaves_of(doc).items()})["scores"][0].numpy()
-    if not np.array_equal(torch_S, S):
-        raise AssertionError("torch's scores are not the exact ones")
-    return S
-
-
-def dyadic(gen, shape, bits, lo=-1.0, hi=1.0):
-    return torch.round(make_golden.uniform(gen, *shape, lo=lo, hi=hi) * 2 ** bits) / 2 ** bits
-
-
-def large_logits(name, target, input_seed, *, n, d_model, h, g, d_k, d_v, m=None, step_bits, near, mask=None,
-                 layout="in_out", what):
-    """Scores up to about `target` (scale 1) from exact dyadic numbers, with near-duplicate keys that keep
-    some rows soft and give them distinct values.
-
-    The key rows (X, or the context for cross-attention) are multiples of 1/16; a near-duplicate row
-    (`near`: copy -> original) is its original plus a few 2^-step_bits in every feature but the last, and a
-    fresh last feature. W_k's last row is 0, so the last feature moves only the values: the two keys' scores
-    differ by about 1, their values by about 1. W_q and W_k are multiples of 1/8, scaled so that the largest
-    allowed |S'| is near `target`, and signed so that it is a positive score: that row's log-sum-exp is about
-    +target. W_v, W_o, b_v and b_o are multiples of 1/64."""
-    gen = torch.Generator().manual_seed(input_seed)
-    cross = m is not None
-    keys = dyadic(gen, (m if cross else n, d_model), 4)
-    for dst, src in near.items():
-        steps = torch.randint(-3, 4, (d_model - 1,), generator=gen).to(DT)
-        keys[dst, :-1] = keys[src, :-1] + steps * 2.0 ** -step_bits
-        keys[dst, -1] = dyadic(gen, (1,), 4)[0]
-    X = dyadic(gen, (n, d_model), 4) if cross else keys
-    Wq_raw = make_golden.uniform(gen, d_model, h * d_k)
-    Wk_raw = make_golden.uniform(gen, d_model, g * d_k)
-    Wk_raw[-1] = 0.0  # the last feature reaches the values only
-    Wv = dyadic(gen, (d_model, g * d_v), 6)
-    Wo = dyadic(gen, (h * d_v, d_model), 6)
-    bv = dyadic(gen, (g * d_v,), 6)
-    bo = dyadic(gen, (d_model,), 6)
-
-    def doc_with(Wq, Wk):
-        def w_file(W):  # W is in_out here
-            return W.t().tolist() if layout == "out_in" else W.tolist()
-        doc = {"description": what, "X": X.tolist(), "W_q": w_file(Wq), "W_k": w_file(Wk), "W_v": w_file(Wv),
-               "W_o": w_file(Wo), "b_v": bv.tolist(), "b_o": bo.tolist()}
-        if h != 1 or g != h:
-            doc["n_heads"] = h
-        if g != h:
-            doc["n_kv_heads"] = g
-        doc["scale"] = 1
-        if mask is not None:
-            doc["mask"] = mask
-        doc["layout"] = layout
-        if cross:
-            doc["context"] = {"X": keys.tolist()}
-        return doc
-
-    def largest(f):
-        Wq, Wk = torch.round(Wq_raw * f * 8) / 8, torch.round(Wk_raw * f * 8) / 8
-        doc = doc_with(Wq, Wk)
-        p = Problem(doc)
-        S = exact_scores(p, doc, 4 if cross else step_bits, step_bits, 3)
-        allow = p.allow[0].numpy()[None].repeat(h, axis=0)
-        i = np.argmax(np.where(allow, np.abs(S), -1.0))
-        return S.reshape(-1)[i], Wq, Wk
-
-    f = 1.0
-    for _ in range(4):  # the rounding to 1/8 moves the scores a little: fit the factor again
-        top, _, _ = largest(f)
-        f *= math.sqrt(target / abs(top))
-    top, Wq, Wk = largest(f)
-    if top < 0:
-        Wq = -Wq  # the largest |S'| becomes a positive score
-    doc = doc_with(Wq, Wk)
-    p = Problem(doc)
-    S = exact_scores(p, doc, 4 if cross else step_bits, step_bits, 3)
-    allow = p.allow[0].numpy()[None].repeat(h, axis=0)
-    top = float(np.where(allow, np.abs(S), -1.0).max())
-    if not (0.98 * target <= top <= 1.02 * target) or float(np.where(allow, S, -np.inf).max()) != top:
-        raise AssertionError(f"{name}: the largest |S'| is {top}, not a score of about {target:g}")
-    masked = np.where(allow, S, -np.inf)
-    row_max = masked.max(axis=-1)
-    lse = row_max + np.log(np.exp(masked - row_max[..., None]).sum(axis=-1))
-    w = np.exp(masked - lse[..., None])
-    second = np.sort(w, axis=-1)[..., -2]
-    soft = int((second >= 1e-3).sum())
-    if soft == 0:
-        raise AssertionError(f"{name}: the softmax is one-hot in every row")
-    facts = {"max_scaled": top, "max_abs_lse": float(np.abs(lse).max()), "soft_rows": soft, "rows": int(lse.size),
-             "second": float(second.max())}
-    if abs(facts["max_abs_lse"] - target) > 0.02 * target:
-        raise AssertionError(f"{name}: the largest |lse| is {facts['max_abs_lse']}, not about {target:g}")
-    extra = (f". Input: dyadic numbers from a torch.Generator seeded {input_seed}: the key rows "
-             f"({'the context' if cross else 'X'}) multiples of 1/16, near-duplicate rows "
-             f"{', '.join(f'{d} of {s}' for d, s in near.items())} a few 2^-{step_bits} from the original in every "
-             "feature but the last, which W_k ignores (its last row is 0) and which gives them other values; "
-             f"W_q and W_k multiples of 1/8, the rest of 1/64. So every score is exact in float64 whatever the order "
-             f"of the sums (checked with integer arithmetic). The largest |S'| is {top!r}, a score; the largest "
-             f"|log-sum-exp| of a row is {facts['max_abs_lse']:.9g}; {soft} of {lse.size} rows (over heads) keep a "
-             f"second weight >= 1e-3 (at most {facts['second']:.3g}); in the others every weight but the largest "
-             "is below 1e-3")
-    return doc, extra, facts
 
 
 # ------------------------------------------------------------------------------------------- the cases
@@ -822,7 +524,7 @@ def main():
         if name == "the_cat_sat_ones":
             check_cat_ones(golden)
         path = OUT_DIR / f"{name}.json"
-        path.write_text(make_golden.to_text(golden) + "\n", encoding="utf-8")
+        path.write_text(golden_common.to_text(golden) + "\n", encoding="utf-8")
         written.add(path.name)
         summary.append((name, stats))
     for stale in OUT_DIR.glob("*.json"):

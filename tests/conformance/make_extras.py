@@ -21,7 +21,7 @@ scaled, capped, bias, masked, weights, dropped, head_outputs, concat, output):
   column is split off again.
 - "dropout": {"p", "seed"}. dropped = A ⊙ Z · (1/(1−p)) and head_outputs = dropped·V, where the keep mask Z is
   a pure function of (seed, b, hd, i, j): Philox4x32-10 (Salmon et al., "Parallel random
-  numbers: as easy as 1, 2, 3", SC 2011; the Random123 generator), written out below, with key
+  numbers: as easy as 1, 2, 3", SC 2011; the Random123 generator), written out in philox.py, with key
   (seed & 0xffffffff, seed >> 32) and counter (j, i, hd, b); the first output word x0 keeps the entry iff
   x0 ≥ floor(p·2^32), an exact integer. Each dropout golden carries Z as "keep_mask" (B × h × n × m, 0/1,
   always with the batch axis). F.dropout cannot be seeded to this mask, so the forward multiplies by Z.
@@ -47,28 +47,34 @@ Checks, each of which stops the script when it fails:
   sink sums to 0); with p = 0 the keep mask is all ones, dropped equals weights exactly, and make_backward.py's
   own autograd on the input without "dropout" gives every gradient; a sink whose share underflows to 0 leaves
   its head's weights those of the input without sinks.
+
+The forward with the three keys and its autograd are in extras_model.py, Philox4x32-10 and the keep mask in
+philox.py, the NumPy pass in extras_numpy.py; the comparison with the NumPy pass and the central differences
+are make_backward.py's.
 """
 
-import fractions
 import json
 import math
 import pathlib
 import sys
 
-import numpy as np
 import torch
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import make_backward  # noqa: E402  (Problem, leaves_of, rope_tables, draw_dY, describe_empty)
-import make_golden  # noqa: E402  (make_case, custom_mask, to_text; it also sets one thread, deterministic)
+import backward_model  # noqa: E402  (Problem, autograd: make_backward.py's own, for p = 0)
+import extras_model  # noqa: E402  (Problem, leaves_of, forward, autograd with the three keys)
+import extras_numpy  # noqa: E402  (numpy_pass)
+import golden_common  # noqa: E402  (to_text)
+import make_backward  # noqa: E402  (draw_dY, describe_empty, disagreement, finite_differences, SEEDS)
+import make_golden  # noqa: E402  (make_case, custom_mask; it also sets one thread, deterministic)
+import philox  # noqa: E402  (check_philox, PHILOX_KATS, threshold)
 
 DT = torch.float64
 OUT_DIR = HERE / "golden_extras"
 DATA_DIR = make_backward.DATA_DIR
-TOL = make_backward.TOL          # autograd against the hand-written NumPy pass
+TOL = make_backward.TOL  # make_backward.py's autograd at p = 0, and heads whose sink underflows
 FD_STEP = make_backward.FD_STEP
-FD_TOL = make_backward.FD_TOL
 ROW_SUM_TOL = 1e-14
 
 torch.set_num_threads(1)
@@ -79,382 +85,10 @@ FORWARD = ("q", "k", "v", "q_heads", "k_heads", "v_heads", "q_rot", "k_rot", "sc
 GRADIENTS = ("d_output", "d_concat", "d_head_outputs", "d_dropped", "d_weights", "d_v_heads", "d_masked",
              "d_capped", "d_scaled", "d_scores", "d_q_rot", "d_k_rot", "d_q_heads", "d_k_heads", "d_q", "d_k", "d_v",
              "d_X", "d_context", "d_W_q", "d_W_k", "d_W_v", "d_W_o", "d_b_q", "d_b_k", "d_b_v", "d_b_o", "d_sinks")
-LEAVES = make_backward.LEAVES + ("sinks",)
 BATCH_FREE = {"d_W_q", "d_W_k", "d_W_v", "d_W_o", "d_b_q", "d_b_k", "d_b_v", "d_b_o", "d_sinks"}
 
 
-# --------------------------------------------------------------------------------------- Philox4x32-10
-
-MASK32 = 0xFFFFFFFF
-PHILOX_M0, PHILOX_M1 = 0xD2511F53, 0xCD9E8D57  # the round multipliers
-PHILOX_W0, PHILOX_W1 = 0x9E3779B9, 0xBB67AE85  # the Weyl increments of the key (golden ratio, sqrt(3) - 1)
-
-
-def philox4x32_10(ctr, key):
-    """Random123's philox4x32_R with R = 10: ten rounds, the key bumped between rounds (nine times)."""
-    c0, c1, c2, c3 = ctr
-    k0, k1 = key
-    for r in range(10):
-        if r:
-            k0 = (k0 + PHILOX_W0) & MASK32
-            k1 = (k1 + PHILOX_W1) & MASK32
-        p0 = PHILOX_M0 * c0  # a 64-bit product: hi and lo words
-        p1 = PHILOX_M1 * c2
-        c0, c1, c2, c3 = (p1 >> 32) ^ c1 ^ k0, p1 & MASK32, (p0 >> 32) ^ c3 ^ k1, p0 & MASK32
-    return c0, c1, c2, c3
-
-
-PHILOX_KATS = (  # Random123's kat_vectors for philox4x32_10
-    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
-    ((MASK32,) * 4, (MASK32, MASK32), (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
-    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
-     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
-)
-
-
-def check_philox():
-    for ctr, key, want in PHILOX_KATS:
-        got = philox4x32_10(ctr, key)
-        if got != want:
-            raise AssertionError(f"Philox4x32-10 of ctr {ctr} key {key}: {[hex(x) for x in got]}, "
-                                 f"Random123 {[hex(x) for x in want]}")
-
-
-def threshold(p):
-    """floor(p · 2^32) exactly: p is a double, so Fraction(p) is its exact value."""
-    return math.floor(fractions.Fraction(p) * 2 ** 32)
-
-
-def keep_mask(seed, p, B, h, n, m):
-    """Z[b][hd][i][j] = 1 iff x0 of Philox4x32-10(ctr (j, i, hd, b), key (seed lo, seed hi)) ≥ floor(p·2^32)."""
-    if not (isinstance(seed, int) and 0 <= seed < 2 ** 64):
-        raise ValueError(f"a dropout seed is an integer 0 … 2^64 − 1, not {seed!r}")
-    if not 0 <= p < 1:
-        raise ValueError(f"dropout p must be in [0, 1), not {p!r}")
-    t = threshold(p)
-    key = (seed & MASK32, seed >> 32)
-    return [[[[int(philox4x32_10((j, i, hd, b), key)[0] >= t) for j in range(m)] for i in range(n)]
-             for hd in range(h)] for b in range(B)]
-
-
-# ------------------------------------------------------------------------------------------ the problem
-
-class Problem(make_backward.Problem):
-    """make_backward.py's problem, with the three new keys."""
-
-    def __init__(self, doc):
-        super().__init__(doc)
-        self.softcap = float(doc["softcap"]) if "softcap" in doc else None
-        if self.softcap is not None and not self.softcap > 0:
-            raise ValueError("softcap must be > 0")
-        self.sinks = [float(s) for s in doc["sinks"]] if "sinks" in doc else None
-        if self.sinks is not None and len(self.sinks) != self.h:
-            raise ValueError("one sink per query head")
-        self.dropout = doc.get("dropout")
-        self.keep = None
-        if self.dropout is not None:
-            self.p_drop = float(self.dropout["p"])
-            self.seed = self.dropout["seed"]
-            self.keep = torch.tensor(keep_mask(self.seed, self.p_drop, self.B, self.h, self.n, self.m), dtype=DT)
-            self.inv_keep = 1.0 / (1.0 - self.p_drop)
-
-
-def leaves_of(doc):
-    t = make_backward.leaves_of(doc)
-    if "sinks" in doc:
-        t["sinks"] = torch.tensor(doc["sinks"], dtype=DT, requires_grad=True)
-    return t
-
-
-# ------------------------------------------------------------------------------- the forward, in torch
-
-def forward(p, t):
-    """Every step of the forward pass from the leaves t, each with a batch axis (1 for one sequence).
-    Without the new keys this is make_backward.forward step for step."""
-    def batch(x):
-        return x if p.batched else x.unsqueeze(0)
-
-    def io(W):
-        return W.t() if p.out_in else W
-
-    def project(x, key, bkey):
-        y = x @ io(t[key])
-        return y + t[bkey] if bkey in t else y
-
-    B, n, m, h, g, d_k, d_v = p.B, p.n, p.m, p.h, p.g, p.d_k, p.d_v
-    X = batch(t["X"])
-    C = batch(t["context"]) if p.cross else X
-    s = {}
-    s["q"] = project(X, "W_q", "b_q")
-    s["k"] = project(C, "W_k", "b_k")
-    s["v"] = project(C, "W_v", "b_v")
-    s["q_heads"] = s["q"].view(B, n, h, d_k).transpose(1, 2)
-    s["k_heads"] = s["k"].view(B, m, g, d_k).transpose(1, 2)
-    s["v_heads"] = s["v"].view(B, m, g, d_v).transpose(1, 2)
-    if p.rope is not None:
-        cq, sq_, perm = make_backward.rope_tables(p, p.pos_q)
-        ck, sk, _ = make_backward.rope_tables(p, p.pos_k)
-        s["q_rot"] = s["q_heads"] * cq + s["q_heads"][..., perm] * sq_
-        s["k_rot"] = s["k_heads"] * ck + s["k_heads"][..., perm] * sk
-        Qr, Kr = s["q_rot"], s["k_rot"]
-    else:
-        Qr, Kr = s["q_heads"], s["k_heads"]
-    rep = h // g
-    s["scores"] = Qr @ Kr.repeat_interleave(rep, dim=1).transpose(-1, -2)
-    s["scaled"] = s["scores"] * p.scale
-    pre = s["scaled"]
-    if p.softcap is not None:
-        s["capped"] = p.softcap * torch.tanh(pre / p.softcap)
-        pre = s["capped"]
-    if p.slopes is not None:
-        slopes = torch.tensor(p.slopes, dtype=DT).view(h, 1, 1)
-        dist = torch.tensor(p.pos_q, dtype=DT).view(1, n, 1) - torch.tensor(p.pos_k, dtype=DT).view(1, 1, m)
-        s["bias"] = pre + (-slopes * dist).unsqueeze(0)
-        pre = s["bias"]
-    allow = p.allow.unsqueeze(1)
-    empty = p.empty.view(B, 1, n, 1)
-    minus_inf = torch.tensor(-math.inf, dtype=DT)
-    if p.sinks is not None:
-        # the sink is one more column of every row: finite, so even a row without a key has a softmax
-        s["masked"] = torch.where(allow, pre, minus_inf)
-        sink = t["sinks"].view(1, h, 1, 1).expand(B, h, n, 1)
-        P = torch.softmax(torch.cat([s["masked"], sink], dim=-1), dim=-1)
-        s["weights"] = P[..., :m]
-        s["sink_weights"] = P[..., m]
-    else:  # make_backward.py's zero policy: a row without a key gets 0 scores, then 0 weights
-        fill = torch.where(empty, torch.tensor(0.0, dtype=DT), minus_inf).expand(B, 1, n, m)
-        s["masked"] = torch.where(allow, pre, fill)
-        s["weights"] = torch.softmax(s["masked"], dim=-1) * (~empty).to(DT)
-    mix = s["weights"]
-    if p.keep is not None:
-        s["dropped"] = s["weights"] * p.keep * p.inv_keep
-        mix = s["dropped"]
-    s["head_outputs"] = mix @ s["v_heads"].repeat_interleave(rep, dim=1)
-    s["concat"] = s["head_outputs"].transpose(1, 2).reshape(B, n, h * d_v)
-    s["output"] = project(s["concat"], "W_o", "b_o") if p.has_wo else s["concat"]
-    return s
-
-
-def shown_masked(p, steps):
-    """The masked step as the tool shows it: "-inf" at every forbidden entry, in empty rows too."""
-    allow = p.allow.unsqueeze(1).expand_as(steps["masked"])
-    pre = steps["bias"] if "bias" in steps else steps["capped"] if "capped" in steps else steps["scaled"]
-    return torch.where(allow, pre, torch.tensor(-math.inf, dtype=DT))
-
-
-def loss(p, t, dY):
-    Y = forward(p, t)["output"]
-    return (Y * (dY if p.batched else dY.unsqueeze(0))).sum()
-
-
-def autograd(p, doc, dY):
-    """The forward steps and the gradients of L = Σ Y ⊙ dY, by name, each with a batch axis; the leaves'
-    gradients in their own shapes."""
-    t = leaves_of(doc)
-    s = forward(p, t)
-    for x in s.values():
-        if x.requires_grad:
-            x.retain_grad()
-    (s["output"] * (dY if p.batched else dY.unsqueeze(0))).sum().backward()
-    grads = {"d_output": s["output"].grad, "d_concat": s["concat"].grad, "d_head_outputs": s["head_outputs"].grad}
-    if "dropped" in s:
-        grads["d_dropped"] = s["dropped"].grad
-    grads.update({"d_weights": s["weights"].grad, "d_v_heads": s["v_heads"].grad, "d_masked": s["masked"].grad})
-    if "capped" in s:
-        grads["d_capped"] = s["capped"].grad
-    grads.update({"d_scaled": s["scaled"].grad, "d_scores": s["scores"].grad})
-    if p.rope is not None:
-        grads["d_q_rot"], grads["d_k_rot"] = s["q_rot"].grad, s["k_rot"].grad
-    grads.update({"d_q_heads": s["q_heads"].grad, "d_k_heads": s["k_heads"].grad, "d_q": s["q"].grad,
-                  "d_k": s["k"].grad, "d_v": s["v"].grad})
-    for key in LEAVES:
-        if key in t:
-            grads[f"d_{key}"] = t[key].grad
-    steps = {k: v.detach() for k, v in s.items()}
-    steps["masked"] = shown_masked(p, steps)
-    return steps, {k: v.detach() for k, v in grads.items()}
-
-
-# ------------------------------------------------------------ check 1: NumPy, forward and backward
-
-def numpy_pass(p, doc, dY):
-    """The forward steps and the gradients once more, with NumPy, every step written out: each with a batch
-    axis except the parameters' gradients."""
-    X = np.asarray(doc["X"], dtype=np.float64)
-    C = np.asarray(doc["context"]["X"], dtype=np.float64) if p.cross else X
-    dY = dY.numpy()
-    if not p.batched:
-        X, C, dY = X[None], C[None], dY[None]
-    B, n, m, h, g, d_k, d_v = p.B, p.n, p.m, p.h, p.g, p.d_k, p.d_v
-    rep = h // g
-
-    def io(key):
-        W = np.asarray(doc[key], dtype=np.float64)
-        return W.T if p.out_in else W
-
-    def bias(key):
-        return np.asarray(doc[key], dtype=np.float64) if key in doc else 0.0
-
-    f = {}
-    Wq, Wk, Wv = io("W_q"), io("W_k"), io("W_v")
-    f["q"], f["k"], f["v"] = X @ Wq + bias("b_q"), C @ Wk + bias("b_k"), C @ Wv + bias("b_v")
-    f["q_heads"] = f["q"].reshape(B, n, h, d_k).transpose(0, 2, 1, 3)
-    f["k_heads"] = f["k"].reshape(B, m, g, d_k).transpose(0, 2, 1, 3)
-    f["v_heads"] = f["v"].reshape(B, m, g, d_v).transpose(0, 2, 1, 3)
-
-    def turn(x, pos, sign):  # RoPE by +angle, or (sign -1) its transpose
-        out = x.copy()
-        pos = np.asarray(pos)
-        for a, b_, th in p.pairs():
-            cs, sn = np.cos(pos * th), sign * np.sin(pos * th)
-            out[..., a] = x[..., a] * cs - x[..., b_] * sn
-            out[..., b_] = x[..., b_] * cs + x[..., a] * sn
-        return out
-
-    roped = p.rope is not None
-    Qr, Kr = f["q_heads"], f["k_heads"]
-    if roped:
-        Qr, Kr = turn(Qr, p.pos_q, 1), turn(Kr, p.pos_k, 1)
-        f["q_rot"], f["k_rot"] = Qr, Kr
-    Krep, Vrep = np.repeat(Kr, rep, axis=1), np.repeat(f["v_heads"], rep, axis=1)
-    f["scores"] = Qr @ Krep.transpose(0, 1, 3, 2)
-    f["scaled"] = f["scores"] * p.scale
-    pre = f["scaled"]
-    if p.softcap is not None:
-        c = p.softcap
-        f["capped"] = c * np.tanh(f["scaled"] / c)
-        pre = f["capped"]
-    if p.slopes is not None:
-        dist = np.asarray(p.pos_q)[:, None] - np.asarray(p.pos_k)[None, :]
-        f["bias"] = pre - np.asarray(p.slopes)[None, :, None, None] * dist[None, None]
-        pre = f["bias"]
-    allow = np.broadcast_to(p.allow.numpy()[:, None], (B, h, n, m))
-    f["masked"] = np.where(allow, pre, -np.inf)
-    if p.sinks is not None:  # m = max(sink, max_j s_ij), l = exp(sink − m) + Σ_j exp(s_ij − m)
-        sink = np.asarray(p.sinks)[None, :, None]  # (1, h, 1)
-        top = np.maximum(sink, np.where(allow, pre, -np.inf).max(axis=-1))  # (B, h, n)
-        E = np.where(allow, np.exp(np.where(allow, pre, 0.0) - top[..., None]), 0.0)
-        e_sink = np.exp(sink - top)
-        l_ = e_sink + E.sum(axis=-1)
-        A = E / l_[..., None]
-        f["sink_weights"] = e_sink / l_
-    else:  # a row without a key: zero weights
-        any_ = allow.any(axis=-1, keepdims=True)
-        top = np.where(any_, np.where(allow, pre, -np.inf).max(axis=-1, keepdims=True), 0.0)
-        E = np.where(allow, np.exp(np.where(allow, pre - top, 0.0)), 0.0)
-        A = np.where(any_, E / np.where(any_, E.sum(axis=-1, keepdims=True), 1.0), 0.0)
-    f["weights"] = A
-    mix = A
-    if p.keep is not None:
-        Z = p.keep.numpy()
-        f["dropped"] = A * Z * p.inv_keep
-        mix = f["dropped"]
-    f["head_outputs"] = mix @ Vrep
-    f["concat"] = f["head_outputs"].transpose(0, 2, 1, 3).reshape(B, n, h * d_v)
-    f["output"] = f["concat"] @ io("W_o") + bias("b_o") if p.has_wo else f["concat"]
-
-    d = {"d_output": dY}
-    if p.has_wo:
-        d["d_concat"] = dY @ io("W_o").T
-        dWo = np.einsum("bni,bnj->ij", f["concat"], dY)
-        d["d_W_o"] = dWo.T if p.out_in else dWo
-    else:
-        d["d_concat"] = dY
-    dO = d["d_concat"].reshape(B, n, h, d_v).transpose(0, 2, 1, 3)
-    d["d_head_outputs"] = dO
-    d_mix = dO @ Vrep.transpose(0, 1, 3, 2)  # ∂L/∂ what multiplies V
-    if p.keep is not None:
-        d["d_dropped"] = d_mix
-        d["d_weights"] = d_mix * Z * p.inv_keep
-    else:
-        d["d_weights"] = d_mix
-    dA = d["d_weights"]
-    d["d_v_heads"] = (mix.transpose(0, 1, 3, 2) @ dO).reshape(B, g, rep, m, d_v).sum(axis=2)
-    D = (dA * A).sum(axis=-1)  # (B, h, n)
-    d["d_masked"] = A * (dA - D[..., None])  # the softmax's Jacobian; 0 where A is 0
-    if p.sinks is not None:  # the sink's column: its upstream gradient is 0 (no value), so a_sink·(0 − D)
-        d["d_sinks"] = (-f["sink_weights"] * D).sum(axis=(0, 2))
-    d_pre = np.where(allow, d["d_masked"], 0.0)  # ALiBi's bias passes it on unchanged
-    if p.softcap is not None:
-        d["d_capped"] = d_pre
-        d["d_scaled"] = d_pre * (1.0 - np.tanh(f["scaled"] / p.softcap) ** 2)
-    else:
-        d["d_scaled"] = d_pre
-    d["d_scores"] = d["d_scaled"] * p.scale
-    dQr = d["d_scores"] @ Krep
-    dKr = (d["d_scores"].transpose(0, 1, 3, 2) @ Qr).reshape(B, g, rep, m, d_k).sum(axis=2)
-    if roped:
-        d["d_q_rot"], d["d_k_rot"] = dQr, dKr
-    d["d_q_heads"] = turn(dQr, p.pos_q, -1) if roped else dQr
-    d["d_k_heads"] = turn(dKr, p.pos_k, -1) if roped else dKr
-    dq = d["d_q_heads"].transpose(0, 2, 1, 3).reshape(B, n, h * d_k)
-    dk = d["d_k_heads"].transpose(0, 2, 1, 3).reshape(B, m, g * d_k)
-    dv = d["d_v_heads"].transpose(0, 2, 1, 3).reshape(B, m, g * d_v)
-    d["d_q"], d["d_k"], d["d_v"] = dq, dk, dv
-    dC = dk @ Wk.T + dv @ Wv.T
-    d["d_X"] = dq @ Wq.T + (0.0 if p.cross else dC)
-    if p.cross:
-        d["d_context"] = dC
-    for key, x, dx in (("W_q", X, dq), ("W_k", C, dk), ("W_v", C, dv)):
-        dW = np.einsum("bni,bnj->ij", x, dx)
-        d[f"d_{key}"] = dW.T if p.out_in else dW
-    for key, dx in (("b_q", dq), ("b_k", dk), ("b_v", dv), ("b_o", dY)):
-        if key in doc:
-            d[f"d_{key}"] = dx.sum(axis=(0, 1))
-    d_leaves = {"d_X", "d_context"}
-    if not p.batched:  # the leaves X and context come without a batch axis
-        d = {k: (v[0] if k in d_leaves else v) for k, v in d.items()}
-    return f, d
-
-
-def disagreement(name, label, ours, want, keys):
-    """The largest |ours − want| / max(1, |want|) over keys (the same -inf entries where there are any)."""
-    worst = 0.0
-    for key in keys:
-        a = np.asarray(ours[key], dtype=np.float64)
-        b = want[key].numpy()
-        if a.shape != b.shape:
-            raise AssertionError(f"{name}: {label}: {key} has shape {a.shape}, autograd {b.shape}")
-        inf_a, inf_b = np.isneginf(a), np.isneginf(b)
-        if not np.array_equal(inf_a, inf_b):
-            raise AssertionError(f"{name}: {label}: {key} has -inf at other entries")
-        a, b = np.where(inf_a, 0.0, a), np.where(inf_b, 0.0, b)
-        err = float((np.abs(a - b) / np.maximum(1.0, np.abs(b))).max()) if a.size else 0.0
-        if not err <= TOL:
-            raise AssertionError(f"{name}: {label} and autograd disagree on {key} by {err:.3g}")
-        worst = max(worst, err)
-    return worst
-
-
-# --------------------------------------------------------------------- check 2: central differences
-
-def finite_differences(name, p, doc, dY, grads):
-    """Central differences of L at the first, middle and last entry of every leaf, the sinks included."""
-    worst = 0.0
-    count = 0
-    with torch.no_grad():
-        base = {key: x.detach() for key, x in leaves_of(doc).items()}
-        for key, x in base.items():
-            for i in sorted({0, x.numel() // 2, x.numel() - 1}):
-                t = dict(base)
-                up, down = x.clone(), x.clone()
-                up.view(-1)[i] += FD_STEP
-                down.view(-1)[i] -= FD_STEP
-                t[key] = up
-                l_up = loss(p, t, dY).item()
-                t[key] = down
-                l_down = loss(p, t, dY).item()
-                fd = (l_up - l_down) / (2 * FD_STEP)
-                want = grads[f"d_{key}"].reshape(-1)[i].item()
-                err = abs(fd - want) / max(1.0, abs(want))
-                if not err <= FD_TOL:
-                    raise AssertionError(f"{name}: central difference of d_{key} at {i}: {fd!r}, autograd {want!r}")
-                worst = max(worst, err)
-                count += 1
-    return worst, count
-
-
-# ----------------------------------------------------------------------------- check 3: invariants
+# -------------------------------------------------------------------------------------- the invariants
 
 def check_invariants(name, p, steps, grads, dY):
     for key, x in list(steps.items()) + list(grads.items()):
@@ -489,8 +123,8 @@ def check_invariants(name, p, steps, grads, dY):
 def check_against_make_backward(name, doc, dY, grads):
     """p = 0: make_backward.py's autograd on the input without "dropout" gives every one of its gradients."""
     plain = {k: v for k, v in doc.items() if k != "dropout"}
-    pb = make_backward.Problem(plain)
-    theirs, _ = make_backward.autograd(pb, plain, dY)
+    pb = backward_model.Problem(plain)
+    theirs, _ = backward_model.autograd(pb, plain, dY)
     worst = 0.0
     for key, want in theirs.items():
         ours = grads[key] if key in BATCH_FREE or key in ("d_X", "d_context") or pb.batched else grads[key][0]
@@ -508,8 +142,9 @@ def check_underflowed_sinks(name, p, doc, steps):
         return None
     plain = {k: v for k, v in doc.items() if k != "sinks"}
     with torch.no_grad():
-        pp = Problem(plain)
-        other = forward(pp, {k: x.detach() for k, x in leaves_of(plain).items()})["weights"]
+        pp = extras_model.Problem(plain)
+        leaves = {k: x.detach() for k, x in extras_model.leaves_of(plain).items()}
+        other = extras_model.forward(pp, leaves)["weights"]
     err = float((steps["weights"][:, heads] - other[:, heads]).abs().max())
     if not err <= TOL:
         raise AssertionError(f"{name}: heads {heads} with a sink share of 0 differ from no sinks by {err:.3g}")
@@ -528,26 +163,26 @@ def to_json(x):
 
 
 def extras_case(name, what, doc, seed, how_extra=""):
-    p = Problem(doc)
+    p = extras_model.Problem(doc)
     dY = make_backward.draw_dY(p, seed)
     inp = dict(doc)
     inp["dY"] = dY.tolist()
-    steps, grads = autograd(p, doc, dY)
+    steps, grads = extras_model.autograd(p, doc, dY)
     check_invariants(name, p, steps, grads, dY)
 
-    np_fwd, np_grads = numpy_pass(p, doc, dY)
+    np_fwd, np_grads = extras_numpy.numpy_pass(p, doc, dY)
     if set(np_fwd) != set(steps) or set(np_grads) != set(grads):
         raise AssertionError(f"{name}: the NumPy pass has steps {sorted(set(np_fwd) ^ set(steps))} "
                              f"and gradients {sorted(set(np_grads) ^ set(grads))} that autograd has not, or back")
-    fwd_err = disagreement(name, "the NumPy forward", np_fwd, steps, list(steps))
-    grad_err = disagreement(name, "the NumPy backward", np_grads, grads, list(grads))
+    fwd_err = make_backward.disagreement(name, "the NumPy forward", np_fwd, steps, list(steps))
+    grad_err = make_backward.disagreement(name, "the NumPy backward", np_grads, grads, list(grads))
     checks = [f"a NumPy forward and backward written out by hand give every forward step to {fwd_err:.1e} "
               f"and every gradient to {grad_err:.1e}"]
     allowed = p.allow.unsqueeze(1).expand_as(steps["scaled"])
     max_logit = max(float(steps["scaled"][allowed].abs().max()), float(steps["masked"][allowed].abs().max()))
     fd_err = None
     if max_logit < 100:
-        fd_err, fd_count = finite_differences(name, p, doc, dY, grads)
+        fd_err, fd_count = make_backward.finite_differences(name, p, doc, dY, grads, extras_model)
         checks.append(f"central differences (step {FD_STEP:g}) on {fd_count} entries of the leaves"
                       f"{', the sinks included,' if p.sinks is not None else ''} agree to {fd_err:.1e}")
     else:
@@ -581,7 +216,7 @@ def extras_case(name, what, doc, seed, how_extra=""):
            + (", torch.softmax over each row with its head's sink logit as one more column (torch.cat), weights "
               "the key columns and sink_weights the sink's" if p.sinks is not None else ", torch.softmax")
            + (f", dropped = weights * Z * (1/(1 - {p.p_drop!r})) with Z the keep mask of Philox4x32-10 (seed "
-              f"{p.seed}, counter (j, i, hd, b), keep iff x0 >= {threshold(p.p_drop)}; {int(p.keep.sum())} of "
+              f"{p.seed}, counter (j, i, hd, b), keep iff x0 >= {philox.threshold(p.p_drop)}; {int(p.keep.sum())} of "
               f"{p.keep.numel()} entries kept)" if p.keep is not None else "")
            + (", dropped·V" if p.keep is not None else ", weights·V") + ", concat"
            + (", Y = O·W_o" + (" + b_o" if "b_o" in doc else "") if p.has_wo else ", Y = O (no W_o)")
@@ -755,7 +390,7 @@ def check_fact(name, fact, p, steps):
 
 
 def main():
-    check_philox()
+    philox.check_philox()
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     all_cases = cases()
     names = [c[0] for c in all_cases]
@@ -773,7 +408,7 @@ def main():
         if p.keep is not None and p.p_drop > 0 and bool(p.keep.all()):
             raise AssertionError(f"{name}: dropout p = {p.p_drop} drops nothing")
         path = OUT_DIR / f"{name}.json"
-        path.write_text(make_golden.to_text(golden) + "\n", encoding="utf-8")
+        path.write_text(golden_common.to_text(golden) + "\n", encoding="utf-8")
         written.add(path.name)
         summary.append((name, stats))
     for stale in OUT_DIR.glob("*.json"):
@@ -784,7 +419,7 @@ def main():
         vals = [s[key] for _, s in summary if s[key] is not None]
         return max(vals), len(vals)
 
-    print(f"Philox4x32-10: Random123's {len(PHILOX_KATS)} known-answer vectors")
+    print(f"Philox4x32-10: Random123's {len(philox.PHILOX_KATS)} known-answer vectors")
     print(f"wrote {len(summary)} cases to {OUT_DIR}")
     for label, key in (("NumPy forward", "fwd"), ("NumPy backward", "grad"), ("central differences", "fd"),
                        ("make_backward.py at p = 0", "make_backward")):

@@ -25,12 +25,13 @@ applied as `scores * scale` in the half dtype, as a model would do it (PyTorch r
 dtype, multiplies in float32 and rounds the product).
 
 Every case is read back from its files and checked against a float64 NumPy computation written
-separately below (einsum, its own softmax and mask): a correct case must agree at every dumped step
-within its dtype's tolerance; a planted case must agree at every dumped step before its first step,
-differ at that step, and show the signature of its mistake there (for instance: the dumped `scaled`
-equals the reference's `scores` when the scale was left out). Half cases are also compared with a NumPy
-emulation of attn-trace's half model, and the largest distance in units of the last place is printed.
-A failed check stops the script before it writes the manifest.
+separately (dump_reference.py: einsum, its own softmax and mask): a correct case must agree at every
+dumped step within its dtype's tolerance; a planted case must agree at every dumped step before its first
+step, differ at that step, and show the signature of its mistake there (bug_signatures.py; for instance:
+the dumped `scaled` equals the reference's `scores` when the scale was left out). Half cases are also
+compared with a NumPy emulation of attn-trace's half model (half_model.py), and the largest distance in
+units of the last place is printed. A failed check stops the script before it writes the manifest.
+.safetensors files are written and read by safetensors_io.py.
 
 With --attn-trace BIN, every input is also given to `BIN run --dtype float64 --json -`: the loader must
 accept it, and its trace must agree with the NumPy computation at every step, which shows that this
@@ -44,12 +45,17 @@ import json
 import math
 import pathlib
 import shutil
-import struct
 import subprocess
 import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bug_signatures import SIGNATURES  # noqa: E402  (the signature of each planted mistake)
+from dump_reference import Problem, allowed, divergence, reference  # noqa: E402  (the NumPy reference, its tolerance)
+from half_model import half_model, ulps  # noqa: E402  (attn-trace's half model, emulated)
+from safetensors_io import bf16_bits_to_float, read_safetensors, write_safetensors  # noqa: E402  (.safetensors)
 
 OUT = pathlib.Path(__file__).resolve().parents[2] / "tests" / "data" / "diff"
 
@@ -59,11 +65,6 @@ HEAD_STEPS = {"q_heads", "k_heads", "v_heads", "head_outputs"}  # (B, h, n, d), 
 SOME_STEPS = ["q", "k", "v", "weights", "output"]
 TORCH_DTYPE = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
                "float64": torch.float64}
-SAFETENSORS_DTYPE = {"float16": "F16", "bfloat16": "BF16", "float32": "F32", "float64": "F64"}
-# Machine epsilon of each dtype; the tolerances of the checks are multiples of it.
-EPS = {"float64": 2.0 ** -52, "float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
-# At `masked`, a finite value this low where the reference has -inf counts as masked (docs of diff).
-MASKED_FINITE = -1e4
 
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -131,58 +132,6 @@ def format_json(value, indent=0):
         rows = [format_json(v, indent + 2) for v in value]
         return pad + "[\n" + ",\n".join(rows) + "\n" + pad + "]"
     return pad + json.dumps(value, separators=(", ", ": "))
-
-
-# ------------------------------------------------------------------- reading the input back (both paths)
-
-class Problem:
-    """The input document as arrays: X (B, n, d), C (B, m, d_ctx), weights in × out, allowed (B, n, m)."""
-
-    def __init__(self, doc):
-        X = np.array(doc["X"], dtype=np.float64)
-        self.batched = X.ndim == 3
-        self.X = X if self.batched else X[None]
-        C = np.array(doc["context"]["X"], dtype=np.float64) if "context" in doc else None
-        self.C = self.X if C is None else (C if self.batched else C[None])
-        out_in = doc.get("layout", "in_out") == "out_in"
-        for key in ("W_q", "W_k", "W_v", "W_o"):
-            w = np.array(doc[key], dtype=np.float64) if key in doc else None
-            setattr(self, key, w.T.copy() if (w is not None and out_in) else w)
-        for key in ("b_q", "b_k", "b_v", "b_o"):
-            setattr(self, key, np.array(doc[key], dtype=np.float64) if key in doc else None)
-        self.h = int(doc.get("n_heads", 1))
-        self.g = int(doc.get("n_kv_heads", self.h))
-        self.B, self.n = self.X.shape[0], self.X.shape[1]
-        self.m = self.C.shape[1]
-        self.d_k = self.W_q.shape[1] // self.h
-        self.d_v = self.W_v.shape[1] // self.g
-        self.scale = float(doc.get("scale", 1.0 / math.sqrt(self.d_k)))
-        self.mask = doc.get("mask", "none")
-        self.allowed = allowed(self.mask, self.B, self.n, self.m)
-
-
-def allowed(mask, B, n, m, align=None, reach=0):
-    """(B, n, m) booleans: may query i see key j (docs/input-format.md, "Masks").
-
-    align overrides the mask's alignment and reach lets a causal query see `reach` more keys: the
-    planted mask mistakes use them."""
-    kind = mask if isinstance(mask, str) else mask["type"]
-    i = np.arange(n)[:, None]
-    j = np.arange(m)[None, :]
-    if kind == "none":
-        a = np.ones((n, m), dtype=bool)
-    elif kind == "causal":
-        al = align or ("top_left" if isinstance(mask, str) else mask.get("align", "top_left"))
-        offset = m - n if al == "bottom_right" else 0
-        a = j <= i + offset + reach
-    elif kind == "padding":
-        keep = np.array(mask["keep"]) == 1
-        a = np.broadcast_to(keep.reshape(-1, 1, m), (keep.reshape(-1, m).shape[0], n, m))
-    elif kind == "custom":
-        a = np.array(mask["allow"], dtype=bool)
-    else:
-        raise ValueError(f"mask type {kind} is not used by these cases")
-    return np.broadcast_to(a, (B, n, m)).copy()
 
 
 # ------------------------------------------------------------------------------- PyTorch, step by step
@@ -261,97 +210,6 @@ def torch_steps(P, dtype, bug=None):
     return s
 
 
-# ---------------------------------------------------------------------- NumPy, float64, written apart
-
-def reference(P):
-    """The attention of docs/input-format.md in float64 NumPy, each (B, ...), heads (B, h, n, d)."""
-    def proj(x, w, b):
-        y = np.einsum("bti,io->bto", x, w)
-        return y if b is None else y + b
-
-    r = {"q": proj(P.X, P.W_q, P.b_q), "k": proj(P.C, P.W_k, P.b_k), "v": proj(P.C, P.W_v, P.b_v)}
-    r["q_heads"] = r["q"].reshape(P.B, P.n, P.h, P.d_k).transpose(0, 2, 1, 3)
-    r["k_heads"] = r["k"].reshape(P.B, P.m, P.g, P.d_k).transpose(0, 2, 1, 3)
-    r["v_heads"] = r["v"].reshape(P.B, P.m, P.g, P.d_v).transpose(0, 2, 1, 3)
-    kv = np.arange(P.h) // (P.h // P.g)
-    r["scores"] = np.einsum("bhid,bhjd->bhij", r["q_heads"], r["k_heads"][:, kv])
-    r["scaled"] = r["scores"] * P.scale
-    r["masked"] = np.where(P.allowed[:, None], r["scaled"], -np.inf)
-    r["weights"] = softmax(r["masked"], axis=-1)
-    r["head_outputs"] = np.einsum("bhij,bhjd->bhid", r["weights"], r["v_heads"][:, kv])
-    r["concat"] = r["head_outputs"].transpose(0, 2, 1, 3).reshape(P.B, P.n, P.h * P.d_v)
-    r["output"] = proj(r["concat"], P.W_o, P.b_o) if P.W_o is not None else r["concat"]
-    return r
-
-
-def softmax(x, axis):
-    """Softmax with -inf for hidden entries; a line of only -inf gets zeros."""
-    top = np.max(x, axis=axis, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    e = np.exp(x - top)
-    total = np.sum(e, axis=axis, keepdims=True)
-    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
-
-
-# --------------------------------------------------------------- attn-trace's half model, emulated
-
-def round_half(x, dtype):
-    """float32 values rounded to float16 or bfloat16 (to nearest, ties to even), back as float32."""
-    x = np.asarray(x, dtype=np.float32)
-    if dtype == "float16":
-        return x.astype(np.float16).astype(np.float32)
-    bits = x.view(np.uint32).astype(np.uint64)
-    kept = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    kept = np.where(np.isinf(x), bits >> 16, kept)
-    return (kept << 16).astype(np.uint32).view(np.float32)
-
-
-def half_model(P, dtype, scale):
-    """attn-trace's half trace as docs describe it: rounded inputs and steps, float32 arithmetic. Where
-    the scale is rounded is not said; `scale` is the number the scores are multiplied by in float32."""
-    def r(x):
-        return round_half(x, dtype)
-
-    def inp(a):
-        return None if a is None else r(a.astype(np.float32))
-
-    def proj(x, w, b):
-        y = np.einsum("bti,io->bto", x, w)
-        return r(y if b is None else y + b)
-
-    X, C = inp(P.X), inp(P.C)
-    s = {"q": proj(X, inp(P.W_q), inp(P.b_q)), "k": proj(C, inp(P.W_k), inp(P.b_k)),
-         "v": proj(C, inp(P.W_v), inp(P.b_v))}
-    s["q_heads"] = s["q"].reshape(P.B, P.n, P.h, P.d_k).transpose(0, 2, 1, 3)
-    s["k_heads"] = s["k"].reshape(P.B, P.m, P.g, P.d_k).transpose(0, 2, 1, 3)
-    s["v_heads"] = s["v"].reshape(P.B, P.m, P.g, P.d_v).transpose(0, 2, 1, 3)
-    kv = np.arange(P.h) // (P.h // P.g)
-    s["scores"] = r(np.einsum("bhid,bhjd->bhij", s["q_heads"], s["k_heads"][:, kv]))
-    s["scaled"] = r(s["scores"] * np.float32(scale))
-    s["masked"] = np.where(P.allowed[:, None], s["scaled"], np.float32(-np.inf))
-    s["weights"] = r(softmax(s["masked"].astype(np.float32), axis=-1).astype(np.float32))
-    s["head_outputs"] = r(np.einsum("bhij,bhjd->bhid", s["weights"], s["v_heads"][:, kv]))
-    s["concat"] = s["head_outputs"].transpose(0, 2, 1, 3).reshape(P.B, P.n, P.h * P.d_v)
-    s["output"] = proj(s["concat"], inp(P.W_o), inp(P.b_o)) if P.W_o is not None else s["concat"]
-    return s
-
-
-def ordered_bits(x, dtype):
-    """Half values as integers that count units in the last place: neighbours differ by 1."""
-    x = np.asarray(x, dtype=np.float32)
-    bits = (x.astype(np.float16).view(np.uint16) if dtype == "float16" else (x.view(np.uint32) >> 16))
-    bits = bits.astype(np.int64)
-    return np.where(bits & 0x8000, -(bits & 0x7FFF), bits)
-
-
-def ulps(dumped, model, dtype):
-    """The largest distance, in units in the last place of the half type, over the finite entries."""
-    finite = np.isfinite(model)
-    if not finite.any():
-        return 0
-    return int(np.max(np.abs(ordered_bits(dumped[finite], dtype) - ordered_bits(model[finite], dtype))))
-
-
 # ------------------------------------------------------------------------------------- writing dumps
 
 def to_dump_layout(t, step, case):
@@ -377,22 +235,6 @@ def nested(a):
         v = float(a)
         return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
     return [nested(x) for x in a]
-
-
-def write_safetensors(path, tensors, dtype):
-    """A .safetensors file: 8-byte little-endian header length, JSON header, the tensors' bytes."""
-    header = {"__metadata__": {"format": "pt"}}
-    blobs = []
-    offset = 0
-    for name, a in tensors.items():
-        data = a.astype(a.dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": SAFETENSORS_DTYPE[dtype], "shape": list(a.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned, as the safetensors library writes it
-    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 def file_name(step, case):
@@ -425,25 +267,6 @@ def write_case(case, doc, steps, folder):
 
 
 # ------------------------------------------------------------------------- reading dumps back, checks
-
-def read_safetensors(path):
-    raw = path.read_bytes()
-    (length,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + length])
-    data = raw[8 + length:]
-    kinds = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "BF16": np.uint16}
-    out = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        lo, hi = entry["data_offsets"]
-        a = np.frombuffer(data[lo:hi], dtype=kinds[entry["dtype"]]).reshape(entry["shape"])
-        out[name] = bf16_bits_to_float(a) if entry["dtype"] == "BF16" else a.astype(np.float64)
-    return out
-
-
-def bf16_bits_to_float(a):
-    return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
 def read_back(case, folder, P):
@@ -495,33 +318,6 @@ def dump_shape(step, case, P):
     return ((B,) if case.get("batch_axis", True) else ()) + shape
 
 
-def tolerance(dtype):
-    """How far a step in `dtype` may lie from the float64 reference: generous multiples of epsilon
-    (errors grow through the steps), still far below what any planted mistake moves."""
-    return {"float64": 1e-12, "float32": 2e-5, "float16": 2e-2, "bfloat16": 1.2e-1}[dtype]
-
-
-def divergence(step, got, want, dtype):
-    """None if `got` agrees with `want` at this step, else a sentence saying where it does not."""
-    tol = tolerance(dtype)
-    hidden = np.isneginf(want)
-    if step == "masked":
-        bad = hidden & ~(np.isneginf(got) | (np.isfinite(got) & (got <= MASKED_FINITE)))
-        if bad.any():
-            return f"a hidden entry is {got[bad][0]!r} at {np.argwhere(bad)[0].tolist()}"
-    elif hidden.any():
-        raise AssertionError(f"{step}: -inf in the reference")
-    seen = ~hidden
-    if (np.isneginf(got) & seen).any():
-        return "-inf where the reference is finite"
-    limit = tol * np.maximum(1.0, np.abs(want[seen]))
-    err = np.abs(got[seen] - want[seen])
-    if not (err <= limit).all():
-        worst = int(np.argmax(err - limit))
-        return f"off by {err[worst]:.3g} (tolerance {limit[worst]:.3g})"
-    return None
-
-
 def check_case(case, dumped, ref, P):
     """The case is what the manifest says: agreement up to first_step, a difference there, and the
     signature of the planted mistake."""
@@ -540,71 +336,6 @@ def check_case(case, dumped, ref, P):
         raise AssertionError(f"{case['name']}: the planted step {first} agrees with the reference")
     signature = SIGNATURES[case["bug"]]
     signature(dumped[first], ref, P, case)
-
-
-def close(a, b, tol):
-    return np.allclose(a, b, rtol=tol, atol=tol)
-
-
-def sig_no_scale(got, ref, P, case):
-    if case["first_step"] == "weights":  # the unscaled scores went through the softmax
-        masked = np.where(P.allowed[:, None], ref["scores"], -np.inf)
-        assert close(got, softmax(masked, -1), tolerance(case["dtype"]))
-    else:
-        assert close(got, ref["scores"], tolerance(case["dtype"]))
-
-
-def sig_double_scale(got, ref, P, case):
-    assert close(got, ref["scaled"] * P.scale, tolerance(case["dtype"]))
-
-
-def sig_k_not_transposed(got, ref, P, case):
-    kv = np.arange(P.h) // (P.h // P.g)
-    assert close(got, np.einsum("bhid,bhdj->bhij", ref["q_heads"], ref["k_heads"][:, kv]), tolerance(case["dtype"]))
-
-
-def sig_w_k_transposed(got, ref, P, case):
-    k = np.einsum("bti,oi->bto", P.C, P.W_k) + (0 if P.b_k is None else P.b_k)
-    assert close(got, k, tolerance(case["dtype"]))
-
-
-def sig_softmax_query_axis(got, ref, P, case):
-    assert close(got, softmax(ref["masked"], -2), tolerance(case["dtype"]))
-
-
-def sig_mask(expected_allowed):
-    def check(got, ref, P, case):
-        allow = expected_allowed(P)
-        seen = np.broadcast_to(allow[:, None], got.shape)
-        assert (np.isfinite(got) == seen).all(), "the dump does not hide what the planted mask hides"
-        assert close(got[seen], ref["scaled"][seen], tolerance(case["dtype"]))
-    return check
-
-
-def sig_reshape_heads(got, ref, P, case):
-    assert close(got, ref["q"].reshape(P.B, P.h, P.n, P.d_k), tolerance(case["dtype"]))
-
-
-def sig_large_negative(got, ref, P, case):
-    empty = ~P.allowed.any(axis=-1)  # (B, n)
-    assert empty.any(), "the input must leave a row with nothing to see"
-    rows = np.broadcast_to(empty[:, None, :, None], got.shape)
-    assert close(got[~rows], ref["weights"][~rows], tolerance(case["dtype"])), "rows with keys must agree"
-    assert close(got[rows], 1.0 / P.m, tolerance(case["dtype"])), "an emptied row must be uniform"
-
-
-def sig_precision(got, ref, P, case):
-    assert divergence("output", got, ref["output"], "float16") is None, "beyond float16 rounding"
-
-
-SIGNATURES = {
-    "no-scale": sig_no_scale, "double-scale": sig_double_scale, "k-not-transposed": sig_k_not_transposed,
-    "w_k-transposed": sig_w_k_transposed, "softmax-query-axis": sig_softmax_query_axis,
-    "no-mask": sig_mask(lambda P: np.ones_like(P.allowed)),
-    "mask-shifted": sig_mask(lambda P: allowed(P.mask, P.B, P.n, P.m, reach=1)),
-    "top-left": sig_mask(lambda P: allowed(P.mask, P.B, P.n, P.m, align="top_left")),
-    "reshape-heads": sig_reshape_heads, "large-negative": sig_large_negative, "float16-compute": sig_precision,
-}
 
 
 # ----------------------------------------------------------------------------------------- the cases

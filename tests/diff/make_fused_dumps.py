@@ -19,12 +19,13 @@ PyTorch computes each case in float32 as model code often writes attention, seve
 
 A correct case must be read with one note per fused file and agree everywhere (exit 0); a planted case
 has one mistake put in after the fusion, and the manifest names the step where it first shows and its
-diagnosis. The inputs and helpers come from make_dumps.py beside this script; this script adds RoPE
-(half style, Hugging Face's rotate_half) to the PyTorch pass and to a float64 NumPy reference written
-separately. Every dumped file is read back and checked against that reference before the manifest is
-written: each fused file against the step it holds (the weights before the division against
-exp(S'' - max)), every step before a planted case's first step within float32's tolerance, and the
-planted step out of it. Fixed seeds and one thread: running it twice writes identical files.
+diagnosis. The inputs come from make_dumps.py, the Problem reader, the reference and the checks from
+dump_reference.py, both beside this script; this script adds RoPE (half style, Hugging Face's
+rotate_half) to the PyTorch pass and to a float64 NumPy reference written separately. Every dumped file
+is read back and checked against that reference before the manifest is written: each fused file against
+the step it holds (the weights before the division against exp(S'' - max)), every step before a planted
+case's first step within float32's tolerance, and the planted step out of it. Fixed seeds and one thread:
+running it twice writes identical files.
 """
 
 import json
@@ -37,7 +38,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import make_dumps as md  # noqa: E402  (the inputs, the Problem reader, the checks)
+import dump_reference  # noqa: E402  (Problem, reference, softmax, divergence: the reader, the reference, the checks)
+import make_dumps as md  # noqa: E402  (make_input, format_json: the inputs)
 
 OUT = pathlib.Path(__file__).resolve().parents[2] / "tests" / "data" / "diff_fused"
 STEPS = ["q", "k", "v", "q_heads", "k_heads", "v_heads", "q_rot", "k_rot", "scores", "scaled", "masked",
@@ -131,7 +133,7 @@ def torch_fused(P, rope, bug=None, late=False):
 
 def reference(P, rope):
     """The steps of docs/trace-format.md in float64 NumPy, RoPE included, and exp(S'' - max)."""
-    r = md.reference(P)
+    r = dump_reference.reference(P)
     if rope:
         r["q_rot"] = rope_numpy(r["q_heads"], range(P.n))
         r["k_rot"] = rope_numpy(r["k_heads"], range(P.m))
@@ -139,7 +141,7 @@ def reference(P, rope):
         r["scores"] = np.einsum("bhid,bhjd->bhij", r["q_rot"], r["k_rot"][:, kv])
         r["scaled"] = r["scores"] * P.scale
         r["masked"] = np.where(P.allowed[:, None], r["scaled"], -np.inf)
-        r["weights"] = md.softmax(r["masked"], axis=-1)
+        r["weights"] = dump_reference.softmax(r["masked"], axis=-1)
         r["head_outputs"] = np.einsum("bhij,bhjd->bhid", r["weights"], r["v_heads"][:, kv])
         r["concat"] = r["head_outputs"].transpose(0, 2, 1, 3).reshape(P.B, P.n, P.h * P.d_v)
         r["output"] = np.einsum("bti,io->bto", r["concat"], P.W_o) + (0 if P.b_o is None else P.b_o)
@@ -244,7 +246,7 @@ def check(c, folder, P):
         step = held_step(tensor)
         # The planted step is named for the step it is judged as once the fused files are read.
         judged = {"exp": "weights"}.get(step, step)
-        problem = md.divergence(step, got, ref[step], "float32")
+        problem = dump_reference.divergence(step, got, ref[step], "float32")
         if judged == first:
             seen_first = True
             if problem is None:
@@ -268,7 +270,7 @@ def main(argv):
             old.unlink()
     manifest = []
     for c in all_cases:
-        P = md.Problem(c["input"])
+        P = dump_reference.Problem(c["input"])
         steps = torch_fused(P, c["rope"], c["bug"], c["late"])
         folder = OUT / c["name"]
         (folder / "dumps").mkdir(parents=True)
