@@ -114,7 +114,7 @@ Judged judge(std::span<const double> dumped, const Tensor<double>& exact, const 
       diff = std::isfinite(x) && std::isfinite(r) ? std::fabs(x - r) : inf;
     }
     const double m = mag.of.values()[k];
-    const double tol = 2 * e + (mag.count + 2) * u * (std::isfinite(m) ? m : 0.0);
+    const double tol = 2 * e + bound_times((mag.count + 2) * u, std::isfinite(m) ? m : 0.0);
     const bool out = !(diff <= tol);
     if (out) ++j.out;
     j.max_abs = std::max(j.max_abs, diff);

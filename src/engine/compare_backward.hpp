@@ -107,7 +107,7 @@ void judge_gradients(const Problem& p, const StepKeeper<double>& naive, const St
   const Tensor<double> K = magnitude(cast<double>(ref[p.rope ? Step::k_rot : Step::k_heads]));
   c.largest_logit = largest_logit(rounded, Q, K);
   const double u = rounding_of<T>(storage).u, eta = rounding_of<T>(storage).eta;
-  const double eps_P = u * (4 * c.largest_logit + 2 * static_cast<double>(p.d_k) + 8);
+  const double eps_P = 4 * u * c.largest_logit + u * (2 * static_cast<double>(p.d_k) + 8);
   const double sums = static_cast<double>(p.n + p.m + p.d_k + p.d_v + p.d_model + p.d_context + 8);
   c.gradients.clear();
   for (const Step s : gradient_steps()) {
@@ -120,7 +120,7 @@ void judge_gradients(const Problem& p, const StepKeeper<double>& naive, const St
     for (const R x : ref[s].values()) g.max_ref = std::max(g.max_ref, static_cast<double>(std::fabs(x)));
     double largest = 0;
     for (const double x : M[static_cast<std::size_t>(s)].values()) largest = std::max(largest, x);
-    g.noise = 2 * ((eps_P + sums * u) * largest + sums * eta);
+    g.noise = 2 * (bound_times(eps_P + sums * u, largest) + sums * eta);
     g.bound = 2 * g.naive_vs_ref.max_abs + g.noise;
     g.pass = g.flash_vs_ref.max_abs <= g.bound;  // false when either is NaN
     c.gradients.push_back(g);

@@ -10,6 +10,11 @@
 
 namespace attn {
 
+// A rounding bound's factor times the magnitude it scales: 0 when the magnitude is 0, however large the
+// factor. A value that sums nothing rounds by nothing; and with logits near the largest double the factor
+// can overflow to infinity, where inf · 0 would make the bound NaN and fail an exact result.
+inline double bound_times(double factor, double magnitude) { return magnitude == 0 ? 0 : factor * magnitude; }
+
 // |A|, value by value.
 inline Tensor<double> magnitude(Tensor<double> A) {
   for (double& x : A.values()) x = std::fabs(x);

@@ -308,3 +308,17 @@ TEST_CASE("The GQA sum and the transposes are tried only where they change somet
   for (const Mistake m : diagnosable(g, true)) CHECK(mistake_info(m).backward);
   for (const Mistake m : diagnosable(g, true)) CHECK_FALSE(mistake_info(m).offered);
 }
+
+TEST_CASE("Our own gradients of scores near the largest double agree: a zero magnitude's tolerance is not NaN",
+          "[diff][backward][bounds]") {
+  // tests/data/fuzz/gradient_bound_overflow.json: logits of about 1e308 made the rule's count infinite,
+  // and inf · 0 on a gradient whose magnitude is 0 gave a NaN tolerance that nothing is within.
+  const Problem p = load_problem_file(ATTN_SOURCE_DIR "/tests/data/fuzz/gradient_bound_overflow.json");
+  const StepKeeper<double> kept = naive_gradients(p);
+  const DiffResult r = diff_dump(p, every_gradient(p, kept), DType::float64);
+  CHECK_FALSE(r.first.has_value());
+  for (const StepJudgement& j : r.steps) {
+    INFO(step_info(j.step).name);
+    CHECK(j.verdict == Verdict::agrees);
+  }
+}
