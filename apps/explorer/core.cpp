@@ -2,7 +2,8 @@
 // (cmake/explorer_core.cmake) from the library the tool is built from. One call runs what
 // `attn-trace run FILE --json -` runs on the page's input, with the page's engine, dtype, tiles and
 // backward pass, and makes from that trace what `attn-trace report` makes (with compare's verdict). The
-// page reads each result with attn_result.
+// page reads each result with attn_result, and the bundled examples (`attn-trace example`) with
+// attn_examples.
 
 #include <cstddef>
 #include <memory>
@@ -12,8 +13,10 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "attn/version.hpp"
+#include "io/examples.hpp"
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
 #include "json/error.hpp"
@@ -93,4 +96,15 @@ extern "C" const char* attn_result(int part) {
     case 1: return attn::results.report.c_str();
     default: return attn::results.error.c_str();
   }
+}
+
+// The bundled examples as JSON: [{"name", "description", "text"}, …], the text each file byte for byte.
+extern "C" const char* attn_examples() {
+  static const std::string list = [] {
+    nlohmann::json out = nlohmann::json::array();
+    for (const attn::Example& e : attn::examples())
+      out.push_back({{"name", e.name}, {"description", attn::example_description(e)}, {"text", e.text}});
+    return out.dump();
+  }();
+  return list.c_str();
 }

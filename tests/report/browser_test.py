@@ -56,7 +56,8 @@ def run(binary, *args, expect=(0,)):
     return r
 
 
-def browser():
+def browser(downloads=None):
+    """Headless Chromium with its network off; files it downloads go to the folder `downloads` when given."""
     options = Options()
     options.binary_location = "/usr/bin/chromium"
     for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -64,7 +65,13 @@ def browser():
                 "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    if downloads:
+        options.add_experimental_option("prefs", {"download.default_directory": downloads,
+                                                  "download.prompt_for_download": False})
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    if downloads:
+        driver.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
+    return driver
 
 
 def load(driver, path):

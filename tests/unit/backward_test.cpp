@@ -222,7 +222,8 @@ TEST_CASE("In float16 and bfloat16 every gradient is stored as a value of the ha
   }
 }
 
-TEST_CASE("Scores near the largest double: a gradient of exactly 0 has a finite bound and passes", "[backward][bounds]") {
+TEST_CASE("Scores near the largest double: a gradient of exactly 0 has a finite bound and passes",
+          "[backward][bounds]") {
   // tests/data/fuzz/gradient_bound_overflow.json, the fuzzer's find: X = ±1.2e154 gives logits of about
   // 1e308, so 4·Λ overflowed to infinity in ε_P; d_q_heads is exactly 0 (V's first column is 0 and the
   // second is the same 5 for both keys, so dA·(V − o) = 0), its magnitude 0, and inf · 0 made the bound

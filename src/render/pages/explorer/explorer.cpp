@@ -36,6 +36,12 @@ std::string script_json(std::string_view json) {
   return out;
 }
 
+// The page's scripts, each a module the next ones use, explorer.js last.
+std::string explorer_script() {
+  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}", explorer_link_js, explorer_mask_js, explorer_edits_js,
+                     explorer_controls_js, explorer_structure_js, explorer_js);
+}
+
 std::string optional_number(const std::optional<std::size_t>& n) { return n ? std::to_string(*n) : "null"; }
 
 }  // namespace
@@ -55,7 +61,7 @@ std::string explorer_html(const ExplorerPage& page) {
                                                           {"input", script_json(page.input)},
                                                           {"trace", script_json(page.trace)},
                                                           {"core", std::string(page.core)},
-                                                          {"js", std::string(explorer_js)}});
+                                                          {"js", explorer_script()}});
 }
 
 }  // namespace attn

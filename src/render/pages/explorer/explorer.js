@@ -1,13 +1,15 @@
 /* attn-trace explorer (docs/explorer.md): the page's script. The attention core (the script before this
    one, AttnCore: the tool's library compiled to WebAssembly) computes the trace of the input and the
    report page of that trace, exactly as `attn-trace run --json -` and `attn-trace report` do; this
-   script only holds the input, takes the learner's edits and shows what the core returns.
+   script holds the input and the page's settings (dtype, engine, tiles, the backward pass), takes the
+   learner's edits and shows what the core returns.
 
-   The input comes from the address's #input= (base64url of the input JSON) when there is one, else from
-   the block #input-data. Every valid edit, of a number in its cell or of the JSON text, runs the core
-   again: #input-data and #trace-data then hold the new input and its trace, and the report frame shows
-   its report. An input the core refuses leaves both as they were and shows the core's one-line error,
-   the tool's own message. <html> counts the runs shown (data-runs) and the inputs refused
+   The input comes from the address's #input= (explorer_link.js: base64url of the input JSON, the settings
+   after it) when there is one, else from the block #input-data. Every valid edit, of a number in its cell,
+   of the JSON text or of a setting, runs the core again: #input-data and #trace-data then hold the new
+   input and its trace, the report frame shows its report, the address holds its link, and the history
+   one more state to undo. An input the core refuses leaves everything as it was and shows the core's
+   one-line error, the tool's own message. <html> counts the runs shown (data-runs) and the inputs refused
    (data-errors), for the tests. */
 (function () {
   'use strict';
@@ -26,28 +28,24 @@
   var resultOf = null; // the core's attn_result(part): 0 the trace, 1 the report, 3 the error line
   var shown = 0;       // runs shown
   var refused = 0;     // inputs refused
-  var current = null;  // the text of the input whose trace is shown
-  var edited = {};     // the cells changed since the page opened, by path
+  var current = null;  // the state whose trace is shown: {text, settings}
+  var edited = {};     // the cells changed since the input was last replaced whole, by path
+  var states = [];     // the states shown, oldest first: undo walks back, redo forward
+  var at = -1;         // the index in `states` of the state shown
+
+  // The page's settings as it was opened: the command line's, or the defaults of `attn-trace run`.
+  var opening = {
+    engine: options.engine || 'both',
+    dtype: options.dtype || 'float32',
+    block_q: options.block_q || 0,
+    block_k: options.block_k || 0,
+    backward: !!options.backward
+  };
 
   // The matrices that get a cell per number, as paths into the input; a batch of X gets a table per item.
   var MATRICES = [['X'], ['context', 'X'], ['W_q'], ['W_k'], ['W_v'], ['W_o'], ['b_q'], ['b_k'], ['b_v'], ['b_o']];
 
   // -- the input's text -------------------------------------------------------------------------------
-
-  // #input=BASE64URL (other settings may follow after '&'): the text it holds, or null when there is none.
-  function inputFromLink() {
-    var parts = location.hash.replace(/^#/, '').split('&');
-    for (var i = 0; i < parts.length; i++) {
-      if (parts[i].indexOf('input=') !== 0) continue;
-      var b64 = parts[i].slice('input='.length).replace(/-/g, '+').replace(/_/g, '/').replace(/=+$/, '');
-      while (b64.length % 4) b64 += '=';
-      var binary = atob(b64);  // throws on what is not base64
-      var bytes = new Uint8Array(binary.length);
-      for (var j = 0; j < binary.length; j++) bytes[j] = binary.charCodeAt(j);
-      return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-    }
-    return null;
-  }
 
   // JSON text with a matrix's rows one to a line, as people write an input by hand.
   function format(value, indent) {
@@ -69,10 +67,25 @@
 
   // -- the core ---------------------------------------------------------------------------------------
 
-  function compute(text) {
+  function withSettings(settings, change) {
+    var out = {};
+    Object.keys(settings).forEach(function (k) { out[k] = settings[k]; });
+    Object.keys(change || {}).forEach(function (k) { out[k] = change[k]; });
+    return out;
+  }
+
+  // Whether two settings run the same: tiles count only where there are tiles.
+  function sameSettings(a, b) {
+    return AttnLink.write('', a) === AttnLink.write('', b);
+  }
+
+  // The core's run of one state: its trace and report, or its error line.
+  function compute(state) {
+    var o = state.settings;
+    var tiles = o.engine !== 'naive';
     var start = performance.now();
-    var status = explore(text, options.engine, options.dtype, options.block_q || 0, options.block_k || 0,
-                         options.backward ? 1 : 0);
+    var status = explore(state.text, o.engine, o.dtype, tiles ? o.block_q || 0 : 0, tiles ? o.block_k || 0 : 0,
+                         o.backward ? 1 : 0);
     if (status !== 0) return { error: resultOf(3) };
     return { trace: resultOf(0), report: resultOf(1), ms: performance.now() - start };
   }
@@ -104,22 +117,65 @@
     root.setAttribute('data-errors', String(refused));
   }
 
-  // Runs the core on `text`; shows its report, or its error. True when it was shown.
-  function run(text) {
-    var out = compute(text);
+  // Runs the core on `state`; shows its report, or its error. True when it was shown.
+  function show(state) {
+    var out = compute(state);
     if (out.error !== undefined) {
       showError(out.error);
       return false;
     }
-    current = text;
-    byId('input-data').textContent = text;
+    current = state;
+    byId('input-data').textContent = state.text;
     byId('trace-data').textContent = out.trace;
     errorLine.hidden = true;
     textArea.classList.remove('invalid');
     shown += 1;
-    statusLine.textContent = 'computed in this page in ' + Math.round(out.ms) + ' ms · ' + options.engine +
-      ' · ' + options.dtype + (options.backward ? ' · with the backward pass' : '');
+    var o = state.settings;
+    statusLine.textContent = 'computed in this page in ' + Math.round(out.ms) + ' ms · ' + o.engine + ' · ' +
+      o.dtype + (o.backward ? ' · with the backward pass' : '');
     frame.srcdoc = out.report;  // the load event counts it as shown
+    controls.show(o);
+    var link = '#' + AttnLink.write(state.text, o);
+    if (location.hash !== link) window.history.replaceState(null, '', link);
+    return true;
+  }
+
+  // A new state from the current one: its text (or the current text) with the settings changed. Shown
+  // and kept in the history when the core takes it; when it refuses, the error shows and nothing changes.
+  function change(text, settings) {
+    var state = { text: text === null ? current.text : text, settings: withSettings(current.settings, settings) };
+    if (state.text === current.text && sameSettings(state.settings, current.settings)) {
+      controls.show(current.settings);
+      return true;
+    }
+    if (!show(state)) {
+      controls.show(current.settings);
+      return false;
+    }
+    states.length = at + 1;
+    states.push(state);
+    at = states.length - 1;
+    controls.history(at, states.length);
+    return true;
+  }
+
+  // The state at `index` of the history, shown again: its text replaces the editor's whole.
+  function travel(index) {
+    if (index < 0 || index >= states.length || index === at) return;
+    if (!show(states[index])) return;
+    at = index;
+    edited = {};
+    textArea.value = states[index].text;
+    drawCellsOf(states[index].text);
+    controls.history(at, states.length);
+  }
+
+  // A whole new text (the editor's, a link's, an example, reset): shown, kept, and its cells drawn.
+  function replace(text, settings) {
+    if (!change(text, settings)) return false;
+    edited = {};
+    textArea.value = text;
+    drawCellsOf(text);
     return true;
   }
 
@@ -190,6 +246,7 @@
   }
 
   function drawCells(value) {
+    structure.show(value);
     cells.textContent = '';
     MATRICES.forEach(function (path) {
       var m = valueAt(value, path);
@@ -224,7 +281,7 @@
   function commit(td, text) {
     var value;
     try {
-      value = JSON.parse(current);
+      value = JSON.parse(current.text);
     } catch (e) {
       return;  // the shown input is always JSON; nothing to edit otherwise
     }
@@ -238,7 +295,7 @@
     var next = format(value);
     textArea.value = next;
     edited[td.getAttribute('data-path')] = true;
-    if (run(next)) drawCells(value);
+    if (change(next, null)) drawCells(value);
     else td.textContent = typeof v === 'string' ? JSON.stringify(v) : String(v);
   }
 
@@ -292,8 +349,8 @@
     clearTimeout(pending);
     pending = setTimeout(function () {
       var text = textArea.value;
-      if (text === current || !explore) return;
-      if (run(text)) {
+      if (!explore || text === current.text) return;
+      if (change(text, null)) {
         edited = {};
         drawCellsOf(text);
       }
@@ -302,46 +359,77 @@
 
   // -- start --------------------------------------------------------------------------------------------
 
-  var embedded = byId('input-data').textContent;
-  var text = embedded;
+  // The structure's controls (explorer_structure.js) edit the input shown as a whole.
+  var structure = AttnStructure({
+    input: function () { return JSON.parse(current.text); },
+    edit: function (value) { replace(format(value), null); },
+    fail: function (message) { showError(message); }
+  });
+
+  var embedded = { text: byId('input-data').textContent, settings: opening };
+  var first = embedded;
   var linkError = null;
   try {
-    var linked = inputFromLink();
-    if (linked !== null) text = linked;
+    var linked = AttnLink.read(location.hash);
+    if (linked.input !== null) first = { text: linked.input, settings: withSettings(opening, linked.settings) };
   } catch (e) {
     linkError = 'the address\'s #input= is not base64url of UTF-8 text: the page opened with its own input';
   }
-  textArea.value = text;
-  drawCellsOf(text);
+  textArea.value = first.text;
+  drawCellsOf(first.text);
 
-  // A link pasted into the same tab changes only the fragment: its input replaces the page's.
+  // A link pasted into the same tab changes only the fragment: its input and settings replace the page's.
   window.addEventListener('hashchange', function () {
     var linked;
     try {
-      linked = inputFromLink();
+      linked = AttnLink.read(location.hash);
     } catch (e) {
       showError('the address\'s #input= is not base64url of UTF-8 text');
       return;
     }
-    if (linked === null || linked === current || !explore) return;
-    textArea.value = linked;
-    if (run(linked)) {
-      edited = {};
-      drawCellsOf(linked);
-    }
+    if (linked.input === null || !explore) return;
+    var settings = withSettings(opening, linked.settings);
+    if (linked.input === current.text && sameSettings(settings, current.settings)) return;
+    replace(linked.input, settings);
   });
 
-  /* global AttnCore */
+  var controls = AttnControls({
+    settings: function (change_) { return change(null, change_); },
+    undo: function () { travel(at - 1); },
+    redo: function () { travel(at + 1); },
+    reset: function () { replace(embedded.text, embedded.settings); },
+    example: function (text) { replace(text, null); },
+    input: function () { return current.text; },
+    trace: function () { return byId('trace-data').textContent; },
+    link: function () { return location.href.split('#')[0] + '#' + AttnLink.write(current.text, current.settings); }
+  });
+
+  // The first state: a link's input the core refuses keeps its error, and the page's own input shows.
+  function start() {
+    current = first;
+    if (show(first)) {
+      states = [first];
+    } else {
+      var error = errorLine.textContent;
+      current = embedded;
+      textArea.value = embedded.text;
+      drawCellsOf(embedded.text);
+      show(embedded);
+      states = [embedded];
+      if (first !== embedded) sayError(error);
+    }
+    at = 0;
+    controls.history(at, states.length);
+    if (linkError) showError(linkError);
+  }
+
+  /* global AttnCore, AttnLink, AttnControls, AttnStructure */
   AttnCore().then(function (core) {
     explore = core.cwrap('attn_explore', 'number', ['string', 'string', 'string', 'number', 'number', 'number']);
     resultOf = function (part) { return core.UTF8ToString(core.ccall('attn_result', 'number', ['number'], [part])); };
-    if (!run(text) && text !== embedded) {
-      // A link's input the core refuses: its error stays, and the page's own input is shown beneath it.
-      var error = errorLine.textContent;
-      run(embedded);
-      sayError(error);
-    }
-    if (linkError) showError(linkError);
+    var list = JSON.parse(core.UTF8ToString(core.ccall('attn_examples', 'number', [], [])));
+    controls.examples(list);
+    start();
   }, function (e) {
     statusLine.textContent = 'the attention core could not start: ' + e;
   });
