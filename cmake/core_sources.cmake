@@ -38,7 +38,7 @@ attn_embed_page(report report_template:report.html report_css:report.css report_
 attn_embed_page(explorer explorer_template:explorer.html explorer_css:explorer.css explorer_link_js:explorer_link.js
                 explorer_mask_js:explorer_mask.js explorer_edits_js:explorer_edits.js
                 explorer_controls_js:explorer_controls.js explorer_structure_js:explorer_structure.js
-                explorer_js:explorer.js)
+                explorer_view_js:explorer_view.js explorer_js:explorer.js)
 # Where `cmake --install` puts the examples (below), for the hint of a missing input that is one of them.
 include(GNUInstallDirs)
 set(ATTN_INSTALLED_EXAMPLES ${CMAKE_INSTALL_FULL_DATADIR}/attn-trace/examples)

@@ -94,6 +94,13 @@ with tempfile.TemporaryDirectory() as tmp:
             if time.time() > deadline:
                 raise SystemExit("the explorer never finished computing")
             time.sleep(0.05)
+        # With the explanation of one weight open: "cat" (query 1) on "The" (key 0), clicked in its heatmap.
+        driver.execute_script("""
+const canvas = document.querySelector('#steps section.step[data-step="weights"] canvas');
+const r = canvas.getBoundingClientRect();
+canvas.dispatchEvent(new MouseEvent('click', {bubbles: true, clientX: r.left + 0.5 * r.width / 3,
+                                              clientY: r.top + 1.5 * r.height / 3}));""")
+        time.sleep(0.3)
         shot(driver, "explorer-the-cat-sat.png")
     finally:
         driver.quit()

@@ -38,8 +38,8 @@ std::string script_json(std::string_view json) {
 
 // The page's scripts, each a module the next ones use, explorer.js last.
 std::string explorer_script() {
-  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}", explorer_link_js, explorer_mask_js, explorer_edits_js,
-                     explorer_controls_js, explorer_structure_js, explorer_js);
+  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}", explorer_link_js, explorer_mask_js, explorer_edits_js,
+                     explorer_controls_js, explorer_structure_js, explorer_view_js, explorer_js);
 }
 
 std::string optional_number(const std::optional<std::size_t>& n) { return n ? std::to_string(*n) : "null"; }

@@ -23,9 +23,17 @@
   var statusLine = byId('status');
   var frame = byId('report');
 
+  var core = null;     // the attention core (AttnCore)
   var explore = null;  // the core's attn_explore(input, engine, dtype, block_q, block_k, backward): 0 done,
                        // 2 refused, 1 an internal error
-  var resultOf = null; // the core's attn_result(part): 0 the trace, 1 the report, 3 the error line
+  var resultOf = null; // the core's attn_result(part): 0 the trace, 1 the report, 2 the view, 3 the error
+                       // line, 4 the explanation
+  var details = byId('full-report');
+  var timingLine = byId('timing');
+  var started = 0;     // performance.now() when the edit being shown began (0: none)
+  var later = 0;       // the pending timer of the trace's text and the report
+  var drawnMs = [];    // the last times from an edit to the page drawn
+  var picked = null;   // the number whose explanation is shown: {step, index}
   var shown = 0;       // runs shown
   var refused = 0;     // inputs refused
   var current = null;  // the state whose trace is shown: {text, settings}
@@ -43,7 +51,8 @@
   };
 
   // The matrices that get a cell per number, as paths into the input; a batch of X gets a table per item.
-  var MATRICES = [['X'], ['context', 'X'], ['W_q'], ['W_k'], ['W_v'], ['W_o'], ['b_q'], ['b_k'], ['b_v'], ['b_o']];
+  var MATRICES = [['X'], ['context', 'X'], ['W_q'], ['W_k'], ['W_v'], ['W_o'], ['b_q'], ['b_k'], ['b_v'], ['b_o'],
+                  ['dY']];
 
   // -- the input's text -------------------------------------------------------------------------------
 
@@ -79,7 +88,8 @@
     return AttnLink.write('', a) === AttnLink.write('', b);
   }
 
-  // The core's run of one state: its trace and report, or its error line.
+  // The core's run of one state: its view (the steps' names and shapes) and numbers (read in place from
+  // the core's memory, valid until the next call), or its error line.
   function compute(state) {
     var o = state.settings;
     var tiles = o.engine !== 'naive';
@@ -87,7 +97,11 @@
     var status = explore(state.text, o.engine, o.dtype, tiles ? o.block_q || 0 : 0, tiles ? o.block_k || 0 : 0,
                          o.backward ? 1 : 0);
     if (status !== 0) return { error: resultOf(3) };
-    return { trace: resultOf(0), report: resultOf(1), ms: performance.now() - start };
+    var view = JSON.parse(resultOf(2));
+    var count = core.ccall('attn_value_count', 'number', [], []);
+    var at_ = core.ccall('attn_values', 'number', [], []);
+    var values = new Float64Array(core.HEAPF64.buffer, at_, count);
+    return { view: view, values: values, ms: performance.now() - start };
   }
 
   // The report frame as tall as its page, so that the page scrolls as one.
@@ -99,11 +113,52 @@
 
   frame.addEventListener('load', function () {
     var doc = frame.contentDocument;
-    if (!doc || !doc.documentElement) return;
+    if (!doc || !doc.documentElement || !frame.getAttribute('srcdoc')) return;
     fitFrame();
     if (frame.contentWindow.ResizeObserver) new frame.contentWindow.ResizeObserver(fitFrame).observe(doc.body);
     root.setAttribute('data-runs', String(shown));
   });
+
+  // What is written after the page is drawn: the trace's text (#trace-data) and, while the full report
+  // is open, the report in its frame. Both come from the core's last run, which is the state shown.
+  var reportShown = -1;  // the run whose report the frame holds
+  var textStale = false;  // the JSON text is behind the input shown (a cell's edit)
+  function finish() {
+    clearTimeout(later);
+    later = 0;
+    if (textStale && document.activeElement !== textArea) {
+      textStale = false;
+      if (textArea.value !== current.text) textArea.value = current.text;
+    }
+    var link = '#' + AttnLink.write(current.text, current.settings);
+    if (location.hash !== link) window.history.replaceState(null, '', link);
+    if (byId('trace-data').getAttribute('data-run') !== String(shown)) {
+      byId('trace-data').textContent = resultOf(0);
+      byId('trace-data').setAttribute('data-run', String(shown));
+    }
+    if (details.open && reportShown !== shown) {
+      reportShown = shown;
+      frame.srcdoc = resultOf(1);  // the load event counts it as shown
+    } else if (!details.open) {
+      root.setAttribute('data-runs', String(shown));
+    }
+  }
+  details.addEventListener('toggle', function () { if (details.open && current) finish(); });
+
+  // The time from the edit to the page drawn: taken after the next frame is painted.
+  function timed(since, coreMs) {
+    requestAnimationFrame(function () {
+      setTimeout(function () {
+        var ms = performance.now() - since;
+        drawnMs.push(ms);
+        if (drawnMs.length > 20) drawnMs.shift();
+        var sorted = drawnMs.slice().sort(function (a, b) { return a - b; });
+        timingLine.textContent = 'drawn in ' + Math.round(ms) + ' ms (the core ' + Math.round(coreMs) +
+          ' ms) · median of the last ' + sorted.length + ': ' + Math.round(sorted[sorted.length >> 1]) + ' ms';
+        root.setAttribute('data-drawn-ms', ms.toFixed(1));
+      }, 0);
+    });
+  }
 
   function sayError(message) {
     errorLine.textContent = message;
@@ -119,31 +174,74 @@
 
   // Runs the core on `state`; shows its report, or its error. True when it was shown.
   function show(state) {
+    var since = started || performance.now();
     var out = compute(state);
     if (out.error !== undefined) {
+      started = 0;
       showError(out.error);
       return false;
     }
+    started = 0;
     current = state;
     byId('input-data').textContent = state.text;
-    byId('trace-data').textContent = out.trace;
     errorLine.hidden = true;
     textArea.classList.remove('invalid');
     shown += 1;
     var o = state.settings;
     statusLine.textContent = 'computed in this page in ' + Math.round(out.ms) + ' ms · ' + o.engine + ' · ' +
       o.dtype + (o.backward ? ' · with the backward pass' : '');
-    frame.srcdoc = out.report;  // the load event counts it as shown
+    view.draw(out.view, out.values);
+    if (picked) explain(picked.step, picked.index);
     controls.show(o);
-    var link = '#' + AttnLink.write(state.text, o);
-    if (location.hash !== link) window.history.replaceState(null, '', link);
+    timed(since, out.ms);
+    clearTimeout(later);
+    later = setTimeout(finish, 120);
     return true;
+  }
+
+  // -- the explanation of one number ------------------------------------------------------------------
+
+  // The steps of one weight's story: explain --query --key --head tells it.
+  var WEIGHT_STEPS = { scores: 1, scaled: 1, biased: 1, capped: 1, masked: 1, weights: 1, dropped: 1 };
+
+  function explain(step, index) {
+    if (!view.holds(step, index)) {  // an edit took the number away (a token removed, the backward pass off)
+      picked = null;
+      view.explain(step, index, '', null, false);
+      return;
+    }
+    picked = { step: step, index: index };
+    var what = view.describe(step, index);
+    var status;
+    if (WEIGHT_STEPS[step]) {
+      var n = index.length;
+      var b = n === 4 ? index[0] : 0;
+      status = core.ccall('attn_explain', 'number', ['number', 'number', 'number', 'number'],
+                          [b, index[n - 3], index[n - 2], index[n - 1]]);
+      what = 'explain: the weight of query ' + index[n - 2] + ' on key ' + index[n - 1] + ', head ' + index[n - 3] +
+        (n === 4 ? ', batch item ' + b : '') + ' (' + what + ')';
+    } else if (step.indexOf('d_') === 0) {
+      var at_ = core._malloc(4 * Math.max(1, index.length));
+      core.HEAPU32.set(index, at_ >> 2);
+      status = core.ccall('attn_explain_grad', 'number', ['string', 'number', 'number'], [step, at_, index.length]);
+      core._free(at_);
+      what = 'explain --grad ' + step + ' --index ' + index.join(',') + ' (' + what + ')';
+    } else {
+      view.explain(step, index, what, 'Click a weight (scores, scaled, masked, weights …) for `explain`, or a ' +
+                   'gradient (d_…) for `explain --grad`: the explanation follows every edit.', false);
+      return;
+    }
+    if (status !== 0) view.explain(step, index, what, resultOf(3), true);
+    else view.explain(step, index, what, resultOf(4), false);
   }
 
   // A new state from the current one: its text (or the current text) with the settings changed. Shown
   // and kept in the history when the core takes it; when it refuses, the error shows and nothing changes.
-  function change(text, settings) {
-    var state = { text: text === null ? current.text : text, settings: withSettings(current.settings, settings) };
+  // `gesture`: a drag's id; its later states replace its first in the history, so that one undo undoes
+  // the whole drag.
+  function change(text, settings, gesture) {
+    var state = { text: text === null ? current.text : text, settings: withSettings(current.settings, settings),
+                  gesture: gesture };
     if (state.text === current.text && sameSettings(state.settings, current.settings)) {
       controls.show(current.settings);
       return true;
@@ -153,7 +251,8 @@
       return false;
     }
     states.length = at + 1;
-    states.push(state);
+    if (gesture && at > 0 && states[at].gesture === gesture) states[at] = state;
+    else states.push(state);
     at = states.length - 1;
     controls.history(at, states.length);
     return true;
@@ -165,6 +264,7 @@
     if (!show(states[index])) return;
     at = index;
     edited = {};
+    textStale = false;
     textArea.value = states[index].text;
     drawCellsOf(states[index].text);
     controls.history(at, states.length);
@@ -174,6 +274,7 @@
   function replace(text, settings) {
     if (!change(text, settings)) return false;
     edited = {};
+    textStale = false;
     textArea.value = text;
     drawCellsOf(text);
     return true;
@@ -252,7 +353,8 @@
       var m = valueAt(value, path);
       if (m === undefined) return;
       var owner = path.length > 1 ? valueAt(value, path.slice(0, -1)) : value;
-      var tokens = path[path.length - 1] === 'X' && owner ? owner.tokens : null;
+      var last = path[path.length - 1];
+      var tokens = (last === 'X' || last === 'dY') && owner ? owner.tokens : null;  // dY: a row per query
       var title = path.join('.');
       if (isRow(m)) drawMatrix(title, path, [m], null, true);
       else if (isMatrix(m)) drawMatrix(title, path, m, tokens, false);
@@ -278,7 +380,8 @@
     return isFinite(x) ? x : t;
   }
 
-  function commit(td, text) {
+  function commit(td, text, gesture) {
+    started = performance.now();
     var value;
     try {
       value = JSON.parse(current.text);
@@ -293,10 +396,15 @@
     }
     setAt(value, path, v);
     var next = format(value);
-    textArea.value = next;
+    textStale = true;  // the JSON text follows once the page is drawn (finish)
     edited[td.getAttribute('data-path')] = true;
-    if (change(next, null)) drawCells(value);
-    else td.textContent = typeof v === 'string' ? JSON.stringify(v) : String(v);
+    var ok = change(next, null, gesture);
+    td.textContent = typeof v === 'string' ? JSON.stringify(v) : String(v);
+    if (ok) td.classList.add('edited');
+    else {
+      textStale = false;
+      textArea.value = next;  // the refused text, to read beside the error and mend
+    }
   }
 
   function startEdit(td, initial) {
@@ -319,7 +427,7 @@
       td.textContent = before;
       if (keep && text !== before) commit(td, text);
       var again = cells.querySelector('td[data-path="' + td.getAttribute('data-path') + '"]');
-      if (again && keep !== null) again.focus();
+      if (again && keep !== null) again.focus({ preventScroll: true });
     };
     field.addEventListener('keydown', function (e) {
       if (e.key === 'Enter') { e.preventDefault(); finish(true); }
@@ -328,7 +436,51 @@
     field.addEventListener('blur', function () { finish(true); });
   }
 
+  // A drag sideways on a number nudges it, 0.01 for every 4 pixels (0.1 with Shift), recomputing as it
+  // goes, at most once a frame; the drag is one step of the history.
+  var drag = null;
+  var drags = 0;
+  cells.addEventListener('pointerdown', function (e) {
+    var td = e.target.closest('td[data-path]');
+    if (!td || e.button !== 0 || td.querySelector('input') || e.pointerType === 'touch') return;
+    var v = Number(td.textContent);
+    if (!isFinite(v)) return;
+    drag = { td: td, x: e.clientX, from: v, moved: false, id: 'drag' + (++drags), frame: 0, to: v };
+  });
+  cells.addEventListener('pointermove', function (e) {
+    if (!drag || !(e.buttons & 1)) return;
+    var dx = e.clientX - drag.x;
+    if (!drag.moved && Math.abs(dx) < 4) return;
+    if (!drag.moved) {
+      drag.moved = true;
+      drag.td.setPointerCapture(e.pointerId);
+      drag.td.classList.add('nudged');
+    }
+    var step = e.shiftKey ? 0.1 : 0.01;
+    drag.to = Math.round((drag.from + Math.round(dx / 4) * step) * 1e6) / 1e6;
+    if (drag.frame) return;
+    var d = drag;
+    d.frame = requestAnimationFrame(function () {
+      d.frame = 0;
+      if (Number(d.td.textContent) !== d.to) commit(d.td, String(d.to), d.id);
+    });
+  });
+  function endDrag() {
+    if (!drag) return;
+    if (drag.moved) {
+      drag.td.classList.remove('nudged');
+      drag.ended = true;  // the click that follows a drag does not open the cell
+    }
+    else drag = null;
+  }
+  cells.addEventListener('pointerup', endDrag);
+  cells.addEventListener('pointercancel', endDrag);
   cells.addEventListener('click', function (e) {
+    if (drag && drag.ended) {
+      drag = null;
+      return;
+    }
+    drag = null;
     var td = e.target.closest('td[data-path]');
     if (td) startEdit(td);
   });
@@ -348,6 +500,7 @@
   textArea.addEventListener('input', function () {
     clearTimeout(pending);
     pending = setTimeout(function () {
+      started = performance.now();
       var text = textArea.value;
       if (!explore || text === current.text) return;
       if (change(text, null)) {
@@ -362,7 +515,7 @@
   // The structure's controls (explorer_structure.js) edit the input shown as a whole.
   var structure = AttnStructure({
     input: function () { return JSON.parse(current.text); },
-    edit: function (value) { replace(format(value), null); },
+    edit: function (value) { started = performance.now(); replace(format(value), null); },
     fail: function (message) { showError(message); }
   });
 
@@ -394,13 +547,13 @@
   });
 
   var controls = AttnControls({
-    settings: function (change_) { return change(null, change_); },
+    settings: function (change_) { started = performance.now(); return change(null, change_); },
     undo: function () { travel(at - 1); },
     redo: function () { travel(at + 1); },
     reset: function () { replace(embedded.text, embedded.settings); },
     example: function (text) { replace(text, null); },
     input: function () { return current.text; },
-    trace: function () { return byId('trace-data').textContent; },
+    trace: function () { finish(); return byId('trace-data').textContent; },
     link: function () { return location.href.split('#')[0] + '#' + AttnLink.write(current.text, current.settings); }
   });
 
@@ -423,8 +576,11 @@
     if (linkError) showError(linkError);
   }
 
-  /* global AttnCore, AttnLink, AttnControls, AttnStructure */
-  AttnCore().then(function (core) {
+  var view = AttnView({ pick: function (step, index) { explain(step, index); } });
+
+  /* global AttnCore, AttnLink, AttnControls, AttnStructure, AttnView */
+  AttnCore().then(function (core_) {
+    core = core_;
     explore = core.cwrap('attn_explore', 'number', ['string', 'string', 'string', 'number', 'number', 'number']);
     resultOf = function (part) { return core.UTF8ToString(core.ccall('attn_result', 'number', ['number'], [part])); };
     var list = JSON.parse(core.UTF8ToString(core.ccall('attn_examples', 'number', [], [])));

@@ -12,6 +12,7 @@ extern const std::string_view explorer_link_js;       // explorer_link.js: the l
 extern const std::string_view explorer_mask_js;       // explorer_mask.js: the mask's decisions and edits
 extern const std::string_view explorer_edits_js;      // explorer_edits.js: structural edits of an input
 extern const std::string_view explorer_controls_js;   // explorer_controls.js: the bar of settings and history
+extern const std::string_view explorer_view_js;       // explorer_view.js: every step drawn at once, the explanation
 extern const std::string_view explorer_structure_js;  // explorer_structure.js: tokens, sizes, mask, options
 extern const std::string_view explorer_js;            // explorer.js: the editors, the core's calls, the history
 
