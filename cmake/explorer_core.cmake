@@ -20,25 +20,47 @@ file(CREATE_LINK ${ATTN_JSON_INCLUDE}/nlohmann ${ATTN_HEADERS}/nlohmann SYMBOLIC
 set(ATTN_EXPLORER_SOURCES ${ATTN_CORE_SOURCES})
 list(REMOVE_ITEM ATTN_EXPLORER_SOURCES src/bench/machine.cpp src/render/pages/explorer/explorer.cpp
             ${ATTN_EXPLORER_ASSETS_CPP})
-add_executable(explorer_core apps/explorer/core.cpp ${ATTN_EXPLORER_SOURCES} src/kernel/kernels.cpp src/kernel/isa.cpp
-                             src/kernel/isa_backward.cpp)
-set_target_properties(explorer_core PROPERTIES SUFFIX .js UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 16)
-set_source_files_properties(apps/explorer/core.cpp ${ATTN_UNITY_ALONE} ${ATTN_EXAMPLES_CPP} ${ATTN_REPORT_ASSETS_CPP} src/kernel/isa.cpp
+# The page waits for the core after every edit: the code that computes (the engines, the verdict, the
+# trace's records and the steps the page draws) is compiled for speed (-O2), the rest, which runs once an
+# edit or not at all (the report, the lessons, the text and JSON writers), for size (-Oz). em++ lets no
+# file of a target that sees -Oz inline freely, so the two are targets of their own. The exceptions are
+# WebAssembly's own (-fwasm-exceptions), not JavaScript's: with those, every call that may throw went
+# through JavaScript and the core took several times as long.
+set(ATTN_EXPLORER_FAST apps/explorer/core.cpp src/engine/instances.cpp src/trace/record.cpp
+                       src/trace/collector.cpp src/trace/trace.cpp src/observe/steps.cpp src/io/load.cpp)
+list(REMOVE_ITEM ATTN_EXPLORER_SOURCES ${ATTN_EXPLORER_FAST})
+add_library(explorer_settings INTERFACE)
+target_include_directories(explorer_settings INTERFACE ${PROJECT_SOURCE_DIR}/src ${PROJECT_BINARY_DIR}/generated
+                           ${ATTN_HEADERS})
+target_compile_definitions(explorer_settings INTERFACE FMT_HEADER_ONLY)
+target_compile_options(explorer_settings INTERFACE -Wall -Wextra -Wpedantic -Wshadow -Wconversion
+                       -Wno-sign-conversion -Wno-missing-field-initializers
+                       $<$<BOOL:${ATTN_WARNINGS_AS_ERRORS}>:-Werror> -fwasm-exceptions)
+set(explorer_headers <fmt/format.h> <nlohmann/json.hpp> <algorithm> <cmath> <optional> <span> <string>
+                     <string_view> <vector>)
+
+# The code compiled for size is a library of its own, linked after the code compiled for speed: where
+# both hold a copy of the same inline function (a tensor's index, say), the linker keeps the first.
+add_library(explorer_small STATIC ${ATTN_EXPLORER_SOURCES} src/kernel/kernels.cpp src/kernel/isa.cpp
+                                  src/kernel/isa_backward.cpp)
+target_link_libraries(explorer_small PRIVATE explorer_settings)
+set_target_properties(explorer_small PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 16)
+set_source_files_properties(${ATTN_UNITY_ALONE} ${ATTN_EXAMPLES_CPP} ${ATTN_REPORT_ASSETS_CPP} src/kernel/isa.cpp
                             src/kernel/isa_backward.cpp PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 # The fast path's kernels in their portable form alone (CMakeLists.txt compiles one per instruction set).
 set_source_files_properties(src/kernel/isa.cpp src/kernel/isa_backward.cpp PROPERTIES COMPILE_DEFINITIONS
                             "ATTN_ISA=baseline;ATTN_VBYTES=16")
-target_include_directories(explorer_core PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_BINARY_DIR}/generated
-                           ${ATTN_HEADERS})
-target_compile_definitions(explorer_core PRIVATE FMT_HEADER_ONLY)
-target_compile_options(explorer_core PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
-                       -Wno-missing-field-initializers $<$<BOOL:${ATTN_WARNINGS_AS_ERRORS}>:-Werror>
-                       -fexceptions -Oz)
-target_precompile_headers(explorer_core PRIVATE <fmt/format.h> <nlohmann/json.hpp> <algorithm> <cmath> <optional>
-                          <span> <string> <string_view> <vector>)
+target_compile_options(explorer_small PRIVATE -Oz)
+target_precompile_headers(explorer_small PRIVATE ${explorer_headers})
+
+add_executable(explorer_core ${ATTN_EXPLORER_FAST})
+target_link_libraries(explorer_core PRIVATE explorer_settings explorer_small)
+set_target_properties(explorer_core PROPERTIES SUFFIX .js)
+target_compile_options(explorer_core PRIVATE -O2)
+target_precompile_headers(explorer_core PRIVATE ${explorer_headers})
 # A module the page instantiates (AttnCore()), with exceptions caught (the core reports a bad input by
 # throwing), memory that grows, no file system, for the browser and for Node.js (the tests).
-target_link_options(explorer_core PRIVATE -fexceptions -Oz -sSINGLE_FILE=1 -sMODULARIZE=1 -sEXPORT_NAME=AttnCore
+target_link_options(explorer_core PRIVATE -fwasm-exceptions -Oz -sSINGLE_FILE=1 -sMODULARIZE=1 -sEXPORT_NAME=AttnCore
                     -sENVIRONMENT=web,node -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=2GB -sFILESYSTEM=0
                     -sEXPORTED_FUNCTIONS=_attn_explore,_attn_result,_attn_values,_attn_value_count,_attn_explain,_attn_explain_grad,_attn_examples,_malloc,_free
                     -sEXPORTED_RUNTIME_METHODS=ccall,cwrap,UTF8ToString,HEAPF64,HEAPU32)

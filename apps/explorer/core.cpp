@@ -37,13 +37,14 @@ namespace attn {
 
 namespace {
 
-// The state of the last run the page asked for: the problem, its options, the trace as recorded and
-// the same trace with compare's verdict (what the report and the view show), and what was made of
-// them, each made once when first asked for.
+// The state of the last run the page asked for: the problem, its options, the trace as recorded,
+// compare's verdict on it (which the report and the view show and `run`'s trace does not hold), and
+// what was made of them, each made once when first asked for.
 struct Session {
   std::shared_ptr<const Problem> problem;
   TraceOptions options;
-  Trace trace, judged;
+  Trace trace;
+  std::optional<CompareRecord> verdict;
   std::string trace_json, report, view, error, explanation;
   std::vector<double> values;  // every step's numbers, one after another, as the view lists them
   bool have_json = false, have_report = false;
@@ -69,15 +70,19 @@ TraceOptions page_options(const char* engine, const char* dtype, unsigned block_
   return o;
 }
 
-nlohmann::json stats_json(const ErrorStats& e) { return {{"max_abs", e.max_abs}, {"max_rel", e.max_rel}}; }
-
 // A number for the view's JSON: null where JSON has none (NaN, ±inf).
 nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
 
-// What the page draws at once: the steps (name, formula, shape, where their numbers start in `values`),
-// the tokens, compare's verdict and the flash walk in brief.
+// The verdict the page shows: the one the trace holds, else the one made for the page, else none.
+const CompareRecord* verdict_of(const Session& s) {
+  if (s.trace.compare) return &*s.trace.compare;
+  return s.verdict ? &*s.verdict : nullptr;
+}
+
+// What the page draws at once, and nothing it does not read: the steps (name, formula, shape, where
+// their numbers start in `values`), the tokens, compare's verdict and the flash walk in brief.
 void make_view(Session& s) {
-  const Trace& t = s.judged;
+  const Trace& t = s.trace;
   const Problem& p = *s.problem;
   nlohmann::json steps = nlohmann::json::array();
   s.values.clear();
@@ -88,8 +93,7 @@ void make_view(Session& s) {
         {{"name", step_info(r.step).name}, {"formula", r.formula}, {"shape", r.value.shape()}, {"offset", offset}});
   }
   nlohmann::json view = {
-      {"steps", steps}, {"tokens", p.tokens},          {"context_tokens", p.context_tokens}, {"cross", p.cross},
-      {"heads", p.h},   {"engine", name_of(t.engine)}, {"dtype", name_of(t.dtype)},          {"backward", t.backward}};
+      {"steps", steps}, {"tokens", p.tokens}, {"context_tokens", p.context_tokens}, {"cross", p.cross}};
   if (t.flash) {
     std::size_t rescaled = 0, skipped = 0;
     for (const FlashTile& tile : t.flash->tiles) {
@@ -104,21 +108,15 @@ void make_view(Session& s) {
                      {"skipped", skipped},
                      {"rescaled", rescaled}};
   }
-  if (t.compare) {
-    const CompareRecord& c = *t.compare;
+  if (const CompareRecord* c = verdict_of(s)) {
     nlohmann::json gradients = nlohmann::json::array();
-    for (const GradientCheck& g : c.gradients)
-      gradients.push_back({{"step", step_info(g.step).name},
-                           {"pass", g.pass},
-                           {"flash_error", finite_or_null(g.flash_vs_ref.max_abs)},
-                           {"bound", finite_or_null(g.bound)}});
-    view["compare"] = {{"pass", passes(c)},
-                       {"output_pass", c.pass},
-                       {"reference", reference_name(c.dtype)},
-                       {"naive_vs_ref", stats_json(c.naive_vs_ref)},
-                       {"flash_vs_ref", stats_json(c.flash_vs_ref)},
-                       {"flash_vs_naive", stats_json(c.flash_vs_naive)},
-                       {"bound", finite_or_null(c.bound)},
+    for (const GradientCheck& g : c->gradients)
+      gradients.push_back({{"step", step_info(g.step).name}, {"pass", g.pass}});
+    view["compare"] = {{"pass", passes(*c)},
+                       {"output_pass", c->pass},
+                       {"reference", reference_name(c->dtype)},
+                       {"flash_vs_ref", {{"max_abs", finite_or_null(c->flash_vs_ref.max_abs)}}},
+                       {"bound", finite_or_null(c->bound)},
                        {"gradients", gradients}};
   }
   s.view = view.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -129,8 +127,11 @@ void explore(const char* input, const TraceOptions& o) {
   s.options = o;
   s.problem = std::make_shared<const Problem>(load_problem(input, o.file));
   s.trace = record_run(s.problem, plan_run(o, *s.problem));
-  s.judged = s.trace;
-  add_verdict(s.judged, o);
+  if (!s.trace.compare) {
+    add_verdict(s.trace, o);
+    s.verdict = std::move(s.trace.compare);
+    s.trace.compare.reset();
+  }
   make_view(s);
   session = std::move(s);
 }
@@ -147,7 +148,17 @@ const std::string& report_page() {
   if (!session.have_report) {
     ReportOptions report;
     report.version = version;
-    session.report = report_html(session.judged, report);
+    // The report shows the verdict: lent to the trace while the report is written.
+    struct Lend {
+      Session& s;
+      explicit Lend(Session& to) : s(to) { s.trace.compare.swap(s.verdict); }
+      ~Lend() { s.trace.compare.swap(s.verdict); }
+      Lend(const Lend&) = delete;
+      Lend& operator=(const Lend&) = delete;
+    };
+    std::optional<Lend> lent;
+    if (session.verdict) lent.emplace(session);
+    session.report = report_html(session.trace, report);
     session.have_report = true;
   }
   return session.report;

@@ -12,25 +12,17 @@ trace; a link's settings (dtype, engine, block-q, block-k, backward) are the com
 usage: controls_test.py ATTN_TRACE SOURCE_DIR
 Needs Debian's chromium, chromium-driver and python3-selenium (scripts/setup.sh --tests).
 """
-import importlib.util
 import json
 import os
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import siblings  # noqa: E402  loads this folder's scripts under names of their own
 
-
-def _load(name, file):
-    """A test module of this folder under its own name (the report's browser_test keeps its name)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(os.path.abspath(__file__)), file))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-page = _load("explorer_page", "browser_test.py")  # the tool, the page's state, waits, the offline check
-core = _load("explorer_core_test", "core_test.py")  # where the C libraries differ, and compare's rule
+page = siblings.load("explorer_page", "browser_test.py")  # the tool, the page's state, waits, the offline check
+core = siblings.load("explorer_core_test", "core_test.py")  # where the C libraries differ, and compare's rule
 
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402

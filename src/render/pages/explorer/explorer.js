@@ -119,8 +119,9 @@
     root.setAttribute('data-runs', String(shown));
   });
 
-  // What is written after the page is drawn: the trace's text (#trace-data) and, while the full report
-  // is open, the report in its frame. Both come from the core's last run, which is the state shown.
+  // What is written after the page is drawn: the input's and the trace's text (#input-data, #trace-data)
+  // and, while the full report is open, the report in its frame: all of the state shown, the core's last
+  // run.
   var reportShown = -1;  // the run whose report the frame holds
   var textStale = false;  // the JSON text is behind the input shown (a cell's edit)
   function finish() {
@@ -133,6 +134,7 @@
     var link = '#' + AttnLink.write(current.text, current.settings);
     if (location.hash !== link) window.history.replaceState(null, '', link);
     if (byId('trace-data').getAttribute('data-run') !== String(shown)) {
+      byId('input-data').textContent = current.text;
       byId('trace-data').textContent = resultOf(0);
       byId('trace-data').setAttribute('data-run', String(shown));
     }
@@ -183,7 +185,6 @@
     }
     started = 0;
     current = state;
-    byId('input-data').textContent = state.text;
     errorLine.hidden = true;
     textArea.classList.remove('invalid');
     shown += 1;
