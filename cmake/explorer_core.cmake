@@ -22,10 +22,12 @@ list(REMOVE_ITEM ATTN_EXPLORER_SOURCES src/bench/machine.cpp src/render/pages/ex
             ${ATTN_EXPLORER_ASSETS_CPP})
 # The page waits for the core after every edit: the code that computes (the engines, the verdict, the
 # trace's records and the steps the page draws) is compiled for speed (-O2), the rest, which runs once an
-# edit or not at all (the report, the lessons, the text and JSON writers), for size (-Oz). em++ lets no
-# file of a target that sees -Oz inline freely, so the two are targets of their own. The exceptions are
-# WebAssembly's own (-fwasm-exceptions), not JavaScript's: with those, every call that may throw went
-# through JavaScript and the core took several times as long.
+# edit or not at all (the report, the lessons, the text and JSON writers), for size (-Oz). em++ turns an
+# -Oz anywhere on a command line into -fno-inline-functions, even before an -O2, so the two are targets
+# of their own. The exceptions are WebAssembly's own (-fwasm-exceptions, which Chromium and node 20
+# run), not JavaScript's (-fexceptions): with those, every call that may throw went through JavaScript.
+# Measured on 64 tokens (docs/explorer.md): all -Oz with JavaScript's exceptions 30-40 ms a run, with
+# WebAssembly's 18 ms, split as here 8-11 ms (all -O2: 8 ms, but a page over 2 MB).
 set(ATTN_EXPLORER_FAST apps/explorer/core.cpp src/engine/instances.cpp src/trace/record.cpp
                        src/trace/collector.cpp src/trace/trace.cpp src/observe/steps.cpp src/io/load.cpp)
 list(REMOVE_ITEM ATTN_EXPLORER_SOURCES ${ATTN_EXPLORER_FAST})
