@@ -8,6 +8,10 @@ bash scripts/setup.sh
 
 cmake --preset release -DATTN_BUILD_TESTS=OFF >/dev/null
 cmake --build --preset release --target attn-trace
+# The Python module (import attn_trace), where pybind11 is installed (scripts/setup.sh installs it).
+if grep -q '^ATTN_HAS_PYTHON_MODULE:INTERNAL=ON' build/release/CMakeCache.txt 2>/dev/null; then
+  cmake --build --preset release --target attn_trace_core
+fi
 
 prefix=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' build/release/CMakeCache.txt)
 sudo=""

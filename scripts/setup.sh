@@ -4,17 +4,20 @@
 #
 # usage: scripts/setup.sh            what building and running the tool need (scripts/demo.sh), with
 #                                    Emscripten for the explorer's WebAssembly core (attn-trace explore)
+#                                    and pybind11 with Python's headers and numpy for the Python module
+#                                    (import attn_trace)
 #        scripts/setup.sh --tests    that, and what the tests need (scripts/check.sh): Catch2, clang
 #                                    and its sanitizer runtimes for fuzzing, clang-format and
 #                                    clang-tidy, Python with numpy, jsonschema and PyTorch, Chromium
 #                                    with its driver and Selenium for the HTML report's browser tests,
 #                                    Google Benchmark for the kernels' micro-benchmarks, and Node.js
-#                                    for the explorer's core
+#                                    for the explorer's core, pytest for the Python module
 set -euo pipefail
 
-build_packages=(g++ make cmake libcli11-dev libfmt-dev nlohmann-json3-dev emscripten)
+build_packages=(g++ make cmake libcli11-dev libfmt-dev nlohmann-json3-dev emscripten pybind11-dev python3-dev
+                python3-numpy)
 test_packages=(catch2 clang libclang-rt-14-dev clang-format clang-tidy python3 python3-numpy python3-jsonschema
-               python3-torch chromium chromium-driver python3-selenium libbenchmark-dev nodejs)
+               python3-torch chromium chromium-driver python3-selenium libbenchmark-dev nodejs python3-pytest)
 
 case ${1:-} in
   '') packages=("${build_packages[@]}") ;;

@@ -49,9 +49,6 @@ void add_color_scale_option(CLI::App& command, WeightScale& scale);
 void add_backward_options(CLI::App& command, TraceOptions& options);
 // --dropout P and --dropout-seed S (run, compare, report): dropout in place of the input's.
 void add_dropout_options(CLI::App& command, TraceOptions& options);
-// The problem of `problem` as the options run it: with dY drawn by --grad-seed (a UsageError without
-// --backward) and dropout as --dropout and --dropout-seed set it.
-std::shared_ptr<const Problem> as_run(const TraceOptions& options, Problem problem);
 // FILE read within --max-memory and loaded, as_run.
 std::shared_ptr<const Problem> load_input(const TraceOptions& options);
 // --format text|markdown|latex|csv (run and show).

@@ -1,6 +1,8 @@
 #include "request/request.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
@@ -104,6 +106,39 @@ void add_verdict(Trace& trace, const TraceOptions& o) {
   const RunRequest request{Engine::both, trace.dtype, trace.flash->tile_size, output_only};
   check_memory(o, request, *trace.problem, {.naive = true, .flash = true, .reference = true});
   trace.compare = record_compare(trace.problem, request).compare;
+}
+
+namespace {
+
+// --dropout and --dropout-seed in place of the input's "dropout": --dropout 0 turns it off.
+void apply_dropout_options(const TraceOptions& o, Problem& problem) {
+  if (o.dropout && !(*o.dropout >= 0 && *o.dropout < 1))
+    throw UsageError(
+        fmt::format("--dropout {}: expected a probability 0 <= p < 1 (p = 1 would drop every weight)", *o.dropout));
+  if (o.dropout_seed && !o.dropout && !problem.dropout)
+    throw UsageError(
+        "--dropout-seed: it seeds dropout's keep mask, and this run has no dropout; add --dropout P (or a \"dropout\" "
+        "key to the input)");
+  if (o.dropout_seed && o.dropout && *o.dropout == 0)
+    throw UsageError("--dropout-seed: --dropout 0 drops nothing, so there is no mask to seed");
+  if (o.dropout) {
+    if (*o.dropout == 0) {
+      problem.dropout.reset();
+      return;
+    }
+    const std::uint64_t seed = problem.dropout ? problem.dropout->seed : 0;
+    problem.dropout = Dropout{*o.dropout, seed};
+  }
+  if (o.dropout_seed) problem.dropout->seed = *o.dropout_seed;
+}
+
+}  // namespace
+
+std::shared_ptr<const Problem> as_run(const TraceOptions& o, Problem problem) {
+  if (o.grad_seed && !o.backward) throw UsageError("--grad-seed: it draws the backward pass's dY; add --backward");
+  if (o.grad_seed) problem = with_grad_seed(std::move(problem), *o.grad_seed);
+  apply_dropout_options(o, problem);
+  return std::make_shared<const Problem>(std::move(problem));
 }
 
 }  // namespace attn

@@ -37,6 +37,11 @@ RunRequest run_request(const TraceOptions& options, const Problem& problem, Step
 // when an input value is beyond the dtype's range or the run would need more than --max-memory.
 RunRequest plan_run(const TraceOptions& options, const Problem& problem);
 
+// The problem of `problem` as the options run it: with dY drawn by --grad-seed (a UsageError without
+// --backward) and dropout as --dropout and --dropout-seed set it (the command line's and the Python
+// module's).
+std::shared_ptr<const Problem> as_run(const TraceOptions& options, Problem problem);
+
 // compare's verdict, for a page's naive vs flash and the unit of its map of flash − naive (report,
 // explore): a trace of both engines that has none (a run of an input, or a saved run --engine both)
 // gets it by running compare's wider reference on the same input, dtype and tiles, so that its page is

@@ -2,13 +2,16 @@
 # Installs a build into a temporary prefix with `cmake --install`, then checks that everything landed
 # under the prefix and nowhere else, and that the installed attn-trace, run from outside the source
 # and build trees, traces its installed copy of the worked example; and that the examples, the guides,
-# the licence, the changelog and the bash completion are there, byte for byte.
-# usage: install_test.sh CMAKE BUILD_DIR SOURCE_DIR BINDIR DATADIR DOCDIR VERSION
-#   BINDIR, DATADIR, DOCDIR: CMAKE_INSTALL_BINDIR, _DATADIR, _DOCDIR, relative to the prefix.
+# the licence, the changelog and the bash completion are there, byte for byte; and, where the build made
+# the Python module, that Debian's python3 imports it from the prefix, in any folder, and that the
+# default prefix's folder for it is one python3 looks in.
+# usage: install_test.sh CMAKE BUILD_DIR SOURCE_DIR BINDIR DATADIR DOCDIR VERSION [PYTHONDIR]
+#   BINDIR, DATADIR, DOCDIR: CMAKE_INSTALL_BINDIR, _DATADIR, _DOCDIR, relative to the prefix; PYTHONDIR
+#   ATTN_PYTHON_DIR (cmake/python_module.cmake), given when the module is built.
 set -uo pipefail
-usage="usage: install_test.sh CMAKE BUILD_DIR SOURCE_DIR BINDIR DATADIR DOCDIR VERSION"
-[[ $# -eq 7 ]] || { echo "$usage"; exit 2; }
-cmake=$1 build=$2 source=$3 bindir=$4 datadir=$5 docdir=$6 version=$7
+usage="usage: install_test.sh CMAKE BUILD_DIR SOURCE_DIR BINDIR DATADIR DOCDIR VERSION [PYTHONDIR]"
+[[ $# -eq 7 || $# -eq 8 ]] || { echo "$usage"; exit 2; }
+cmake=$1 build=$2 source=$3 bindir=$4 datadir=$5 docdir=$6 version=$7 pythondir=${8:-}
 
 # An absolute folder would install outside the temporary prefix, into the machine.
 for dir in "$bindir" "$datadir" "$docdir"; do
@@ -96,6 +99,20 @@ if [[ -f $completion ]]; then
     COMP_WORDS=(attn-trace example the-) COMP_CWORD=2
     _attn_trace attn-trace the- example && printf "%s\n" "${COMPREPLY[@]}"' _ "$completion")
   [[ $names == the-cat-sat ]] || fail "the installed completion completes 'attn-trace example the-' to '$names'"
+fi
+
+# The Python module: imported by Debian's python3 from /, where neither the source nor the build is.
+if [[ -n $pythondir ]]; then
+  if ! weight=$(cd / && PYTHONPATH="$prefix/$pythondir" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c '
+import sys, attn_trace
+assert attn_trace.__file__.startswith(sys.argv[1]), attn_trace.__file__
+print(round(float(attn_trace.run(sys.argv[2])["weights"][0, 1, 0]), 4))' "$prefix" "$example" 2>&1); then
+    fail "import attn_trace from $prefix/$pythondir: $weight"
+  elif [[ $weight != 0.7679 ]]; then
+    fail "the installed attn_trace gives \"cat\" -> \"The\" $weight, not 0.7679"
+  fi
+  /usr/bin/python3 -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "/usr/local/$pythondir" ||
+    fail "/usr/local/$pythondir (the default prefix's) is not on /usr/bin/python3's sys.path"
 fi
 
 if ((failures)); then

@@ -1,0 +1,121 @@
+"""attn-trace in Python (docs/python.md): every step of attention as a numpy array, from the same library
+as the command line, in the same process.
+
+    import attn_trace
+    t = attn_trace.run("data/the_cat_sat.json")
+    t["weights"]          # a numpy array of the trace format's shape
+    t.steps               # the steps' names, in the order they ran
+    t.info("scores")      # its formula, axes, shape and meaning
+    t.to_json()           # the trace format's JSON, byte for byte `attn-trace run FILE --json -`
+    t                     # in a notebook: the report of the trace (attn-trace report)
+
+The input may be a path, JSON text, a dict, or the input's keys as keyword arguments (X=..., W_q=...,
+tokens=[...], n_heads=2, ...), their arrays as numpy arrays, PyTorch tensors or nested lists. A refused
+input or option raises ValueError with the command line's one-line message.
+"""
+import json
+import os
+
+import numpy as np
+
+from . import _core
+
+__version__ = _core.version
+__all__ = ["run", "Trace"]
+
+
+def _plain(value):
+    """`value` as JSON's types: arrays and tensors as nested lists of numbers."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    if hasattr(value, "detach"):  # a PyTorch tensor, perhaps on a device or needing grad
+        value = value.detach().cpu()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return np.asarray(value).tolist()
+
+
+def _input(source, keys):
+    """The input as (JSON text or None, the file to read or None)."""
+    if keys:
+        if source is not None:
+            raise ValueError("give the input or its keys as keyword arguments, not both")
+        if "heads" in keys and "n_heads" not in keys:
+            keys["n_heads"] = keys.pop("heads")
+        return json.dumps(_plain(keys)), None
+    if isinstance(source, dict):
+        return json.dumps(_plain(source)), None
+    if isinstance(source, bytes):
+        source = source.decode("utf-8")
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        return source, None
+    if isinstance(source, (str, os.PathLike)):
+        return None, os.fspath(source)
+    raise TypeError("the input is a path, JSON text, a dict, or the input's keys as keyword arguments")
+
+
+class Trace:
+    """One run's trace: its steps as numpy arrays (read-only views of the trace's own memory), in the
+    order the engine ran them."""
+
+    def __init__(self, core):
+        self._core = core
+        self.steps = list(core.steps)
+        self.dtype = core.dtype
+        self.engine = core.engine
+        self._index = {name: i for i, name in enumerate(self.steps)}
+
+    def _at(self, step):
+        if step not in self._index:
+            raise KeyError(f"{step}: not a step of this trace; it has {', '.join(self.steps)}")
+        return self._index[step]
+
+    def __getitem__(self, step):
+        """The numbers of `step` as a numpy array of its shape: float64 for a float64 trace, float32
+        otherwise (float16 and bfloat16 values are float32 values)."""
+        return self._core.array(self._at(step))
+
+    def __contains__(self, step):
+        return step in self._index
+
+    def __iter__(self):
+        return iter(self.steps)
+
+    def __len__(self):
+        return len(self.steps)
+
+    def info(self, step):
+        """What `step` is: its name, formula (for this input), axes, shape and meaning."""
+        return self._core.info(self._at(step))
+
+    def to_json(self):
+        """The trace format's JSON (docs/trace-format.md), as `attn-trace run FILE --json -` writes it."""
+        return self._core.to_json()
+
+    def _repr_html_(self):
+        """The report of this trace (attn-trace report), one self-contained page: a notebook shows it."""
+        return self._core.report_html()
+
+    def __repr__(self):
+        return f"<attn_trace.Trace: {self.engine}, {self.dtype}, {len(self.steps)} steps>"
+
+
+def run(input=None, *, engine="naive", dtype="float32", backward=False, block_q=None, block_k=None,
+        steps=None, head=None, grad_seed=None, dropout=None, dropout_seed=None, max_memory="4G", **keys):
+    """`attn-trace run` on `input`: the options are the command line's (--engine, --dtype, --backward,
+    --block-q, --block-k, --steps, --head, --grad-seed, --dropout, --dropout-seed, --max-memory)."""
+    if isinstance(dropout, dict):  # the input's own "dropout" key, given with the others
+        keys["dropout"], dropout = dropout, None
+    text, path = _input(input, keys)
+    if isinstance(steps, str):
+        steps = [s for s in steps.split(",") if s]
+    options = {"engine": engine, "dtype": dtype, "backward": backward, "block_q": block_q, "block_k": block_k,
+               "steps": steps, "head": head, "grad_seed": grad_seed, "dropout": dropout,
+               "dropout_seed": dropout_seed, "max_memory": max_memory}
+    if path is not None:
+        options["name"] = path
+    return Trace(_core.run(text, options))

@@ -1,0 +1,171 @@
+// The Python module's core (docs/python.md): attn_trace/__init__.py hands it the input as JSON text and
+// the options by the command line's names; it runs what `attn-trace run FILE --json -` runs, keeps the
+// trace, and lends each step's numbers to numpy in place. The module never calls the command line.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "attn/version.hpp"
+#include "io/load.hpp"
+#include "io/read.hpp"
+#include "io/trace_json.hpp"
+#include "json/error.hpp"
+#include "render/pages/report/report.hpp"
+#include "request/memory.hpp"
+#include "request/request.hpp"
+#include "request/trace_options.hpp"
+#include "trace/record.hpp"
+
+namespace py = pybind11;
+
+namespace attn {
+
+namespace {
+
+// One run: the trace as recorded and, for a dtype narrower than float64, each step's numbers as float32
+// (exact: every value of float32, float16 and bfloat16 is one), made when first asked for. The arrays
+// handed to Python point into this object and keep it alive.
+struct Run {
+  TraceOptions options;
+  Trace trace;
+  std::map<std::size_t, std::vector<float>> narrow;  // by step index
+};
+
+// A Python dict of options, by the command line's names with `_` for `-`, as TraceOptions.
+TraceOptions options_from(const py::dict& d) {
+  TraceOptions o;
+  o.file = "input";
+  for (const auto& [key_object, value] : d) {
+    const std::string key = py::cast<std::string>(key_object);
+    if (value.is_none()) continue;
+    if (key == "name") o.file = py::cast<std::string>(value);
+    else if (key == "engine") {
+      const std::string name = py::cast<std::string>(value);
+      const std::optional<Engine> e = engine_from_name(name);
+      if (!e) throw UsageError(fmt::format("engine {}: expected naive, flash or both", name));
+      o.engine = *e;
+    } else if (key == "dtype") {
+      const std::string name = py::cast<std::string>(value);
+      const std::optional<DType> t = dtype_from_name(name);
+      if (!t) throw UsageError(fmt::format("dtype {}: expected float32, float64, float16 or bfloat16", name));
+      o.dtype = *t;
+    } else if (key == "block_q") o.block_q = py::cast<std::size_t>(value);
+    else if (key == "block_k") o.block_k = py::cast<std::size_t>(value);
+    else if (key == "steps") o.steps = py::cast<std::vector<std::string>>(value);
+    else if (key == "head") o.head = py::cast<std::size_t>(value);
+    else if (key == "backward") o.backward = py::cast<bool>(value);
+    else if (key == "grad_seed") o.grad_seed = py::cast<std::uint64_t>(value);
+    else if (key == "dropout") o.dropout = py::cast<double>(value);
+    else if (key == "dropout_seed") o.dropout_seed = py::cast<std::uint64_t>(value);
+    else if (key == "max_memory") o.max_memory = py::cast<std::string>(value);
+    else throw UsageError(fmt::format("{}: not an option of run", key));
+  }
+  if (o.block_q && *o.block_q == 0) throw UsageError("block_q: expected at least 1, found 0");
+  if (o.block_k && *o.block_k == 0) throw UsageError("block_k: expected at least 1, found 0");
+  check_tiles_need_flash(o);
+  return o;
+}
+
+// `attn-trace run` on the input's text, or, with none, on the file the options name (read as the
+// command line reads it, within max_memory).
+std::shared_ptr<Run> run(const std::optional<std::string>& text, const py::dict& options) {
+  auto r = std::make_shared<Run>();
+  r->options = options_from(options);
+  const TraceOptions& o = r->options;
+  std::shared_ptr<const Problem> problem =
+      as_run(o, text ? load_problem(*text, display_name(o.file)) : load_problem_file(o.file, memory_limit(o)));
+  r->trace = record_run(problem, plan_run(r->options, *problem));
+  return r;
+}
+
+const StepRecord& step_at(const Run& r, std::size_t index) {
+  if (index >= r.trace.steps.size())
+    throw py::index_error(fmt::format("step {}: the trace has {}", index, r.trace.steps.size()));
+  return r.trace.steps[index];
+}
+
+// The numbers of step `index` as a numpy array of its shape that points into `r` (float64 as recorded,
+// the narrower dtypes as float32), read-only: the trace is what the tool computed.
+py::array step_array(const std::shared_ptr<Run>& r, std::size_t index) {
+  const StepRecord& s = step_at(*r, index);
+  const std::vector<std::size_t> shape(s.value.shape().begin(), s.value.shape().end());
+  py::object owner = py::cast(r);
+  py::array out;
+  if (r->trace.dtype == DType::float64) {
+    out = py::array_t<double>(shape, s.value.values().data(), owner);
+  } else {
+    auto [at, made] = r->narrow.try_emplace(index);
+    if (made) at->second.assign(s.value.values().begin(), s.value.values().end());
+    out = py::array_t<float>(shape, at->second.data(), owner);
+  }
+  py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return out;
+}
+
+py::dict step_info_of(const Run& r, std::size_t index) {
+  const StepRecord& s = step_at(r, index);
+  const StepInfo& info = step_info(s.step);
+  py::dict d;
+  d["name"] = std::string(info.name);
+  d["formula"] = s.formula;
+  d["meaning"] = s.description;
+  d["axes"] = dim_names(s.step, r.trace.problem->batched, r.trace.problem->layout);
+  d["shape"] = std::vector<std::size_t>(s.value.shape().begin(), s.value.shape().end());
+  return d;
+}
+
+// A C++ exception of the library as Python's: a refused input or option as ValueError with the tool's
+// one-line message.
+void translate(std::exception_ptr p) {  // NOLINT(performance-unnecessary-value-param): pybind11's translator type
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const InputError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const UsageError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  }
+}
+
+}  // namespace
+
+}  // namespace attn
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "attn-trace's library, for the attn_trace package (docs/python.md)";
+  py::register_exception_translator(&attn::translate);
+  py::class_<attn::Run, std::shared_ptr<attn::Run>>(m, "Run")
+      .def_property_readonly("steps",
+                             [](const attn::Run& r) {
+                               std::vector<std::string> names;
+                               for (const attn::StepRecord& s : r.trace.steps)
+                                 names.emplace_back(attn::step_info(s.step).name);
+                               return names;
+                             })
+      .def_property_readonly("dtype", [](const attn::Run& r) { return std::string(attn::name_of(r.trace.dtype)); })
+      .def_property_readonly("engine", [](const attn::Run& r) { return std::string(attn::name_of(r.trace.engine)); })
+      .def("array", &attn::step_array)
+      .def("info", &attn::step_info_of)
+      .def("to_json",
+           [](const attn::Run& r) { return attn::trace_to_json(r.trace, fmt::format("attn-trace {}", attn::version)); })
+      .def("report_html", [](const attn::Run& r) {
+        attn::Trace judged = r.trace;
+        attn::add_verdict(judged, r.options);
+        attn::ReportOptions report;
+        report.version = attn::version;
+        return attn::report_html(judged, report);
+      });
+  m.def("run", &attn::run, py::arg("text"), py::arg("options"));
+  m.attr("version") = std::string(attn::version);
+}

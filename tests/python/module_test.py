@@ -1,0 +1,124 @@
+"""The Python module attn_trace (docs/python.md) against the command line it shares its library with.
+
+  - run() on every bundled example, float32 and float64, naive and both: to_json() is byte for byte
+    `attn-trace run FILE --json -` with the same options, and every step's array holds the numbers of
+    that trace's step, in its shape;
+  - the input as a path, JSON text, a dict and keyword arrays (numpy arrays and PyTorch tensors) gives
+    the same trace;
+  - every malformed input of tests/data/bad/ raises ValueError with the message the command line prints
+    after "attn-trace: error: ", and nothing else;
+  - a step's array is a view of the trace's own memory, made once: two reads of a 4,096-token trace's
+    weights share one buffer, and the array is read-only.
+
+usage: pytest module_test.py (ATTN_TRACE names the tool, ATTN_SOURCE the checkout, PYTHONPATH holds the
+build's python/ folder: CTest sets all three).
+"""
+import glob
+import json
+import math
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import attn_trace
+
+TOOL = os.environ["ATTN_TRACE"]
+SOURCE = os.environ["ATTN_SOURCE"]
+EXAMPLES = sorted(glob.glob(os.path.join(SOURCE, "data", "*.json")))
+BAD = sorted(glob.glob(os.path.join(SOURCE, "tests", "data", "bad", "*.json")))
+
+
+def tool(*args):
+    return subprocess.run([TOOL, *args], capture_output=True, text=True, check=False)
+
+
+def numbers(nested):
+    """A trace's nested values as floats: its "-inf", "inf" and "nan" strings as numbers."""
+    special = {"-inf": -math.inf, "inf": math.inf, "nan": math.nan}
+    if isinstance(nested, list):
+        return [numbers(x) for x in nested]
+    return special.get(nested, nested)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=os.path.basename)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("engine", ["naive", "both"])
+def test_every_example_is_the_tools_trace(path, dtype, engine):
+    cli = tool("run", path, "--json", "-", "--dtype", dtype, "--engine", engine)
+    assert cli.returncode == 0, cli.stderr
+    t = attn_trace.run(path, dtype=dtype, engine=engine)
+    assert t.to_json() == cli.stdout
+    saved = json.loads(cli.stdout)
+    assert t.steps == [s["name"] for s in saved["steps"]]
+    want_dtype = np.float64 if dtype == "float64" else np.float32
+    for s in saved["steps"]:
+        a = t[s["name"]]
+        assert a.dtype == want_dtype and list(a.shape) == s["shape"], s["name"]
+        # The trace writes each float32 in the shortest form that reads back as that float32.
+        want = np.array(numbers(s["data"]), dtype=s["dtype"]).reshape(s["shape"])
+        np.testing.assert_array_equal(a, want, err_msg=s["name"])
+        info = t.info(s["name"])
+        assert info["name"] == s["name"] and info["shape"] == s["shape"] and info["formula"]
+
+
+def test_the_backward_pass_and_its_options():
+    path = os.path.join(SOURCE, "data", "gpt_causal.json")
+    cli = tool("run", path, "--json", "-", "--backward", "--grad-seed", "3", "--engine", "flash", "--block-q", "2")
+    assert cli.returncode == 0, cli.stderr
+    t = attn_trace.run(path, backward=True, grad_seed=3, engine="flash", block_q=2)
+    assert t.to_json() == cli.stdout
+    assert "d_X" in t.steps
+
+
+def test_the_worked_example():
+    t = attn_trace.run(os.path.join(SOURCE, "data", "the_cat_sat.json"))
+    np.testing.assert_array_equal(t["q"], np.array([[2, 0], [0, 2], [1, 1]], dtype=np.float32))
+    np.testing.assert_array_equal(t["scores"][0], np.array([[0, 4, 2], [4, 0, 2], [2, 2, 2]], dtype=np.float32))
+    assert round(float(t["weights"][0, 1, 0]), 3) == 0.768  # "cat" attends to "The", by hand: e^4/(e^4+1+e^2)
+
+
+def test_every_form_of_input_gives_the_same_trace():
+    path = os.path.join(SOURCE, "data", "the_cat_sat.json")
+    text = open(path, encoding="utf-8").read()
+    value = json.loads(text)
+    want = attn_trace.run(path).to_json()
+    assert attn_trace.run(text).to_json() == want
+    assert attn_trace.run(value).to_json() == want
+    arrays = {k: (np.array(v) if k.startswith(("X", "W_")) else v) for k, v in value.items()}
+    assert attn_trace.run(**arrays).to_json() == want
+    tensors = {k: (torch.tensor(v, dtype=torch.float64) if k.startswith(("X", "W_")) else v) for k, v in value.items()}
+    assert attn_trace.run(**tensors).to_json() == want
+
+
+@pytest.mark.parametrize("path", BAD, ids=os.path.basename)
+def test_every_bad_input_is_the_tools_message(path):
+    cli = tool("run", path)
+    assert cli.returncode == 2
+    prefix = "attn-trace: error: "
+    assert cli.stderr.startswith(prefix) and cli.stderr.count("\n") == 1, cli.stderr
+    with pytest.raises(ValueError) as refused:
+        attn_trace.run(path)
+    assert str(refused.value) == cli.stderr[len(prefix):].rstrip("\n")
+
+
+def test_a_bad_option_is_a_value_error():
+    path = os.path.join(SOURCE, "data", "the_cat_sat.json")
+    for options in ({"engine": "fast"}, {"dtype": "int8"}, {"block_q": 2}, {"steps": ["scroes"]}, {"head": 5}):
+        with pytest.raises(ValueError):
+            attn_trace.run(path, **options)
+
+
+def test_a_long_trace_is_not_copied():
+    rng = np.random.default_rng(0)
+    n, d = 4096, 8
+    t = attn_trace.run(X=rng.standard_normal((n, d)).round(3), W_q=np.eye(d), W_k=np.eye(d), W_v=np.eye(d),
+                       mask="causal", steps=["weights", "output"])
+    first, second = t["weights"], t["weights"]
+    assert first.shape == (1, n, n)
+    assert first.__array_interface__["data"][0] == second.__array_interface__["data"][0]
+    assert np.shares_memory(first, second)
+    assert first.base is not None and not first.flags.writeable
+    assert float(first[0, -1].sum()) == pytest.approx(1.0, abs=1e-4)
