@@ -23,8 +23,10 @@
 #include "io/trace_json.hpp"
 #include "json/error.hpp"
 #include "render/pages/report/report.hpp"
+#include "render/pages/trace/terminal.hpp"
 #include "request/memory.hpp"
 #include "request/request.hpp"
+#include "request/terminal_caps.hpp"
 #include "request/trace_options.hpp"
 #include "trace/record.hpp"
 
@@ -40,6 +42,7 @@ namespace {
 struct Run {
   TraceOptions options;
   Trace trace;
+  bool compared = false;  // a run of `compare`: naive vs flash vs the reference, with its verdict
   std::map<std::size_t, std::vector<float>> narrow;  // by step index
 };
 
@@ -78,16 +81,47 @@ TraceOptions options_from(const py::dict& d) {
   return o;
 }
 
-// `attn-trace run` on the input's text, or, with none, on the file the options name (read as the
-// command line reads it, within max_memory).
+// The input's text, or, with none, the file the options name (read as the command line reads it,
+// within max_memory), as the options run it.
+std::shared_ptr<const Problem> problem_of(const std::optional<std::string>& text, const TraceOptions& o) {
+  return as_run(o, text ? load_problem(*text, display_name(o.file)) : load_problem_file(o.file, memory_limit(o)));
+}
+
+// `attn-trace run FILE --json -`.
 std::shared_ptr<Run> run(const std::optional<std::string>& text, const py::dict& options) {
   auto r = std::make_shared<Run>();
   r->options = options_from(options);
-  const TraceOptions& o = r->options;
-  std::shared_ptr<const Problem> problem =
-      as_run(o, text ? load_problem(*text, display_name(o.file)) : load_problem_file(o.file, memory_limit(o)));
+  const std::shared_ptr<const Problem> problem = problem_of(text, r->options);
   r->trace = record_run(problem, plan_run(r->options, *problem));
   return r;
+}
+
+// `attn-trace compare FILE --json -`: naive and flash in the dtype, naive one precision up as the
+// reference, every step kept, and the verdict.
+std::shared_ptr<Run> compare(const std::optional<std::string>& text, const py::dict& options) {
+  auto r = std::make_shared<Run>();
+  py::dict both;  // the caller's options, untouched, and the engines compare runs
+  for (const auto& [key, value] : options) both[key] = value;
+  both["engine"] = "both";
+  r->options = options_from(both);
+  r->compared = true;
+  const TraceOptions& o = r->options;
+  const std::shared_ptr<const Problem> problem = problem_of(text, o);
+  const RunRequest request = run_request(o, *problem, trace_filter(o, *problem, /*has_tiles=*/true));
+  check_range(*problem, display_name(o.file), o.dtype);
+  check_memory(o, request, *problem, {.naive = true, .flash = true, .reference = true});
+  r->trace = record_compare(problem, request);
+  return r;
+}
+
+// What the command prints to a pipe in this environment (COLUMNS, LANG), without colour: run's steps,
+// or compare's comparison (with its steps only when steps or head were asked for, as compare does).
+std::string text_of(const Run& r) {
+  TraceOptions o = r.options;
+  o.color = ColorMode::never;
+  RenderOptions render = render_options(o);
+  render.compare_only = r.compared && o.steps.empty() && !o.head;
+  return render_trace(r.trace, render);
 }
 
 const StepRecord& step_at(const Run& r, std::size_t index) {
@@ -155,6 +189,12 @@ PYBIND11_MODULE(_core, m) {
                              })
       .def_property_readonly("dtype", [](const attn::Run& r) { return std::string(attn::name_of(r.trace.dtype)); })
       .def_property_readonly("engine", [](const attn::Run& r) { return std::string(attn::name_of(r.trace.engine)); })
+      .def_property_readonly("passed",
+                             [](const attn::Run& r) -> std::optional<bool> {
+                               if (!r.trace.compare) return std::nullopt;
+                               return attn::passes(*r.trace.compare);
+                             })
+      .def("text", &attn::text_of)
       .def("array", &attn::step_array)
       .def("info", &attn::step_info_of)
       .def("to_json",
@@ -167,5 +207,6 @@ PYBIND11_MODULE(_core, m) {
         return attn::report_html(judged, report);
       });
   m.def("run", &attn::run, py::arg("text"), py::arg("options"));
+  m.def("compare", &attn::compare, py::arg("text"), py::arg("options"));
   m.attr("version") = std::string(attn::version);
 }

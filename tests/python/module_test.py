@@ -8,7 +8,10 @@
   - every malformed input of tests/data/bad/ raises ValueError with the message the command line prints
     after "attn-trace: error: ", and nothing else;
   - a step's array is a view of the trace's own memory, made once: two reads of a 4,096-token trace's
-    weights share one buffer, and the array is read-only.
+    weights share one buffer, and the array is read-only;
+  - compare() on every bundled example, float32 and float64, and with the backward pass: to_json() is
+    `attn-trace compare FILE --json -`, str() what `attn-trace compare FILE` prints, and `passed` its
+    exit code; str() of a run is what `attn-trace run FILE` prints.
 
 usage: pytest module_test.py (ATTN_TRACE names the tool, ATTN_SOURCE the checkout, PYTHONPATH holds the
 build's python/ folder: CTest sets all three).
@@ -29,6 +32,12 @@ TOOL = os.environ["ATTN_TRACE"]
 SOURCE = os.environ["ATTN_SOURCE"]
 EXAMPLES = sorted(glob.glob(os.path.join(SOURCE, "data", "*.json")))
 BAD = sorted(glob.glob(os.path.join(SOURCE, "tests", "data", "bad", "*.json")))
+
+
+# The text the tool prints depends on COLUMNS and the locale: the same for the tool and the module.
+os.environ.update(COLUMNS="100", LANG="C.UTF-8", NO_COLOR="1")
+os.environ.pop("LC_ALL", None)
+os.environ.pop("LC_CTYPE", None)
 
 
 def tool(*args):
@@ -122,3 +131,27 @@ def test_a_long_trace_is_not_copied():
     assert np.shares_memory(first, second)
     assert first.base is not None and not first.flags.writeable
     assert float(first[0, -1].sum()) == pytest.approx(1.0, abs=1e-4)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=os.path.basename)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_every_comparison_is_the_tools(path, dtype):
+    saved = tool("compare", path, "--json", "-", "--dtype", dtype)
+    printed = tool("compare", path, "--dtype", dtype)
+    assert saved.returncode == printed.returncode and saved.returncode in (0, 1), saved.stderr
+    c = attn_trace.compare(path, dtype=dtype)
+    assert c.to_json() == saved.stdout
+    assert str(c) == printed.stdout
+    assert c.passed == (printed.returncode == 0)
+    assert c.verdict["tolerance"]["pass"] or not c.passed
+    assert set(c.steps) >= {"weights", "output"}
+
+
+def test_compare_with_the_backward_pass_and_a_run_as_printed():
+    path = os.path.join(SOURCE, "data", "gqa.json")
+    saved = tool("compare", path, "--json", "-", "--backward", "--block-q", "2", "--block-k", "3")
+    assert saved.returncode == 0, saved.stderr
+    c = attn_trace.compare(path, backward=True, block_q=2, block_k=3)
+    assert c.to_json() == saved.stdout and c.passed and "backward" in c.verdict
+    printed = tool("run", path, "--engine", "flash")
+    assert str(attn_trace.run(path, engine="flash")) == printed.stdout

@@ -7,7 +7,10 @@ as the command line, in the same process.
     t.steps               # the steps' names, in the order they ran
     t.info("scores")      # its formula, axes, shape and meaning
     t.to_json()           # the trace format's JSON, byte for byte `attn-trace run FILE --json -`
+    print(t)              # what `attn-trace run FILE` prints
     t                     # in a notebook: the report of the trace (attn-trace report)
+    c = attn_trace.compare("data/gqa.json")
+    c.passed, c.verdict   # compare's verdict, and its errors and bound as the trace format's dict
 
 The input may be a path, JSON text, a dict, or the input's keys as keyword arguments (X=..., W_q=...,
 tokens=[...], n_heads=2, ...), their arrays as numpy arrays, PyTorch tensors or nested lists. A refused
@@ -21,7 +24,7 @@ import numpy as np
 from . import _core
 
 __version__ = _core.version
-__all__ = ["run", "Trace"]
+__all__ = ["run", "compare", "Trace", "Comparison"]
 
 
 def _plain(value):
@@ -100,22 +103,64 @@ class Trace:
         """The report of this trace (attn-trace report), one self-contained page: a notebook shows it."""
         return self._core.report_html()
 
+    def __str__(self):
+        """What `attn-trace run FILE` prints to a pipe (COLUMNS wide, no colour)."""
+        return self._core.text()
+
     def __repr__(self):
         return f"<attn_trace.Trace: {self.engine}, {self.dtype}, {len(self.steps)} steps>"
+
+
+class Comparison(Trace):
+    """A run of `attn-trace compare`: naive and flash in the dtype, naive one precision up as the
+    reference, every step of both, and the verdict max|flash - ref| <= 2 max|naive - ref| + noise."""
+
+    @property
+    def passed(self):
+        """Whether flash passed (and, with the backward pass, every gradient): compare's exit code 0."""
+        return self._core.passed
+
+    @property
+    def verdict(self):
+        """The trace format's `compare` object as a dict: the three outputs' errors, the engines'
+        memory, the rule with its bound and `pass` ("tolerance"), and the gradients' ("backward")."""
+        return json.loads(self.to_json())["compare"]
+
+    def __str__(self):
+        """What `attn-trace compare FILE` prints to a pipe: the comparison and its verdict."""
+        return self._core.text()
+
+    def __repr__(self):
+        return f"<attn_trace.Comparison: {self.dtype}, {'PASS' if self.passed else 'FAIL'}>"
+
+
+def _options(input, keys, **options):
+    """The input's JSON text (or None: a file to read) and the options for the core."""
+    if isinstance(options.get("dropout"), dict):  # the input's own "dropout" key, given with the others
+        keys["dropout"] = options.pop("dropout")
+    text, path = _input(input, keys)
+    if isinstance(options.get("steps"), str):
+        options["steps"] = [s for s in options["steps"].split(",") if s]
+    if path is not None:
+        options["name"] = path
+    return text, options
+
+
+def compare(input=None, *, dtype="float32", backward=False, block_q=None, block_k=None, steps=None, head=None,
+            grad_seed=None, dropout=None, dropout_seed=None, max_memory="4G", **keys):
+    """`attn-trace compare` on `input`, as `--json` saves it: a Comparison, whose `passed` is the
+    verdict and whose str() is what the command prints."""
+    text, options = _options(input, keys, dtype=dtype, backward=backward, block_q=block_q, block_k=block_k,
+                             steps=steps, head=head, grad_seed=grad_seed, dropout=dropout,
+                             dropout_seed=dropout_seed, max_memory=max_memory)
+    return Comparison(_core.compare(text, options))
 
 
 def run(input=None, *, engine="naive", dtype="float32", backward=False, block_q=None, block_k=None,
         steps=None, head=None, grad_seed=None, dropout=None, dropout_seed=None, max_memory="4G", **keys):
     """`attn-trace run` on `input`: the options are the command line's (--engine, --dtype, --backward,
     --block-q, --block-k, --steps, --head, --grad-seed, --dropout, --dropout-seed, --max-memory)."""
-    if isinstance(dropout, dict):  # the input's own "dropout" key, given with the others
-        keys["dropout"], dropout = dropout, None
-    text, path = _input(input, keys)
-    if isinstance(steps, str):
-        steps = [s for s in steps.split(",") if s]
-    options = {"engine": engine, "dtype": dtype, "backward": backward, "block_q": block_q, "block_k": block_k,
-               "steps": steps, "head": head, "grad_seed": grad_seed, "dropout": dropout,
-               "dropout_seed": dropout_seed, "max_memory": max_memory}
-    if path is not None:
-        options["name"] = path
+    text, options = _options(input, keys, engine=engine, dtype=dtype, backward=backward, block_q=block_q,
+                             block_k=block_k, steps=steps, head=head, grad_seed=grad_seed, dropout=dropout,
+                             dropout_seed=dropout_seed, max_memory=max_memory)
     return Trace(_core.run(text, options))
