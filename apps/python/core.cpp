@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,6 +25,7 @@
 #include "json/error.hpp"
 #include "render/pages/report/report.hpp"
 #include "render/pages/trace/terminal.hpp"
+#include "request/explaining.hpp"
 #include "request/memory.hpp"
 #include "request/request.hpp"
 #include "request/terminal_caps.hpp"
@@ -112,6 +114,29 @@ std::shared_ptr<Run> compare(const std::optional<std::string>& text, const py::d
   check_memory(o, request, *problem, {.naive = true, .flash = true, .reference = true});
   r->trace = record_compare(problem, request);
   return r;
+}
+
+// `attn-trace explain`: the explanation's text, as the command prints it to a pipe, and its JSON (explain
+// --json -). `options` are run's with the question: query, key, head, batch, output, grad and index.
+std::pair<std::string, std::string> explain(const std::optional<std::string>& text, const py::dict& options) {
+  ExplainOptions e;
+  py::dict rest;
+  for (const auto& [key_object, value] : options) {
+    const std::string key = py::cast<std::string>(key_object);
+    if (value.is_none()) continue;
+    if (key == "query") e.query = py::cast<std::string>(py::str(value));
+    else if (key == "key") e.key = py::cast<std::string>(py::str(value));
+    else if (key == "head") e.head = py::cast<std::size_t>(value);
+    else if (key == "batch") e.batch = py::cast<std::size_t>(value);
+    else if (key == "output") e.output = py::cast<std::size_t>(value);
+    else if (key == "grad") e.grad = py::cast<std::string>(value);
+    else if (key == "index") e.index = py::cast<std::vector<std::size_t>>(value);
+    else rest[key_object] = value;
+  }
+  e.trace = options_from(rest);
+  e.trace.color = ColorMode::never;
+  const Explained out = explain_for(e, text, render_options(e.trace));
+  return {out.text, out.json};
 }
 
 // What the command prints to a pipe in this environment (COLUMNS, LANG), without colour: run's steps,
@@ -208,5 +233,6 @@ PYBIND11_MODULE(_core, m) {
       });
   m.def("run", &attn::run, py::arg("text"), py::arg("options"));
   m.def("compare", &attn::compare, py::arg("text"), py::arg("options"));
+  m.def("explain", &attn::explain, py::arg("text"), py::arg("options"));
   m.attr("version") = std::string(attn::version);
 }

@@ -11,7 +11,10 @@
     weights share one buffer, and the array is read-only;
   - compare() on every bundled example, float32 and float64, and with the backward pass: to_json() is
     `attn-trace compare FILE --json -`, str() what `attn-trace compare FILE` prints, and `passed` its
-    exit code; str() of a run is what `attn-trace run FILE` prints.
+    exit code; str() of a run is what `attn-trace run FILE` prints;
+  - explain() of a weight (naive and flash), an output number and a gradient entry: str() is what
+    `attn-trace explain` prints, to_json() its --json -, and a question the input cannot answer is its
+    ValueError.
 
 usage: pytest module_test.py (ATTN_TRACE names the tool, ATTN_SOURCE the checkout, PYTHONPATH holds the
 build's python/ folder: CTest sets all three).
@@ -155,3 +158,38 @@ def test_compare_with_the_backward_pass_and_a_run_as_printed():
     assert c.to_json() == saved.stdout and c.passed and "backward" in c.verdict
     printed = tool("run", path, "--engine", "flash")
     assert str(attn_trace.run(path, engine="flash")) == printed.stdout
+
+
+EXPLAINED = [
+    ("the_cat_sat.json", {"query": "cat", "key": "The"}, ["--query", "cat", "--key", "The"]),
+    ("the_cat_sat.json", {"query": 1, "key": 0, "engine": "flash", "block_k": 2},
+     ["--query", "1", "--key", "0", "--engine", "flash", "--block-k", "2"]),
+    ("gqa.json", {"query": "tea", "key": "like", "head": 3}, ["--query", "tea", "--key", "like", "--head", "3"]),
+    ("gpt_causal.json", {"query": "cat", "output": 0}, ["--query", "cat", "--output", "0"]),
+    ("the_cat_sat.json", {"grad": "d_weights", "index": (0, 1, 0)}, ["--grad", "d_weights", "--index", "0,1,0"]),
+    ("gqa.json", {"grad": "d_W_q", "index": "2,5", "grad_seed": 7},
+     ["--grad", "d_W_q", "--index", "2,5", "--grad-seed", "7"]),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,args", EXPLAINED, ids=[" ".join(a) for _, _, a in EXPLAINED])
+def test_every_explanation_is_the_tools(name, kwargs, args):
+    path = os.path.join(SOURCE, "data", name)
+    printed = tool("explain", path, *args)
+    saved = tool("explain", path, *args, "--json", "-")
+    assert printed.returncode == 0 and saved.returncode == 0, printed.stderr
+    e = attn_trace.explain(path, **kwargs)
+    assert str(e) == printed.stdout
+    assert e.to_json() == saved.stdout and e.data["format"] == "attn-trace.explain"
+
+
+def test_an_explanation_the_input_cannot_give_is_the_tools_message():
+    path = os.path.join(SOURCE, "data", "the_cat_sat.json")
+    for kwargs, args in (({"query": "dog", "key": "The"}, ["--query", "dog", "--key", "The"]),
+                         ({"query": "cat", "key": "The", "head": 2}, ["--query", "cat", "--key", "The", "--head", "2"]),
+                         ({"grad": "d_weights", "index": (0, 9, 0)}, ["--grad", "d_weights", "--index", "0,9,0"])):
+        cli = tool("explain", path, *args)
+        assert cli.returncode == 2
+        with pytest.raises(ValueError) as refused:
+            attn_trace.explain(path, **kwargs)
+        assert str(refused.value) == cli.stderr[len("attn-trace: error: "):].rstrip("\n")

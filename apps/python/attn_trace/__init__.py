@@ -11,6 +11,7 @@ as the command line, in the same process.
     t                     # in a notebook: the report of the trace (attn-trace report)
     c = attn_trace.compare("data/gqa.json")
     c.passed, c.verdict   # compare's verdict, and its errors and bound as the trace format's dict
+    print(attn_trace.explain("data/the_cat_sat.json", "cat", "The"))   # attn-trace explain ... --query cat --key The
 
 The input may be a path, JSON text, a dict, or the input's keys as keyword arguments (X=..., W_q=...,
 tokens=[...], n_heads=2, ...), their arrays as numpy arrays, PyTorch tensors or nested lists. A refused
@@ -24,7 +25,7 @@ import numpy as np
 from . import _core
 
 __version__ = _core.version
-__all__ = ["run", "compare", "Trace", "Comparison"]
+__all__ = ["run", "compare", "explain", "Trace", "Comparison", "Explanation"]
 
 
 def _plain(value):
@@ -134,6 +135,28 @@ class Comparison(Trace):
         return f"<attn_trace.Comparison: {self.dtype}, {'PASS' if self.passed else 'FAIL'}>"
 
 
+class Explanation:
+    """What `attn-trace explain` says of one weight, one output number or one gradient entry: str() is its
+    text, to_json() its JSON (explain --json -), `data` that JSON as a dict."""
+
+    def __init__(self, text, json_text):
+        self._text = text
+        self._json = json_text
+
+    @property
+    def data(self):
+        return json.loads(self._json)
+
+    def to_json(self):
+        return self._json
+
+    def __str__(self):
+        return self._text
+
+    def __repr__(self):
+        return self._text
+
+
 def _options(input, keys, **options):
     """The input's JSON text (or None: a file to read) and the options for the core."""
     if isinstance(options.get("dropout"), dict):  # the input's own "dropout" key, given with the others
@@ -154,6 +177,21 @@ def compare(input=None, *, dtype="float32", backward=False, block_q=None, block_
                              steps=steps, head=head, grad_seed=grad_seed, dropout=dropout,
                              dropout_seed=dropout_seed, max_memory=max_memory)
     return Comparison(_core.compare(text, options))
+
+
+def explain(input=None, query=None, key=None, *, head=None, batch=None, output=None, grad=None, index=None,
+            engine="naive", dtype="float32", block_q=None, block_k=None, grad_seed=None, max_memory="4G", **keys):
+    """`attn-trace explain` on `input`: the weight of `query` on `key` (tokens by name, or by index when no
+    token has that name) in head `head`; or, with `output=C`, output column C of the query's row; or,
+    with `grad="d_weights", index=(0, 1, 0)`, one entry of a gradient of the naive backward pass."""
+    if engine not in ("naive", "flash"):
+        raise ValueError(f"engine {engine}: explain takes naive or flash")
+    if isinstance(index, str):
+        index = [int(i) for i in index.split(",") if i]
+    text, options = _options(input, keys, engine=engine, dtype=dtype, block_q=block_q, block_k=block_k,
+                             grad_seed=grad_seed, max_memory=max_memory, query=query, key=key, head=head,
+                             batch=batch, output=output, grad=grad, index=None if index is None else list(index))
+    return Explanation(*_core.explain(text, options))
 
 
 def run(input=None, *, engine="naive", dtype="float32", backward=False, block_q=None, block_k=None,

@@ -1,0 +1,35 @@
+#pragma once
+// `attn-trace explain` as values: one attention weight, one output number or one gradient entry
+// explained, every operation with its numbers (lessons/), checked against the input and rendered as
+// text and as JSON. The command line and the Python module ask here; each writes the result its way.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "render/draw/options.hpp"
+#include "request/trace_options.hpp"
+
+namespace attn {
+
+struct ExplainOptions {
+  TraceOptions trace;  // the input (file), engine, dtype, tiles, max_memory, grad_seed
+  std::optional<std::string> query, key;  // a token's name, or its index when no token has that name
+  std::optional<std::size_t> head, batch, output;
+  std::string grad;                // --grad STEP: a gradient entry instead
+  std::vector<std::size_t> index;  // --index I,J,…: the entry
+};
+
+struct Explained {
+  std::string text;  // as explain prints it, with `render`
+  std::string json;  // as explain --json writes it (format attn-trace.explain)
+};
+
+// The explanation `request` asks for, of the input's text `text`, or, with none, of the file the
+// request names (read within --max-memory). A request the input cannot answer is a UsageError that
+// says why; a refused input an InputError.
+Explained explain_for(const ExplainOptions& request, const std::optional<std::string>& text,
+                          const RenderOptions& render);
+
+}  // namespace attn
