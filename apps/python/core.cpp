@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,12 +20,15 @@
 #include <pybind11/stl.h>
 
 #include "attn/version.hpp"
+#include "formats/dump.hpp"
+#include "formats/dump_folder.hpp"
 #include "io/load.hpp"
 #include "io/read.hpp"
 #include "io/trace_json.hpp"
 #include "json/error.hpp"
 #include "render/pages/report/report.hpp"
 #include "render/pages/trace/terminal.hpp"
+#include "request/diffing.hpp"
 #include "request/explaining.hpp"
 #include "request/memory.hpp"
 #include "request/request.hpp"
@@ -139,6 +143,44 @@ std::pair<std::string, std::string> explain(const std::optional<std::string>& te
   return {out.text, out.json};
 }
 
+// One dumped tensor: its name (a step's, an alias, or a name `names` maps), its values as float64 and
+// the dtype it was stored in ("float16", "bfloat16", "float32", "float64").
+using DumpedArray =
+    std::tuple<std::string, py::array_t<double, py::array::c_style | py::array::forcecast>, std::string>;
+
+// `attn-trace diff`: the dumps judged against the input. `options`: dtype (None: the dumps' least
+// precise), max_memory, grad_seed, names (STEP=NAME each). Returns the text, the JSON and whether a
+// step differs.
+std::tuple<std::string, std::string, bool> diff(const std::optional<std::string>& text, const py::dict& options,
+                                                const std::vector<DumpedArray>& arrays, const std::string& dumps_name) {
+  DiffOptions o;
+  py::dict rest;
+  for (const auto& [key_object, value] : options) {
+    const std::string key = py::cast<std::string>(key_object);
+    if (value.is_none()) continue;
+    if (key == "names") o.names = py::cast<std::vector<std::string>>(value);
+    else if (key == "grad_seed") o.grad_seed = py::cast<std::uint64_t>(value);
+    else rest[key_object] = value;
+  }
+  o.dtype_given = rest.contains("dtype");
+  o.trace = options_from(rest);
+  o.trace.color = ColorMode::never;
+  const std::shared_ptr<const Problem> problem = diff_problem(o, text);
+  std::vector<NamedDump> dumps;
+  for (const auto& [name, values, stored] : arrays) {
+    DumpTensor tensor;
+    tensor.shape.assign(values.shape(), values.shape() + values.ndim());
+    tensor.values.assign(values.data(), values.data() + values.size());
+    if (stored == "float16") tensor.dtype = DumpDType::float16;
+    else if (stored == "bfloat16") tensor.dtype = DumpDType::bfloat16;
+    else if (stored == "float32") tensor.dtype = DumpDType::float32;
+    else tensor.dtype = DumpDType::float64;
+    dumps.push_back({name, fmt::format("{}[\"{}\"]", dumps_name, name), std::move(tensor)});
+  }
+  const Diffed d = diff_for(o, problem, std::move(dumps), dumps_name, render_options(o.trace));
+  return {d.text, d.json, d.differs};
+}
+
 // What the command prints to a pipe in this environment (COLUMNS, LANG), without colour: run's steps,
 // or compare's comparison (with its steps only when steps or head were asked for, as compare does).
 std::string text_of(const Run& r) {
@@ -234,5 +276,6 @@ PYBIND11_MODULE(_core, m) {
   m.def("run", &attn::run, py::arg("text"), py::arg("options"));
   m.def("compare", &attn::compare, py::arg("text"), py::arg("options"));
   m.def("explain", &attn::explain, py::arg("text"), py::arg("options"));
+  m.def("diff", &attn::diff, py::arg("text"), py::arg("options"), py::arg("dumps"), py::arg("dumps_name"));
   m.attr("version") = std::string(attn::version);
 }

@@ -102,8 +102,7 @@ Explained explain_gradient_entry(const ExplainOptions& o, const std::optional<st
 
 }  // namespace
 
-Explained explain_for(const ExplainOptions& o, const std::optional<std::string>& text,
-                          const RenderOptions& render) {
+Explained explain_for(const ExplainOptions& o, const std::optional<std::string>& text, const RenderOptions& render) {
   const TraceOptions& t = o.trace;
   if (!o.grad.empty()) return explain_gradient_entry(o, text, render);
   if (!o.index.empty()) throw UsageError("--index: it places a --grad entry; add --grad STEP");
@@ -158,6 +157,5 @@ Explained explain_for(const ExplainOptions& o, const std::optional<std::string>&
                                                  .tile_size = request.tile_size});
   return {render_explanation(e, title, render), explanation_to_json(e, generator())};
 }
-
 
 }  // namespace attn

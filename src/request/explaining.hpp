@@ -14,7 +14,7 @@
 namespace attn {
 
 struct ExplainOptions {
-  TraceOptions trace;  // the input (file), engine, dtype, tiles, max_memory, grad_seed
+  TraceOptions trace;                     // the input (file), engine, dtype, tiles, max_memory, grad_seed
   std::optional<std::string> query, key;  // a token's name, or its index when no token has that name
   std::optional<std::size_t> head, batch, output;
   std::string grad;                // --grad STEP: a gradient entry instead
@@ -30,6 +30,6 @@ struct Explained {
 // request names (read within --max-memory). A request the input cannot answer is a UsageError that
 // says why; a refused input an InputError.
 Explained explain_for(const ExplainOptions& request, const std::optional<std::string>& text,
-                          const RenderOptions& render);
+                      const RenderOptions& render);
 
 }  // namespace attn

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import subprocess
+import tempfile
 
 import numpy as np
 import pytest
@@ -193,3 +194,39 @@ def test_an_explanation_the_input_cannot_give_is_the_tools_message():
         with pytest.raises(ValueError) as refused:
             attn_trace.explain(path, **kwargs)
         assert str(refused.value) == cli.stderr[len("attn-trace: error: "):].rstrip("\n")
+
+
+def without_sources(findings):
+    """diff's JSON without what names the dumps (a folder's files, or the module's dict)."""
+    d = json.loads(findings)
+    d.pop("dumps")
+    for step in d["steps"]:
+        step.pop("source")
+    return d
+
+
+@pytest.mark.parametrize("gradients", [False, True])
+def test_diff_on_tensors_finds_what_the_tool_finds_in_files(gradients):
+    path = os.path.join(SOURCE, "data", "gpt_causal.json")
+    ours = attn_trace.run(path, backward=gradients)
+    dumps = {name: torch.tensor(ours[name]) for name in ("q", "k", "v", "scores", "scaled", "masked")}
+    dumps["weights"] = torch.softmax(dumps["masked"], dim=-2)  # the planted bug: the softmax down the columns
+    if gradients:
+        del dumps["weights"]  # the forward agrees; a gradient under a PyTorch name is wrong instead
+        dumps["q.grad"] = torch.tensor(ours["d_q"]) * 2
+    d = attn_trace.diff(path, dumps)
+    with tempfile.TemporaryDirectory() as folder:
+        for name, value in dumps.items():
+            np.save(os.path.join(folder, name + ".npy"), value.numpy())
+        cli = tool("diff", path, folder, "--json", "-")
+    assert cli.returncode == 1 and not d.passed
+    assert without_sources(d.to_json()) == without_sources(cli.stdout)
+    assert d.first == ("d_q" if gradients else "weights")
+    assert d.first == json.loads(cli.stdout)["first_divergence"]["step"]
+
+
+def test_diff_of_agreeing_tensors_passes():
+    path = os.path.join(SOURCE, "data", "the_cat_sat.json")
+    ours = attn_trace.run(path)
+    d = attn_trace.diff(path, {"weights": ours["weights"], "attn_out": ours["output"]}, names={"output": "attn_out"})
+    assert d.passed and d.first is None and "agrees" in str(d)

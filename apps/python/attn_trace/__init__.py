@@ -12,6 +12,8 @@ as the command line, in the same process.
     c = attn_trace.compare("data/gqa.json")
     c.passed, c.verdict   # compare's verdict, and its errors and bound as the trace format's dict
     print(attn_trace.explain("data/the_cat_sat.json", "cat", "The"))   # attn-trace explain ... --query cat --key The
+    d = attn_trace.diff("data/the_cat_sat.json", {"q": my_q, "attn_probs": my_weights}, names={"weights": "attn_probs"})
+    d.first               # the first step that goes wrong (None: every dumped step agrees); print(d) says why
 
 The input may be a path, JSON text, a dict, or the input's keys as keyword arguments (X=..., W_q=...,
 tokens=[...], n_heads=2, ...), their arrays as numpy arrays, PyTorch tensors or nested lists. A refused
@@ -25,7 +27,7 @@ import numpy as np
 from . import _core
 
 __version__ = _core.version
-__all__ = ["run", "compare", "explain", "Trace", "Comparison", "Explanation"]
+__all__ = ["run", "compare", "explain", "diff", "Trace", "Comparison", "Explanation", "Diff"]
 
 
 def _plain(value):
@@ -157,6 +159,51 @@ class Explanation:
         return self._text
 
 
+class Diff:
+    """What `attn-trace diff` finds in a dump: str() its text, to_json() its --json -, `passed` whether every
+    dumped step agrees (diff's exit code 0), `first` the first step that differs (None when none)."""
+
+    def __init__(self, text, json_text, differs):
+        self._text = text
+        self._json = json_text
+        self.passed = not differs
+
+    @property
+    def data(self):
+        return json.loads(self._json)
+
+    @property
+    def first(self):
+        divergence = self.data.get("first_divergence")
+        return divergence["step"] if divergence else None
+
+    def to_json(self):
+        return self._json
+
+    def __str__(self):
+        return self._text
+
+    def __repr__(self):
+        return self._text
+
+
+def _dumped(name, value):
+    """A dumped tensor as (name, float64 array, the dtype it was stored in)."""
+    stored = None
+    if hasattr(value, "detach"):  # PyTorch: bfloat16 has no numpy type; its values are float32 values
+        value = value.detach().cpu()
+        stored = str(value.dtype).replace("torch.", "")
+        if stored == "bfloat16":
+            value = value.float()
+        value = value.numpy()
+    array = np.asarray(value)
+    if stored is None:
+        stored = array.dtype.name
+    if stored not in ("float16", "bfloat16", "float32", "float64"):
+        stored = "float64"
+    return str(name), np.ascontiguousarray(array, dtype=np.float64), stored
+
+
 def _options(input, keys, **options):
     """The input's JSON text (or None: a file to read) and the options for the core."""
     if isinstance(options.get("dropout"), dict):  # the input's own "dropout" key, given with the others
@@ -192,6 +239,18 @@ def explain(input=None, query=None, key=None, *, head=None, batch=None, output=N
                              grad_seed=grad_seed, max_memory=max_memory, query=query, key=key, head=head,
                              batch=batch, output=output, grad=grad, index=None if index is None else list(index))
     return Explanation(*_core.explain(text, options))
+
+
+def diff(input, dumps, *, names=None, dtype=None, grad_seed=None, max_memory="4G", dumps_name="dumps"):
+    """`attn-trace diff` on `input` and `dumps`, a mapping from step names (or PyTorch-style names of
+    gradients: grad_q, q.grad, ...; or names that `names` maps: {"weights": "attn_probs"}) to numpy arrays,
+    PyTorch tensors or nested lists. Ours is computed in `dtype`, by default the least precise of the
+    dumps. Returns a Diff; `dumps_name` names the dumps in its text."""
+    text, options = _options(input, {}, dtype=dtype, max_memory=max_memory)
+    options["grad_seed"] = grad_seed
+    options["names"] = [f"{step}={name}" for step, name in (names or {}).items()]
+    arrays = [_dumped(name, value) for name, value in dumps.items()]
+    return Diff(*_core.diff(text, options, arrays, dumps_name))
 
 
 def run(input=None, *, engine="naive", dtype="float32", backward=False, block_q=None, block_k=None,
