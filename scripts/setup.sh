@@ -11,13 +11,15 @@
 #                                    clang-tidy, Python with numpy, jsonschema and PyTorch, Chromium
 #                                    with its driver and Selenium for the HTML report's browser tests,
 #                                    Google Benchmark for the kernels' micro-benchmarks, and Node.js
-#                                    for the explorer's core, pytest for the Python module
+#                                    for the explorer's core, pytest, nbconvert and ipykernel for the
+#                                    Python module and its notebook
 set -euo pipefail
 
 build_packages=(g++ make cmake libcli11-dev libfmt-dev nlohmann-json3-dev emscripten pybind11-dev python3-dev
                 python3-numpy)
 test_packages=(catch2 clang libclang-rt-14-dev clang-format clang-tidy python3 python3-numpy python3-jsonschema
-               python3-torch chromium chromium-driver python3-selenium libbenchmark-dev nodejs python3-pytest)
+               python3-torch chromium chromium-driver python3-selenium libbenchmark-dev nodejs python3-pytest
+               jupyter-nbconvert python3-ipykernel)
 
 case ${1:-} in
   '') packages=("${build_packages[@]}") ;;

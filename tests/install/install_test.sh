@@ -85,6 +85,7 @@ for f in "$source"/docs/*.md "$source"/docs/trace.schema.json; do
   same "$f" "$prefix/$docdir/${f##*/}"
 done
 same "$source/docs/examples/load_trace.py" "$prefix/$docdir/examples/load_trace.py"
+same "$source/docs/notebook.ipynb" "$prefix/$docdir/notebook.ipynb"
 for f in "$source"/docs/images/*.png; do same "$f" "$prefix/$docdir/images/$(basename "$f")"; done
 same "$source/LICENSE" "$prefix/$docdir/LICENSE"
 same "$source/CHANGELOG.md" "$prefix/$docdir/CHANGELOG.md"
