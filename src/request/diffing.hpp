@@ -24,8 +24,8 @@ struct DiffOptions {
 };
 
 struct Diffed {
-  std::string text;    // as diff prints it, with `render`
-  std::string json;    // as diff --json writes it (format attn-trace.diff)
+  std::string text;      // as diff prints it, with `render`
+  std::string json;      // as diff --json writes it (format attn-trace.diff)
   bool differs = false;  // a step differs: diff's exit code 1
 };
 
