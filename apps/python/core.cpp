@@ -49,7 +49,7 @@ struct Run {
   TraceOptions options;
   Trace trace;
   bool compared = false;  // a run of `compare`: naive vs flash vs the reference, with its verdict
-  std::map<std::size_t, std::vector<float>> narrow;  // by step index
+  std::map<const double*, std::vector<float>> narrow;  // by the recorded numbers they copy
 };
 
 // A Python dict of options, by the command line's names with `_` for `-`, as TraceOptions.
@@ -197,21 +197,45 @@ const StepRecord& step_at(const Run& r, std::size_t index) {
   return r.trace.steps[index];
 }
 
-// The numbers of step `index` as a numpy array of its shape that points into `r` (float64 as recorded,
-// the narrower dtypes as float32), read-only: the trace is what the tool computed.
-py::array step_array(const std::shared_ptr<Run>& r, std::size_t index) {
-  const StepRecord& s = step_at(*r, index);
-  const std::vector<std::size_t> shape(s.value.shape().begin(), s.value.shape().end());
+// `value`, recorded in `r`, as a numpy array of its shape that points into `r` (float64 as recorded,
+// the narrower dtypes as float32, made once), read-only: the trace is what the tool computed.
+py::array lend(const std::shared_ptr<Run>& r, const Tensor<double>& value) {
+  const std::vector<std::size_t> shape(value.shape().begin(), value.shape().end());
   py::object owner = py::cast(r);
   py::array out;
   if (r->trace.dtype == DType::float64) {
-    out = py::array_t<double>(shape, s.value.values().data(), owner);
+    out = py::array_t<double>(shape, value.values().data(), owner);
   } else {
-    auto [at, made] = r->narrow.try_emplace(index);
-    if (made) at->second.assign(s.value.values().begin(), s.value.values().end());
+    auto [at, made] = r->narrow.try_emplace(value.values().data());
+    if (made) at->second.assign(value.values().begin(), value.values().end());
     out = py::array_t<float>(shape, at->second.data(), owner);
   }
   py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return out;
+}
+
+py::array step_array(const std::shared_ptr<Run>& r, std::size_t index) { return lend(r, step_at(*r, index).value); }
+
+// The flash pass's tiles in the order it ran them, as the trace format's flash.tiles lists them: where
+// each is (batch, head, i, j, its rows and columns), whether the mask skipped it, and its fields (S, the
+// running state, P, O, …) as arrays. Empty without a flash pass.
+py::list tiles_of(const std::shared_ptr<Run>& r) {
+  py::list out;
+  if (!r->trace.flash) return out;
+  for (const FlashTile& tile : r->trace.flash->tiles) {
+    py::dict d;
+    d["batch"] = tile.batch;
+    d["head"] = tile.head;
+    d["i"] = tile.i;
+    d["j"] = tile.j;
+    d["rows"] = py::make_tuple(tile.row_begin, tile.row_end);
+    d["cols"] = py::make_tuple(tile.col_begin, tile.col_end);
+    d["skipped"] = tile.skipped;
+    if (!tile.skipped)
+      for (const TileField<FlashTile>& f : tile_fields())
+        if (has_field(f, *r->trace.problem)) d[py::str(std::string(f.name))] = lend(r, tile.*f.member);
+    out.append(d);
+  }
   return out;
 }
 
@@ -263,6 +287,7 @@ PYBIND11_MODULE(_core, m) {
                              })
       .def("text", &attn::text_of)
       .def("array", &attn::step_array)
+      .def("tiles", &attn::tiles_of)
       .def("info", &attn::step_info_of)
       .def("to_json",
            [](const attn::Run& r) { return attn::trace_to_json(r.trace, fmt::format("attn-trace {}", attn::version)); })

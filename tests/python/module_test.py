@@ -230,3 +230,30 @@ def test_diff_of_agreeing_tensors_passes():
     ours = attn_trace.run(path)
     d = attn_trace.diff(path, {"weights": ours["weights"], "attn_out": ours["output"]}, names={"output": "attn_out"})
     assert d.passed and d.first is None and "agrees" in str(d)
+
+
+@pytest.mark.parametrize("name,options", [("gqa.json", ["--engine", "flash", "--block-q", "2", "--block-k", "2"]),
+                                          ("gpt_causal.json", ["--engine", "both", "--dtype", "float64"]),
+                                          ("sinks.json", ["--engine", "flash", "--block-k", "1", "--dropout", "0.3"])])
+def test_the_tiles_are_the_traces(name, options):
+    path = os.path.join(SOURCE, "data", name)
+    cli = tool("run", path, *options, "--json", "-")
+    assert cli.returncode == 0, cli.stderr
+    saved = json.loads(cli.stdout)
+    kwargs = {options[k].lstrip("-").replace("-", "_"): options[k + 1] for k in range(0, len(options), 2)}
+    for key in ("block_q", "block_k"):
+        if key in kwargs:
+            kwargs[key] = int(kwargs[key])
+    if "dropout" in kwargs:
+        kwargs["dropout"] = float(kwargs["dropout"])
+    t = attn_trace.run(path, **kwargs)
+    assert len(t.tiles) == len(saved["flash"]["tiles"]) > 0
+    for mine, theirs in zip(t.tiles, saved["flash"]["tiles"]):
+        for key in ("batch", "head", "i", "j", "skipped"):
+            assert mine[key] == theirs[key]
+        assert list(mine["rows"]) == theirs["rows"] and list(mine["cols"]) == theirs["cols"]
+        fields = [k for k in theirs if k not in ("batch", "head", "i", "j", "rows", "cols", "skipped")]
+        assert sorted(fields) == sorted(k for k in mine if isinstance(mine[k], np.ndarray))
+        for field in fields:
+            want = np.array(numbers(theirs[field]), dtype=np.float64 if t.dtype == "float64" else np.float32)
+            np.testing.assert_array_equal(mine[field], want.reshape(mine[field].shape), err_msg=field)

@@ -6,6 +6,7 @@ as the command line, in the same process.
     t["weights"]          # a numpy array of the trace format's shape
     t.steps               # the steps' names, in the order they ran
     t.info("scores")      # its formula, axes, shape and meaning
+    t.tiles               # with engine="flash": the tile walk, each tile's S, m, l, alpha, P, O as arrays
     t.to_json()           # the trace format's JSON, byte for byte `attn-trace run FILE --json -`
     print(t)              # what `attn-trace run FILE` prints
     t                     # in a notebook: the report of the trace (attn-trace report)
@@ -74,6 +75,7 @@ class Trace:
         self.dtype = core.dtype
         self.engine = core.engine
         self._index = {name: i for i, name in enumerate(self.steps)}
+        self._tiles = None
 
     def _at(self, step):
         if step not in self._index:
@@ -93,6 +95,15 @@ class Trace:
 
     def __len__(self):
         return len(self.steps)
+
+    @property
+    def tiles(self):
+        """The flash pass's tile walk (engine "flash" or "both"), in the order it ran: one dict a tile with
+        batch, head, i, j, rows and cols (begin, end), skipped (by the mask), and its numbers as arrays:
+        S, m_prev, m_new, alpha, P, l_prev, l_new, O (and P_drop with dropout). Empty without flash."""
+        if self._tiles is None:
+            self._tiles = self._core.tiles()
+        return self._tiles
 
     def info(self, step):
         """What `step` is: its name, formula (for this input), axes, shape and meaning."""
