@@ -236,10 +236,6 @@ Trace run_problem(const TraceOptions& o, const std::shared_ptr<const Problem>& p
   return record_run(problem, request);
 }
 
-std::shared_ptr<const Problem> load_input(const TraceOptions& o) {
-  return as_run(o, load_problem_file(o.file, memory_limit(o)));
-}
-
 Trace input_or_trace(const TraceOptions& o) {
   const std::string text = read_text(o.file, memory_limit(o));
   if (looks_like_trace(text)) return saved_trace(o, text);

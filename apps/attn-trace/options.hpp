@@ -49,8 +49,6 @@ void add_color_scale_option(CLI::App& command, WeightScale& scale);
 void add_backward_options(CLI::App& command, TraceOptions& options);
 // --dropout P and --dropout-seed S (run, compare, report): dropout in place of the input's.
 void add_dropout_options(CLI::App& command, TraceOptions& options);
-// FILE read within --max-memory and loaded, as_run.
-std::shared_ptr<const Problem> load_input(const TraceOptions& options);
 // --format text|markdown|latex|csv (run and show).
 void add_format_option(CLI::App& command, TraceOptions& options);
 

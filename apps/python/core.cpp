@@ -87,17 +87,11 @@ TraceOptions options_from(const py::dict& d) {
   return o;
 }
 
-// The input's text, or, with none, the file the options name (read as the command line reads it,
-// within max_memory), as the options run it.
-std::shared_ptr<const Problem> problem_of(const std::optional<std::string>& text, const TraceOptions& o) {
-  return as_run(o, text ? load_problem(*text, display_name(o.file)) : load_problem_file(o.file, memory_limit(o)));
-}
-
 // `attn-trace run FILE --json -`.
 std::shared_ptr<Run> run(const std::optional<std::string>& text, const py::dict& options) {
   auto r = std::make_shared<Run>();
   r->options = options_from(options);
-  const std::shared_ptr<const Problem> problem = problem_of(text, r->options);
+  const std::shared_ptr<const Problem> problem = load_input(r->options, text);
   r->trace = record_run(problem, plan_run(r->options, *problem));
   return r;
 }
@@ -112,7 +106,7 @@ std::shared_ptr<Run> compare(const std::optional<std::string>& text, const py::d
   r->options = options_from(both);
   r->compared = true;
   const TraceOptions& o = r->options;
-  const std::shared_ptr<const Problem> problem = problem_of(text, o);
+  const std::shared_ptr<const Problem> problem = load_input(o, text);
   const RunRequest request = run_request(o, *problem, trace_filter(o, *problem, /*has_tiles=*/true));
   check_range(*problem, display_name(o.file), o.dtype);
   check_memory(o, request, *problem, {.naive = true, .flash = true, .reference = true});

@@ -23,11 +23,6 @@ namespace attn {
 
 namespace {
 
-// The input's text, or the file `t` names, read within --max-memory.
-Problem input_of(const TraceOptions& t, const std::optional<std::string>& text) {
-  return text ? load_problem(*text, display_name(t.file)) : load_problem_file(t.file, memory_limit(t));
-}
-
 std::string count_range(std::size_t count, std::string_view one, std::string_view many) {
   return count == 1 ? fmt::format("one {}, 0", one) : fmt::format("{} {}, 0 to {}", count, many, count - 1);
 }
@@ -75,7 +70,7 @@ Explained explain_gradient_entry(const ExplainOptions& o, const std::optional<st
                     o.grad, o.grad));
   TraceOptions backward = t;
   backward.backward = true;
-  const std::shared_ptr<const Problem> problem = as_run(backward, input_of(backward, text));
+  const std::shared_ptr<const Problem> problem = load_input(backward, text);
   const Problem& p = *problem;
   if (!step_applies(step, p))
     throw UsageError(fmt::format("--grad {}: this input has no \"{}\", so no gradient {}", o.grad,
@@ -118,7 +113,7 @@ Explained explain_for(const ExplainOptions& o, const std::optional<std::string>&
     throw UsageError("--key is needed: the key whose weight to explain (or --output C for one output number)");
   if (!o.query) throw UsageError("--query is needed: the query token, by name or index");
 
-  auto problem = std::make_shared<const Problem>(input_of(t, text));
+  auto problem = std::make_shared<const Problem>(input_problem(t, text));
   const Problem& p = *problem;
   check_ranges(o, p);
   const std::size_t b = o.batch.value_or(0);

@@ -141,4 +141,12 @@ std::shared_ptr<const Problem> as_run(const TraceOptions& o, Problem problem) {
   return std::make_shared<const Problem>(std::move(problem));
 }
 
+Problem input_problem(const TraceOptions& o, const std::optional<std::string>& text) {
+  return text ? load_problem(*text, display_name(o.file)) : load_problem_file(o.file, memory_limit(o));
+}
+
+std::shared_ptr<const Problem> load_input(const TraceOptions& o, const std::optional<std::string>& text) {
+  return as_run(o, input_problem(o, text));
+}
+
 }  // namespace attn

@@ -3,6 +3,8 @@
 // allocated: the engine, the dtype and the tiles, the step filter (--steps, --head), and the verdicts
 // on float32's range and --max-memory. The command files parse, ask here, run and print.
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -41,6 +43,13 @@ RunRequest plan_run(const TraceOptions& options, const Problem& problem);
 // --backward) and dropout as --dropout and --dropout-seed set it (the command line's and the Python
 // module's).
 std::shared_ptr<const Problem> as_run(const TraceOptions& options, Problem problem);
+
+// The input: its text `text`, or, with none, the file the options name, read within --max-memory.
+Problem input_problem(const TraceOptions& options, const std::optional<std::string>& text = std::nullopt);
+
+// input_problem as the options run it (as_run).
+std::shared_ptr<const Problem> load_input(const TraceOptions& options,
+                                          const std::optional<std::string>& text = std::nullopt);
 
 // compare's verdict, for a page's naive vs flash and the unit of its map of flash − naive (report,
 // explore): a trace of both engines that has none (a run of an input, or a saved run --engine both)

@@ -148,9 +148,9 @@ class Comparison(Trace):
         return f"<attn_trace.Comparison: {self.dtype}, {'PASS' if self.passed else 'FAIL'}>"
 
 
-class Explanation:
-    """What `attn-trace explain` says of one weight, one output number or one gradient entry: str() is its
-    text, to_json() its JSON (explain --json -), `data` that JSON as a dict."""
+class _Said:
+    """What a command says, kept as it says it: str() its text, to_json() its --json -, `data` that JSON
+    as a dict."""
 
     def __init__(self, text, json_text):
         self._text = text
@@ -170,32 +170,23 @@ class Explanation:
         return self._text
 
 
-class Diff:
+class Explanation(_Said):
+    """What `attn-trace explain` says of one weight, one output number or one gradient entry: str() is its
+    text, to_json() its JSON (explain --json -), `data` that JSON as a dict."""
+
+
+class Diff(_Said):
     """What `attn-trace diff` finds in a dump: str() its text, to_json() its --json -, `passed` whether every
     dumped step agrees (diff's exit code 0), `first` the first step that differs (None when none)."""
 
     def __init__(self, text, json_text, differs):
-        self._text = text
-        self._json = json_text
+        super().__init__(text, json_text)
         self.passed = not differs
-
-    @property
-    def data(self):
-        return json.loads(self._json)
 
     @property
     def first(self):
         divergence = self.data.get("first_divergence")
         return divergence["step"] if divergence else None
-
-    def to_json(self):
-        return self._json
-
-    def __str__(self):
-        return self._text
-
-    def __repr__(self):
-        return self._text
 
 
 def _dumped(name, value):
