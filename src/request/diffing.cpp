@@ -66,6 +66,7 @@ void check_diff_memory(const TraceOptions& t, const Problem& p, bool gradients =
 }  // namespace
 
 std::shared_ptr<const Problem> diff_problem(const DiffOptions& o, const std::optional<std::string>& text) {
+  name_map(o.names);  // a mistaken --name is refused before the input is read, as the command always did
   std::shared_ptr<const Problem> problem = problem_of(o.trace, text);
   if (o.grad_seed) problem = std::make_shared<const Problem>(with_grad_seed(*problem, *o.grad_seed));
   check_diff_memory(o.trace, *problem);

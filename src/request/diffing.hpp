@@ -30,8 +30,8 @@ struct Diffed {
 };
 
 // The problem the dumps are judged against: the input's text `text` (an input, or a trace saved by
-// --json), or, with none, the file the options name; dY drawn by --grad-seed; refused (InputError) when
-// diff would hold more than --max-memory.
+// --json), or, with none, the file the options name; dY drawn by --grad-seed. Refused, in this order:
+// a --name that is no STEP=NAME (UsageError), the input, diff holding more than --max-memory (InputError).
 std::shared_ptr<const Problem> diff_problem(const DiffOptions& options, const std::optional<std::string>& text);
 
 // `dumps` (named `dumps_name` in messages) judged against `problem`.
