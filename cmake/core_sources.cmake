@@ -75,6 +75,7 @@ set(ATTN_CORE_SOURCES
   src/io/bench_json.cpp
   src/model/mask.cpp
   src/model/positions.cpp
+  src/model/slice.cpp
   src/lessons/scaling.cpp
   src/observe/step_texts.cpp
   src/observe/steps.cpp

@@ -5,6 +5,7 @@
 #include "engine/backward.hpp"
 #include "engine/compare.hpp"
 #include "engine/compare_backward.hpp"
+#include "engine/decode.hpp"
 #include "engine/flash.hpp"
 #include "engine/naive.hpp"
 
@@ -35,5 +36,8 @@ template void judge_gradients<double>(const Problem&, const StepKeeper<double>&,
                                       CompareRecord&, DType);
 template CompareRecord compare_backward<float>(const Problem&, TileSize, Observer&, Observer&, DType);
 template CompareRecord compare_backward<double>(const Problem&, TileSize, Observer&, Observer&, DType);
+
+template DecodeResult<float> run_decode<float>(const Problem&, const DecodePlan&, DecodeObserver&, DType);
+template DecodeResult<double> run_decode<double>(const Problem&, const DecodePlan&, DecodeObserver&, DType);
 
 }  // namespace attn

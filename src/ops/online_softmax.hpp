@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <span>
+#include <vector>
 
 #include "model/run.hpp"
 #include "ops/attention.hpp"
@@ -99,6 +101,46 @@ void finish_rows(Tensor<T>& O, Tensor<T>& lse, const Tensor<T>& m, const Tensor<
     for (std::size_t c = 0; c < d_v; ++c) O(r, c) /= l(r);
     lse(r) = m(r) + std::log(l(r));
   }
+}
+
+// Flash-decoding's merge: one query row's softmax over S chunks of keys, each chunk's softmax done on its
+// own, put together exactly. Chunk s gives o_s (its output, normalised within it) and lse_s = log Σ_{j in s}
+// exp(s_j), -inf for a chunk with nothing to attend; a sink logit, when there is one, is one more chunk
+// whose output is 0. Then
+//   lse = log Σ_s exp(lse_s)       as M + log Σ_s exp(lse_s - M), M = max_s lse_s, so exp never overflows
+//   o   = Σ_s exp(lse_s - lse) · o_s                      each chunk weighted by its share of the whole row
+// lse_s (S), o_s (S, d_v), sink: -inf for none. ref: Dao, Haziza, Massa and Sizov, "Flash-Decoding for
+// long-context inference" (2023); FlashInfer's merge of attention states (Ye et al., arXiv:2501.01005).
+template <class T>
+struct MergedRow {
+  T lse;                 // -inf: nothing in any chunk to attend
+  std::vector<T> share;  // (S) exp(lse_s - lse)
+  T sink_share = 0;      // exp(sink - lse)
+  std::vector<T> o;      // (d_v)
+};
+
+template <class T>
+MergedRow<T> merge_chunks(std::span<const T> lse_s, const Tensor<T>& o_s,
+                          T sink = -std::numeric_limits<T>::infinity()) {
+  detail::require(o_s.rank() == 2 && o_s.dim(0) == lse_s.size(), "merge_chunks",
+                  fmt::format("{} log-sum-exps for partial outputs {}", lse_s.size(), o_s.shape()));
+  constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+  const std::size_t S = lse_s.size(), d_v = o_s.dim(1);
+  MergedRow<T> out{minus_inf, std::vector<T>(S, T(0)), T(0), std::vector<T>(d_v, T(0))};
+  T M = sink;
+  for (const T x : lse_s) M = std::max(M, x);
+  if (M == minus_inf) return out;  // nothing to attend anywhere: zero output, as a plain row has
+  T sum = std::exp(sink - M);      // 0 without a sink
+  for (const T x : lse_s) sum += std::exp(x - M);
+  out.lse = M + std::log(sum);
+  out.sink_share = std::exp(sink - out.lse);
+  for (std::size_t s = 0; s < S; ++s) {
+    const T w = std::exp(lse_s[s] - out.lse);
+    out.share[s] = w;
+    if (w == 0) continue;  // an empty chunk adds nothing
+    for (std::size_t c = 0; c < d_v; ++c) out.o[c] += w * o_s(s, c);
+  }
+  return out;
 }
 
 }  // namespace attn
