@@ -58,6 +58,7 @@ set(ATTN_CORE_SOURCES
   src/io/new_input.cpp
   src/io/steps_json.cpp
   src/io/trace_write.cpp
+  src/io/decode_write.cpp
   src/io/trace_read.cpp
   src/io/properties_json.cpp
   src/io/output.cpp
@@ -92,6 +93,7 @@ set(ATTN_CORE_SOURCES
   src/trace/collector.cpp
   src/engine/instances.cpp
   src/trace/record.cpp
+  src/trace/decode.cpp
   src/lessons/properties.cpp
   src/lessons/catalogue.cpp
   src/lessons/explain.cpp
@@ -109,6 +111,7 @@ set(ATTN_CORE_SOURCES
   src/render/pages/trace/flash_section.cpp
   src/render/pages/trace/heatmap.cpp
   src/render/pages/trace/compare_section.cpp
+  src/render/pages/trace/decode_section.cpp
   src/render/pages/properties_page.cpp
   src/render/draw/visible.cpp
   src/render/draw/colormap.cpp
@@ -139,6 +142,7 @@ set(ATTN_CORE_SOURCES
   src/render/pages/steps_page.cpp
   src/text/number.cpp
   src/request/request.cpp
+  src/request/decoding.cpp
   src/request/memory.cpp
   src/request/terminal_caps.cpp
   src/request/explaining.cpp

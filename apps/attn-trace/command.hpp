@@ -16,6 +16,7 @@ Runner add_run(CLI::App& app);
 Runner add_example(CLI::App& app);
 Runner add_show(CLI::App& app);
 Runner add_compare(CLI::App& app);
+Runner add_decode(CLI::App& app);
 Runner add_plot(CLI::App& app);
 Runner add_report(CLI::App& app);
 Runner add_properties(CLI::App& app);

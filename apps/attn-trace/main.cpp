@@ -90,11 +90,12 @@ int main(int argc, char** argv) {
       "  attn-trace example --list                 the other bundled examples\n"
       "Run 'attn-trace COMMAND --help' for a command's options.");
   const std::vector<attn::cli::Runner> runners = {
-      attn::cli::add_run(app),     attn::cli::add_compare(app), attn::cli::add_properties(app),
-      attn::cli::add_explain(app), attn::cli::add_scaling(app), attn::cli::add_show(app),
-      attn::cli::add_plot(app),    attn::cli::add_report(app),  attn::cli::add_explore(app),
-      attn::cli::add_example(app), attn::cli::add_new(app),     attn::cli::add_diff(app),
-      attn::cli::add_import(app),  attn::cli::add_bench(app),   attn::cli::add_steps(app)};
+      attn::cli::add_run(app),        attn::cli::add_compare(app), attn::cli::add_decode(app),
+      attn::cli::add_properties(app), attn::cli::add_explain(app), attn::cli::add_scaling(app),
+      attn::cli::add_show(app),       attn::cli::add_plot(app),    attn::cli::add_report(app),
+      attn::cli::add_explore(app),    attn::cli::add_example(app), attn::cli::add_new(app),
+      attn::cli::add_diff(app),       attn::cli::add_import(app),  attn::cli::add_bench(app),
+      attn::cli::add_steps(app)};
 
   try {
     const int code = parse_and_run(app, argc, argv, runners);

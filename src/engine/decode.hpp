@@ -26,30 +26,16 @@
 
 #include "engine/kv_cache.hpp"
 #include "engine/rows.hpp"
+#include "model/decode_plan.hpp"
 #include "model/slice.hpp"
 #include "ops/online_softmax.hpp"
 
 namespace attn {
 
-// How to decode (attn-trace decode's options).
-struct DecodePlan {
-  std::size_t prompt = 0;       // tokens of the prefill, 0 … n - 1: the rest are decoded one by one
-  std::size_t split = 0;        // --split-kv: chunks of the cache per decode step; 0 or 1: unsplit
-  std::size_t page_size = 0;    // --page-size: tokens per page of a paged cache; 0: contiguous
-  std::uint64_t page_seed = 0;  // the order in which the pool hands out its pages
-};
-
-// The prompt's length when --prompt is not given: all but the last three tokens.
-inline std::size_t default_prompt(std::size_t n) { return n > 3 ? n - 3 : 0; }
-
-// Chunk s of S of a cache of L keys: [⌊s·L/S⌋, ⌊(s+1)·L/S⌋), as even as whole keys allow (empty when L < S).
-inline std::pair<std::size_t, std::size_t> chunk_of(std::size_t s, std::size_t S, std::size_t L) {
-  return {s * L / S, (s + 1) * L / S};
-}
-
-// The pages the pool of a paged decode of `p` needs: every sequence's tokens, in pages of `page_size`.
+// The pages of the pool of a paged decode of `p`: twice what its sequences need, as a server's pool has room
+// for sequences that come and go, so that the pages a sequence draws are spread over it.
 inline std::size_t pool_pages_for(const Problem& p, std::size_t page_size) {
-  return page_size == 0 ? 0 : p.B * ((p.n + page_size - 1) / page_size);
+  return page_size == 0 ? 0 : 2 * p.B * ((p.n + page_size - 1) / page_size);
 }
 
 // Flash-decoding's chunks of one decode step, for every batch item and head.

@@ -1,6 +1,7 @@
 // Trace -> JSON text (docs/trace-format.md): numbers in their shortest form, keys in the documented order.
 
 #include "io/trace_json.hpp"
+#include "io/text_writer.hpp"
 
 #include <cmath>
 #include <iterator>
@@ -17,8 +18,6 @@ namespace attn {
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;  // keeps the keys in the order docs/trace-format.md lists them
 
-namespace {
-
 void append_trace_number(std::string& out, double x, bool float32) {
   if (!std::isfinite(x)) out += fmt::format("\"{}\"", exact_value(x, float32));
   // fmt writes -0.0 as "-0", which JSON readers take for the integer 0: keep the sign with a point.
@@ -28,8 +27,6 @@ void append_trace_number(std::string& out, double x, bool float32) {
     out.append(text, exact_value_to(text, x, float32));
   }
 }
-
-}  // namespace
 
 std::string format_trace_number(double x, bool float32) {
   std::string out;
@@ -124,97 +121,6 @@ ojson config_json(const Trace& t) {
                          {"keep", "first word >= floor(p · 2^32)"}};
   return config;
 }
-
-// JSON text for people and programs alike: objects one key a line, lists of numbers on one line.
-class TextWriter {
- public:
-  std::string take() && { return std::move(out_); }
-
-  void value(const ojson& j, int indent) {
-    if (j.is_object()) {
-      if (j.empty()) return append("{}");
-      append("{");
-      bool first = true;
-      for (const auto& [key, item] : j.items()) {
-        append(first ? "\n" : ",\n");
-        first = false;
-        pad(indent + 2);
-        append(ojson(key).dump());
-        append(": ");
-        value(item, indent + 2);
-      }
-      append("\n");
-      pad(indent);
-      append("}");
-    } else if (j.is_array() && !j.empty() && (j[0].is_array() || j[0].is_object())) {
-      append("[");
-      for (std::size_t i = 0; i < j.size(); ++i) {
-        append(i == 0 ? "\n" : ",\n");
-        pad(indent + 2);
-        value(j[i], indent + 2);
-      }
-      append("\n");
-      pad(indent);
-      append("]");
-    } else if (j.is_array()) {
-      append("[");
-      for (std::size_t i = 0; i < j.size(); ++i) {
-        if (i > 0) append(", ");
-        append(j[i].dump());
-      }
-      append("]");
-    } else {
-      append(j.dump());
-    }
-  }
-
-  // A tensor's values as nested lists, the innermost on one line.
-  void data(const Tensor<double>& t, bool float32, int indent) {
-    if (t.rank() == 0 || t.size() == 0) return append(t.rank() == 0 ? "[]" : nested_empty(t.shape(), 0));
-    std::size_t at = 0;
-    data_axis(t, 0, at, float32, indent);
-  }
-
-  void key(std::string_view name, int indent, bool first) {
-    append(first ? "\n" : ",\n");
-    pad(indent);
-    append(ojson(std::string(name)).dump());
-    append(": ");
-  }
-
-  void append(std::string_view s) { out_.append(s); }
-  void pad(int n) { out_.append(static_cast<std::size_t>(n), ' '); }
-
- private:
-  std::string nested_empty(const Shape& shape, std::size_t axis) {
-    if (axis == shape.size() || shape[axis] == 0) return "[]";
-    std::vector<std::string> items(shape[axis], nested_empty(shape, axis + 1));
-    return fmt::format("[{}]", fmt::join(items, ", "));
-  }
-
-  void data_axis(const Tensor<double>& t, std::size_t axis, std::size_t& at, bool float32, int indent) {
-    const std::size_t count = t.shape()[axis];
-    append("[");
-    if (axis + 1 == t.rank()) {
-      for (std::size_t i = 0; i < count; ++i) {
-        if (i > 0) append(", ");
-        append_trace_number(out_, t.values()[at++], float32);
-      }
-      append("]");
-      return;
-    }
-    for (std::size_t i = 0; i < count; ++i) {
-      append(i == 0 ? "\n" : ",\n");
-      pad(indent + 2);
-      data_axis(t, axis + 1, at, float32, indent + 2);
-    }
-    append("\n");
-    pad(indent);
-    append("]");
-  }
-
-  std::string out_;
-};
 
 // A batch-axis tensor (B, rows, cols) as the input format writes it: without the batch axis for a
 // 2-D input.
@@ -493,6 +399,46 @@ void write_flash_backward(TextWriter& w, const FlashBackwardRecord& f, bool floa
 
 }  // namespace
 
+void write_step(TextWriter& w, const StepRecord& s, const Problem& p, DType dtype, int indent, std::string_view name) {
+  const bool float32 = computes_in_float32(dtype);
+  const int in = indent + 2;
+  w.append("{");
+  w.key("name", in, true);
+  w.append(json(std::string(name.empty() ? step_info(s.step).name : name)).dump());
+  w.key("formula", in, false);
+  w.append(json(s.formula).dump());
+  w.key("description", in, false);
+  w.append(json(s.description).dump());
+  w.key("shape", in, false);
+  w.value(ojson(s.value.shape()), in);
+  w.key("dims", in, false);
+  w.value(ojson(dim_names(s.step, p.batched, p.layout)), in);
+  w.key("dtype", in, false);
+  w.append(json(name_of(dtype)).dump());
+  w.key("data", in, false);
+  w.data(s.value, float32, in);
+  if (p.rope && name.empty() && (s.step == Step::q_rot || s.step == Step::k_rot)) {
+    w.key("rotation", in, false);
+    write_rotation(w, p, s.step == Step::k_rot, dtype);
+  }
+  w.append("\n");
+  w.pad(indent);
+  w.append("}");
+}
+
+void write_steps(TextWriter& w, const Trace& t, int indent) {
+  w.append("[");
+  for (std::size_t i = 0; i < t.steps.size(); ++i) {
+    w.append(i == 0 ? "\n" : ",\n");
+    w.pad(indent + 2);
+    write_step(w, t.steps[i], *t.problem, t.dtype, indent + 2);
+  }
+  if (t.steps.empty()) return w.append("]");
+  w.append("\n");
+  w.pad(indent);
+  w.append("]");
+}
+
 std::string trace_to_json(const Trace& t, const std::string& generator) {
   const Problem& p = *t.problem;
   const bool float32 = computes_in_float32(t.dtype);
@@ -509,31 +455,7 @@ std::string trace_to_json(const Trace& t, const std::string& generator) {
   w.key("config", 2, false);
   w.value(config_json(t), 2);
   w.key("steps", 2, false);
-  w.append("[");
-  for (std::size_t i = 0; i < t.steps.size(); ++i) {
-    const StepRecord& s = t.steps[i];
-    w.append(i == 0 ? "\n    {" : ",\n    {");
-    w.key("name", 6, true);
-    w.append(json(std::string(step_info(s.step).name)).dump());
-    w.key("formula", 6, false);
-    w.append(json(s.formula).dump());
-    w.key("description", 6, false);
-    w.append(json(s.description).dump());
-    w.key("shape", 6, false);
-    w.value(ojson(s.value.shape()), 6);
-    w.key("dims", 6, false);
-    w.value(ojson(dim_names(s.step, p.batched, p.layout)), 6);
-    w.key("dtype", 6, false);
-    w.append(json(name_of(t.dtype)).dump());
-    w.key("data", 6, false);
-    w.data(s.value, float32, 6);
-    if (p.rope && (s.step == Step::q_rot || s.step == Step::k_rot)) {
-      w.key("rotation", 6, false);
-      write_rotation(w, p, s.step == Step::k_rot, t.dtype);
-    }
-    w.append("\n    }");
-  }
-  w.append(t.steps.empty() ? "]" : "\n  ]");
+  write_steps(w, t, 2);
   if (t.flash) {
     w.key("flash", 2, false);
     write_flash(w, *t.flash, float32);
@@ -545,6 +467,10 @@ std::string trace_to_json(const Trace& t, const std::string& generator) {
   if (t.compare) {
     w.key("compare", 2, false);
     write_compare(w, *t.compare, p.batched);
+  }
+  if (t.decode) {
+    w.key("decode", 2, false);
+    write_decode(w, t);
   }
   w.key("empty_rows", 2, false);
   ojson rows = ojson::array();

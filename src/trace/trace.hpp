@@ -100,6 +100,8 @@ struct FlashBackwardRecord {
   std::vector<FlashBackwardTile> tiles;  // in the order the engine ran them
 };
 
+struct DecodeRecord;  // trace/decode.hpp
+
 struct Trace {
   std::shared_ptr<const Problem> problem;
   DType dtype = DType::float32;
@@ -114,6 +116,7 @@ struct Trace {
   bool backward = false;                              // the backward pass ran after the forward (run --backward)
   std::optional<FlashBackwardRecord> flash_backward;  // when the flash backward pass ran
   std::optional<CompareRecord> compare;               // when `compare` judged naive vs flash vs a reference
+  std::shared_ptr<const DecodeRecord> decode;         // `decode`: the prefill and every decode step
 };
 
 // Which steps, and which head of them, to keep.

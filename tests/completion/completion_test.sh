@@ -76,7 +76,7 @@ expect_has() {
 expect_exactly "report run" attn-trace r
 expect_exactly "explain explore" attn-trace exp
 expect_exactly "run" attn-trace ru
-expect_exactly "bench compare diff example explain explore import new plot properties report run scaling show steps" attn-trace ''
+expect_exactly "bench compare decode diff example explain explore import new plot properties report run scaling show steps" attn-trace ''
 expect_exactly "--names --json --help" attn-trace steps --
 expect_exactly "properties plot" attn-trace p
 expect_exactly "--dtype --seed --json --max-memory --help" attn-trace properties x.json --
@@ -94,6 +94,9 @@ trace_options="--dtype --block-q --block-k --steps --head --json --max-memory --
 expect_exactly "--engine $trace_options --format --backward --grad-seed --dropout --dropout-seed --mistake --help" \
   attn-trace run x.json --
 expect_exactly "$trace_options --backward --grad-seed --dropout --dropout-seed --help" attn-trace compare x.json --
+expect_exactly "--prompt --split-kv --page-size --page-seed --layers --dtype --json --max-memory --precision --color
+                --max-rows --max-cols --view --color-scale --help" attn-trace decode x.json --
+expect_exactly "--prompt --page-size --page-seed --precision" attn-trace decode x.json --p
 expect_exactly "--steps --head --max-memory --precision --color --max-rows --max-cols --view --color-scale --format --help" \
   attn-trace show t.json --
 expect_exactly "--list --help" attn-trace example --

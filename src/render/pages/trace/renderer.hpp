@@ -20,6 +20,7 @@
 #include "render/draw/panel.hpp"
 #include "render/draw/options.hpp"
 #include "render/draw/text.hpp"
+#include "trace/decode.hpp"
 #include "trace/trace.hpp"
 
 namespace attn::render_detail {
@@ -93,6 +94,10 @@ class Renderer {
   // run --mistake: the input's header, then the intended and the mistaken computation compared
   // (mistake_section.cpp). The renderer's trace is the intended one.
   std::string run_mistake(const MistakeResult& result);
+  // A decode's part (decode_section.cpp): this trace's steps alone, under a heading when `heading_name` is
+  // not empty; or one step under another name (k_cache, v_cache).
+  std::string steps_only(std::string_view heading_name);
+  std::string named_step(const StepRecord& rec, std::string_view name);
 
  private:
   // One line of output: in ASCII when the locale is not UTF-8, and cut to the width.
@@ -118,7 +123,8 @@ class Renderer {
 
   void header();
 
-  void step(const StepRecord& rec);
+  // A step's heading, formula, meaning and tables; under `name` when it is given, else its own.
+  void step(const StepRecord& rec, std::string_view name = {});
 
   void heading(std::string_view name);
 
@@ -161,6 +167,16 @@ class Renderer {
   void mistake_panels(const MistakeResult& r, Step step);
   void mistake_costs(const MistakeResult& r);
   std::string query_label(std::size_t batch, std::size_t head, std::size_t index, bool key) const;
+
+  // ---- decode (decode_section.cpp) ----
+  // Past 2·decode_ends decode steps, the terminal prints the first and last decode_ends.
+  static constexpr std::size_t decode_ends = 3;
+  void decode_section();
+  void cache_cost_lines(const DecodeRecord& d);
+  void decode_step(const DecodeStepRecord& s);
+  void split_lines(const DecodeStepRecord& s);
+  void page_lines(const DecodeStepRecord& s);
+  void decode_check(const DecodeRecord& d);
 
   // ---- compare ----
   std::string sci(double x) const;

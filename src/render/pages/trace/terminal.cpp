@@ -19,6 +19,11 @@ namespace attn::render_detail {
 
 std::string Renderer::run() {
   header();
+  if (t_.decode) {
+    decode_section();
+    footer();
+    return std::move(out_);
+  }
   if (o_.compare_only) {
     compare_section();
     return std::move(out_);
@@ -59,9 +64,10 @@ std::string Renderer::token_list(const std::vector<std::string>& tokens) const {
 }
 
 void Renderer::header() {
-  para(style_.title(fmt::format("attn-trace {} · {} attention · {}", o_.version,
-                                t_.engine == Engine::both ? "naive and flash" : name_of(t_.engine), name_of(t_.dtype))),
-       "");
+  const std::string what =
+      t_.decode ? std::string("decoding with a KV cache")
+                : fmt::format("{} attention", t_.engine == Engine::both ? "naive and flash" : name_of(t_.engine));
+  para(style_.title(fmt::format("attn-trace {} · {} · {}", o_.version, what, name_of(t_.dtype))), "");
   if (!p_.description.empty()) para(visible(p_.description), "");
   line("");
   const auto row = [&](std::string_view name, const std::string& value) {
@@ -105,13 +111,13 @@ void Renderer::header() {
   }
 }
 
-void Renderer::step(const StepRecord& rec) {
+void Renderer::step(const StepRecord& rec, std::string_view name) {
   const StepInfo& info = step_info(rec.step);
   const Shape& shape = rec.value.shape();
   const std::vector<std::string> dims = dim_names(rec.step, p_.batched, p_.layout);
 
   line("");
-  heading(info.name);
+  heading(name.empty() ? info.name : name);
   std::vector<std::string> parts;
   for (std::size_t a = 0; a < shape.size(); ++a) parts.push_back(fmt::format("{} {}", shape[a], dims[a]));
   const std::string formula = text(visible(rec.formula)), size = text(fmt::format("[{}]", fmt::join(parts, " × ")));
