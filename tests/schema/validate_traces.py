@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Every trace that attn-trace writes for data/*.json (and tests/data/positions/*.json) satisfies
-docs/trace.schema.json.
+docs/trace.schema.json, decode's among them.
 
 usage: validate_traces.py REPO_ROOT ATTN_TRACE_BINARY
 
@@ -196,6 +196,61 @@ def compare_errors(trace):
     return errors
 
 
+def decodable(path):
+    """Whether attn-trace decode takes the input: causal self-attention without dropout."""
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    mask = doc.get("mask", "none")
+    kind = mask if isinstance(mask, str) else mask.get("type")
+    align = "top_left" if isinstance(mask, str) else mask.get("align", "top_left")
+    return (kind in ("causal", "sliding_window") or str(kind).startswith("sliding_window")) and align == "top_left" \
+        and "context" not in doc and "dropout" not in doc
+
+
+def decode_errors(trace):
+    """What the schema cannot check about a decode trace: every step object nests as its shape, the output
+    step holds every token's row and each decode step's row is its own, the caches grow by one key a step,
+    and the verdict follows from its numbers."""
+    d = trace["decode"]
+    errors = step_errors({"config": trace["config"], "steps": (d["prefill"] or {"steps": []})["steps"]})
+    output = trace["steps"][0]
+    if len(trace["steps"]) != 1 or output["name"] != "output":
+        errors.append("/steps: a decode trace holds one step, output")
+        return errors
+    n = trace["config"]["n"]
+    batched = trace["config"]["batch"] is not None
+    if [s["position"] for s in d["steps"]] != list(range(d["prompt"], n)):
+        errors.append(f"/decode/steps: positions are not {d['prompt']} … {n - 1}")
+    for k, s in enumerate(d["steps"]):
+        where = f"/decode/steps/{k}"
+        for i, step in enumerate(s["steps"]):
+            errors += nesting_errors(step["data"], step["shape"], f"{where}/steps/{i} ({step['name']})")
+            if len(step["dims"]) != len(step["shape"]):
+                errors.append(f"{where}/steps/{i}: dims and shape differ in length")
+        names = [step["name"] for step in s["steps"]]
+        for name in ("k_cache", "v_cache", "output"):
+            if name not in names:
+                errors.append(f"{where}: no {name} step")
+                return errors
+        cache = s["steps"][names.index("k_cache")]["shape"]
+        if cache[-2] != s["position"] + 1 or s["cache_length"] != s["position"] + 1:
+            errors.append(f"{where}: a cache of {cache[-2]} keys (cache_length {s['cache_length']}) at position "
+                          f"{s['position']}")
+        row = s["steps"][names.index("output")]["data"]
+        mine = [item[0] for item in row] if batched else row[0]
+        whole = [item[s["position"]] for item in output["data"]] if batched else output["data"][s["position"]]
+        if mine != whole:
+            errors.append(f"{where}: its output row is not row {s['position']} of the output step")
+        if "split" in s and "weights" in names:
+            errors.append(f"{where}: a split step formed its weights whole")
+    t = d["check"]["tolerance"]
+    if t["pass"] != (as_float(t["decode_error"]) <= as_float(t["bound"])):
+        errors.append(f"/decode/check/tolerance: pass is {t['pass']} for {t['decode_error']} against {t['bound']}")
+    if not t["pass"]:
+        errors.append("/decode/check/tolerance/pass: false on a bundled input")
+    return errors
+
+
 def broken_traces(good):
     """(what is wrong, a copy of `good` with that wrong): the schema must refuse each one."""
     def changed(what, edit):
@@ -307,6 +362,7 @@ def main():
     checked = 0
     cat_trace = None
     cat_compare = None
+    gpt_decode = None
     with tempfile.TemporaryDirectory(prefix="attn-trace-schema-") as tmp:
         out = pathlib.Path(tmp) / "trace.json"
         for path in inputs:
@@ -331,6 +387,10 @@ def main():
             runs += [("run", [file, "--backward"], "naive"),
                      ("run", [file, "--backward", "--engine", "both", "--grad-seed", "3"], "both"),
                      ("compare", [file, "--backward", "--block-q", "2", "--block-k", "3"], "both")]
+            if decodable(path):
+                runs += [("decode", [file], "decode"),
+                         ("decode", [file, "--split-kv", "3", "--dtype", "float64"], "decode"),
+                         ("decode", [file, "--page-size", "2", "--prompt", "0", "--dtype", "bfloat16"], "decode")]
             for command, args, engine in runs:
                 label = f"{command} " + " ".join([path.name, *args[1:]])
                 try:
@@ -341,7 +401,9 @@ def main():
                 errors = schema_errors(validator, trace)
                 if not errors:
                     errors += step_errors(trace)
-                    if engine != "naive":
+                    if engine == "decode":
+                        errors += decode_errors(trace)
+                    elif engine != "naive":
                         errors += flash_errors(trace, engine)
                     elif "flash" in trace or "compare" in trace:
                         errors.append("a naive run wrote a flash or compare object")
@@ -349,6 +411,8 @@ def main():
                         errors += compare_errors(trace)
                 failures += [f"{label}: {e}" for e in errors]
                 checked += 1
+                if path.name == "gpt_causal.json" and command == "decode" and len(args) == 1:
+                    gpt_decode = trace
                 if path.name == "the_cat_sat.json" and len(args) == 1:
                     if command == "run":
                         cat_trace = trace
@@ -372,6 +436,27 @@ def main():
             if not validator.is_valid(cat_compare):
                 failures.append("the schema refuses a compare trace with a skipped tile")
         broken += broken_compare_traces(cat_compare)
+    if gpt_decode is None:
+        failures.append("no decode trace of data/gpt_causal.json to break")
+    else:
+        def changed(what, edit):
+            t = copy.deepcopy(gpt_decode)
+            edit(t)
+            return what, t
+        broken += [
+            changed("decode without its check", lambda t: t["decode"].pop("check")),
+            changed("a split of 0 chunks", lambda t: t["decode"].update(split_kv=0)),
+            changed("a decode step without its position", lambda t: t["decode"]["steps"][0].pop("position")),
+            changed("an unknown step name in a decode step",
+                    lambda t: t["decode"]["steps"][0]["steps"][6].update(name="k_cached")),
+            changed("bit_exact as a string", lambda t: t["decode"]["check"].update(bit_exact="yes")),
+        ]
+        if decode_errors(gpt_decode):
+            failures.append("decode_errors finds fault with a good decode trace")
+        wrong = copy.deepcopy(gpt_decode)
+        wrong["decode"]["steps"][-1]["steps"][-1]["data"][0][0] += 1
+        if not decode_errors(wrong):
+            failures.append("decode_errors misses a decode step's row that is not the output step's")
     for what, trace in broken:
         if validator.is_valid(trace):
             failures.append(f"the schema accepts a broken trace: {what}")

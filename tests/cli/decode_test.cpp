@@ -1,0 +1,161 @@
+// attn-trace decode (docs/cli.md, "decode"): every decode step printed with a passing verdict, unsplit, split
+// and paged; the trace's output step holds every token's row and equals run's; each decode step's row is its
+// output step's; the refusals of inputs that cannot be decoded. run --json is the independent computation of
+// the rows; the cache's sizes are worked out here from the input's shapes.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_checks.hpp"
+#include "render/draw/text.hpp"
+#include "run_binary.hpp"
+
+using namespace attn::test;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string gpt = source_path("data/gpt_causal.json");  // 4 tokens, 2 heads of 2, W_o
+
+json trace_of(const std::vector<std::string>& args) {
+  const RunResult r = run_binary(args);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  return json::parse(r.out);
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++count;
+  return count;
+}
+
+// The step called `name` among a list of step objects.
+const json& step_named(const json& steps, const std::string& name) {
+  for (const json& s : steps)
+    if (s["name"] == name) return s;
+  FAIL("no step " << name);
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("decode, --split-kv 3 and --page-size 2 print every step of data/gpt_causal.json and pass", "[cli][decode]") {
+  for (const std::vector<std::string>& extra :
+       std::vector<std::vector<std::string>>{{}, {"--split-kv", "3"}, {"--page-size", "2"}}) {
+    std::vector<std::string> args = {"decode", gpt, "--color", "never"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    // At 80 columns every line fits; at 1000 no sentence is wrapped, so that its words can be found.
+    const RunResult narrow = run_binary(args, RunOptions().set_env("COLUMNS", "80"));
+    CHECK(narrow.exit_code == 0);
+    for (const std::string& line : split_lines(narrow.out)) CHECK(attn::display_width(line) <= 80);
+    const RunResult r = run_binary(args, RunOptions().set_env("COLUMNS", "1000"));
+    INFO(r.describe());
+    CHECK(r.exit_code == 0);
+    // The prompt (The) and the three decoded tokens, each with its cache growing by one.
+    CHECK(contains(r.out, "━━ prefill: 1 token"));
+    CHECK(contains_in_order(r.out,
+                            "━━ decode step: cat (position 1, cache 1 → 2)...━━ k_cache...━━ v_cache..."
+                            "━━ decode step: sat (position 2, cache 2 → 3)..."
+                            "━━ decode step: down (position 3, cache 3 → 4)...━━ check...verdict: PASS"));
+    // 2 key/value heads of d_k = d_v = 2 in float32: 2 · 2 · 2 · 4 = 32 bytes a token.
+    CHECK(contains(r.out, "cache: 32 bytes per token and layer = 2 · 2 · 2 · 4"));
+    CHECK(contains(r.out, "The cache now holds 4 tokens = 128 bytes."));
+    if (extra.empty()) {
+      CHECK(contains(r.out, "down               4     128 bytes  bit for bit"));
+      CHECK(count_of(r.out, "━━ weights") == 4);  // the prefill's and each decode step's
+    }
+    if (!extra.empty() && extra[0] == "--split-kv") {
+      CHECK(contains(r.out, "the cache of 4 cut into 3 chunks: The | cat | sat…down."));
+      CHECK(count_of(r.out, "━━ weights") == 1);  // the prefill's: the split never forms them whole
+    }
+    if (!extra.empty() && extra[0] == "--page-size")
+      CHECK(contains_in_order(r.out,
+                              "━━ pages...block table (logical page → physical page): 0→...pool: 2 of 4 pages in "
+                              "use; reserved 128 bytes, used 128 bytes"));
+  }
+}
+
+TEST_CASE("decode --json holds every token's output row, equal to run's, and each decode step's own",
+          "[cli][decode][json]") {
+  const json run = trace_of({"run", gpt, "--json", "-"});
+  const json& run_output = step_named(run["steps"], "output")["data"];
+  for (const std::vector<std::string>& extra : std::vector<std::vector<std::string>>{
+           {}, {"--split-kv", "3"}, {"--page-size", "2", "--page-seed", "5"}, {"--prompt", "0"}}) {
+    std::vector<std::string> args = {"decode", gpt, "--json", "-"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    INFO(fmt::format("{}", fmt::join(args, " ")));
+    const json t = trace_of(args);
+    REQUIRE(t["steps"].size() == 1);
+    const json& output = t["steps"][0];
+    CHECK(output["name"] == "output");
+    CHECK(output["shape"] == json::array({4, 4}));
+    const json& d = t["decode"];
+    const std::size_t prompt = d["prompt"];
+    CHECK(prompt == (extra == std::vector<std::string>{"--prompt", "0"} ? 0U : 1U));
+    REQUIRE(d["steps"].size() == 4 - prompt);
+    for (const json& s : d["steps"]) {
+      const std::size_t t_at = s["position"];
+      CHECK(s["cache_length"] == t_at + 1);
+      // its output row is the trace's row t, and its caches hold g = 2 heads of every key so far
+      CHECK(step_named(s["steps"], "output")["data"][0] == output["data"][t_at]);
+      CHECK(step_named(s["steps"], "k_cache")["shape"] == json::array({2, t_at + 1, 2}));
+      CHECK(step_named(s["steps"], "v_cache")["shape"] == json::array({2, t_at + 1, 2}));
+      CHECK(step_named(s["steps"], "scores")["shape"] == json::array({2, 1, t_at + 1}));
+      if (extra.empty()) CHECK(output["data"][t_at] == run_output[t_at]);  // bit for bit, unsplit
+      CHECK(s["check"]["bit_exact"] == (output["data"][t_at] == run_output[t_at]));
+    }
+    CHECK(d["check"]["tolerance"]["pass"] == true);
+    if (extra.empty()) CHECK(d["check"]["bit_exact"] == true);
+    if (!extra.empty() && extra[0] == "--split-kv") {
+      const json& split = d["steps"][2]["split"];  // down: 4 keys in chunks of 1, 1, 2
+      CHECK(split["chunks"] == json::array({json::array({0, 1}), json::array({1, 2}), json::array({2, 4})}));
+      CHECK(split["lse"]["shape"] == json::array({2, 3}));
+    }
+    if (!extra.empty() && extra[0] == "--page-size") {
+      const json& pages = d["steps"][2]["pages"];
+      CHECK(pages["page_size"] == 2);
+      CHECK(pages["pool_pages"] == 4);
+      CHECK(pages["block_tables"][0].size() == 2);
+      CHECK(pages["reserved_bytes"] == 128);
+    }
+  }
+}
+
+TEST_CASE("decode refuses an input that is not causal self-attention, and a prompt that leaves nothing",
+          "[cli][decode][errors]") {
+  check_usage_error(run_binary({"decode", source_path("data/the_cat_sat.json")}),
+                    {"data/the_cat_sat.json: decode needs a causal mask", "this input's mask is none"});
+  check_usage_error(run_binary({"decode", source_path("data/cross_attention.json")}), {"decode needs self-attention"});
+  check_usage_error(run_binary({"decode", source_path("data/explainer_dropout.json")}), {"applies no dropout"});
+  check_usage_error(run_binary({"decode", gpt, "--prompt", "4"}),
+                    {"--prompt 4: the input has 4 tokens", "(--prompt 0 … 3)"});
+  check_usage_error(run_binary({"decode", gpt, "--split-kv", "0"}), {"--split-kv: expected at least 1, found 0"});
+  check_usage_error(run_binary({"decode", gpt, "--page-seed", "1"}), {"--page-seed", "add --page-size P"});
+  check_usage_error(run_binary({"decode", gpt, "--max-memory", "1K"}), {"more than --max-memory 1K"});
+}
+
+TEST_CASE("decode counts the cache of GQA against h heads, and of the whole model with --layers", "[cli][decode]") {
+  // data/gqa.json: 4 query heads sharing 2 key/value heads of d_k = d_v = 2 (its W_k and W_v are 4 wide).
+  const RunResult r = run_binary({"decode", source_path("data/gqa.json"), "--layers", "32", "--color", "never"},
+                                 RunOptions().set_env("COLUMNS", "1000"));
+  INFO(r.describe());
+  CHECK(r.exit_code == 0);
+  // 2 · 2 · 2 · 4 = 32 bytes a token; 4 heads would keep 64; 32 layers · 4 tokens · 32 bytes = 4 KiB.
+  CHECK(contains(r.out, "cache: 32 bytes per token and layer = 2 · 2 · 2 · 4"));
+  CHECK(contains(r.out,
+                 "grouped-query attention keeps 2 key/value heads for 4 query heads: 32 bytes per token "
+                 "where 4 heads would keep 64 bytes, 2× less"));
+  CHECK(contains(r.out, "the whole model, 32 layers: 1.0 KiB per token; 4 tokens need 4.0 KiB"));
+  const json t =
+      trace_of({"decode", source_path("data/gqa.json"), "--layers", "32", "--dtype", "float16", "--json", "-"});
+  CHECK(t["decode"]["cache"]["bytes_per_value"] == 2);
+  CHECK(t["decode"]["cache"]["bytes_per_token"] == 16);
+  CHECK(t["decode"]["cache"]["bytes_per_token_all_heads"] == 32);
+  CHECK(t["decode"]["cache"]["bytes_whole_model"] == 16 * 32 * 4);
+}
