@@ -53,6 +53,9 @@ Runner add_explain(CLI::App& app) {
          "beside it to compare)")
       ->check(CLI::IsMember({"naive", "flash"}))
       ->default_str("naive");
+  cmd->add_flag("--decode", r.decode,
+                "explain it as the query's decode step computes it: its one row against the cache of every key so "
+                "far (a causal input; attn-trace decode)");
   cmd->add_option("--grad", r.grad,
                   "explain one entry of this gradient of the backward pass instead (d_weights, d_W_q, …: attn-trace "
                   "steps lists them), term by term; with --index")
@@ -84,6 +87,7 @@ Runner add_explain(CLI::App& app) {
       "  attn-trace explain data/the_cat_sat.json --query 1 --key 0 --engine flash\n"
       "  attn-trace explain data/gqa.json --query tea --key like --head 3\n"
       "  attn-trace explain data/gpt_causal.json --query cat --output 0\n"
+      "  attn-trace explain data/gpt_causal.json --query down --key cat --decode\n"
       "  attn-trace explain data/bert_bias.json --query dog --key my --head 1 --json explain.json\n"
       "  attn-trace explain data/the_cat_sat.json --grad d_weights --index 0,1,0\n"
       "  attn-trace explain data/gqa.json --grad d_W_q --index 2,5 --grad-seed 7");

@@ -54,6 +54,9 @@ Problem slice_problem(const Problem& p, std::size_t q_begin, std::size_t q_end, 
     throw std::invalid_argument(
         fmt::format("slice_problem: queries [{}, {}) and keys from {} of {} tokens", q_begin, q_end, k_begin, p.n));
   Problem s = p;
+  // Keys that are not the queries themselves (a decode step's cache) come from another sequence, as a
+  // context's do: what reads C for the keys of self-attention from X must not take X for them.
+  s.cross = k_begin != q_begin;
   s.n = q_end - q_begin;
   s.m = q_end - k_begin;
   s.X = rows_of(p.X, q_begin, q_end);

@@ -11,7 +11,10 @@
 #include "io/load.hpp"
 #include "io/read.hpp"
 #include "lessons/explain.hpp"
+#include "json/error.hpp"
 #include "lessons/explain_gradient.hpp"
+#include "model/slice.hpp"
+#include "render/draw/visible.hpp"
 #include "render/pages/explain_page.hpp"
 #include "request/memory.hpp"
 #include "request/request.hpp"
@@ -99,6 +102,8 @@ Explained explain_gradient_entry(const ExplainOptions& o, const std::optional<st
 
 Explained explain_for(const ExplainOptions& o, const std::optional<std::string>& text, const RenderOptions& render) {
   const TraceOptions& t = o.trace;
+  if (!o.grad.empty() && o.decode)
+    throw UsageError("--decode: a decode step runs no backward pass; drop --decode or --grad");
   if (!o.grad.empty()) return explain_gradient_entry(o, text, render);
   if (!o.index.empty()) throw UsageError("--index: it places a --grad entry; add --grad STEP");
   if (t.grad_seed) throw UsageError("--grad-seed: it draws the upstream gradient of --grad; add --grad STEP");
@@ -113,17 +118,26 @@ Explained explain_for(const ExplainOptions& o, const std::optional<std::string>&
     throw UsageError("--key is needed: the key whose weight to explain (or --output C for one output number)");
   if (!o.query) throw UsageError("--query is needed: the query token, by name or index");
 
-  auto problem = std::make_shared<const Problem>(input_problem(t, text));
-  const Problem& p = *problem;
-  check_ranges(o, p);
+  auto whole = std::make_shared<const Problem>(input_problem(t, text));
+  check_ranges(o, *whole);
   const std::size_t b = o.batch.value_or(0);
-  const std::size_t i = token_index("--query", *o.query, p.tokens[b], "query");
-  check_range(p, display_name(t.file), t.dtype);
+  const std::size_t asked = token_index("--query", *o.query, whole->tokens[b], "query");
+  check_range(*whole, display_name(t.file), t.dtype);
+  std::string title = fmt::format("{}, {}, {} engine", display_name(t.file), name_of(t.dtype), name_of(t.engine));
+  // --decode: the query's decode step, its one row (query 0 of the part) against the cache of keys 0 … asked
+  if (o.decode) {
+    if (const std::optional<std::string> why = decode_refusal(*whole)) throw InputError(display_name(t.file), "", *why);
+    title += fmt::format(", the decode step of {} (its row against a cache of {} key{})",
+                         visible(whole->tokens[b][asked]), asked + 1, asked == 0 ? "" : "s");
+  }
+  const std::shared_ptr<const Problem> problem =
+      o.decode ? std::make_shared<const Problem>(slice_problem(*whole, asked, asked + 1, 0)) : whole;
+  const Problem& p = *problem;
+  const std::size_t i = o.decode ? 0 : asked;
 
   const bool flash = t.engine == Engine::flash;
   StepFilter filter;  // what explain_weight and explain_output keep, for the memory estimate
   filter.tiles = flash;
-  const std::string title = fmt::format("{}, {}, {} engine", display_name(t.file), name_of(t.dtype), name_of(t.engine));
 
   if (o.output) {
     filter.only = steps_explaining_output(p);
@@ -138,7 +152,12 @@ Explained explain_for(const ExplainOptions& o, const std::optional<std::string>&
     return {render_output_explanation(e, title, render), output_explanation_to_json(e, generator())};
   }
 
-  const std::size_t j = token_index("--key", *o.key, p.context_tokens[b], p.cross ? "context" : "key");
+  const std::size_t j = token_index("--key", *o.key, whole->context_tokens[b], whole->cross ? "context" : "key");
+  if (o.decode && j > asked)
+    throw UsageError(
+        fmt::format("--key {}: it comes after --query {}, so {}'s decode step has no such key in its "
+                    "cache (keys 0 … {})",
+                    *o.key, *o.query, visible(whole->tokens[b][asked]), asked));
   filter.head = o.head.value_or(0);
   filter.only = steps_explaining_weight(p);
   const RunRequest request = run_request(t, p, filter);

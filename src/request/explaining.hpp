@@ -19,6 +19,9 @@ struct ExplainOptions {
   std::optional<std::size_t> head, batch, output;
   std::string grad;                // --grad STEP: a gradient entry instead
   std::vector<std::size_t> index;  // --index I,J,…: the entry
+  // --decode: the weight or output number as the decode step of the query computes it, its one row against
+  // the cache of every key so far (engine/decode.hpp); the input must be causal self-attention.
+  bool decode = false;
 };
 
 struct Explained {

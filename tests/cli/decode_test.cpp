@@ -159,3 +159,29 @@ TEST_CASE("decode counts the cache of GQA against h heads, and of the whole mode
   CHECK(t["decode"]["cache"]["bytes_per_token_all_heads"] == 32);
   CHECK(t["decode"]["cache"]["bytes_whole_model"] == 16 * 32 * 4);
 }
+
+TEST_CASE("explain --decode explains a weight as the query's decode step computes it, against its cache",
+          "[cli][decode][explain]") {
+  // down's decode step in data/gpt_causal.json: its weight on cat is the decode trace's, and run's, bit for bit.
+  const json e =
+      trace_of({"explain", gpt, "--query", "down", "--key", "cat", "--head", "1", "--decode", "--json", "-"});
+  const json d = trace_of({"decode", gpt, "--json", "-"});
+  const json& down = d["decode"]["steps"][2];
+  REQUIRE(down["token"] == "down");
+  CHECK(e["query_token"] == "down");
+  CHECK(e["key_token"] == "cat");
+  // both float32 values: explain writes them as doubles, the trace in float32's shortest form
+  CHECK(static_cast<float>(e["softmax"]["weight"].get<double>()) ==
+        static_cast<float>(step_named(down["steps"], "weights")["data"][1][0][1].get<double>()));
+  const RunResult text = run_binary({"explain", gpt, "--query", "3", "--key", "1", "--decode", "--color", "never"},
+                                    RunOptions().set_env("COLUMNS", "1000"));
+  CHECK(text.exit_code == 0);
+  CHECK(contains(text.out, "the decode step of down (its row against a cache of 4 keys)"));
+  check_usage_error(run_binary({"explain", gpt, "--query", "cat", "--key", "down", "--decode"}),
+                    {"--key down: it comes after --query cat", "(keys 0 … 1)"});
+  check_usage_error(
+      run_binary({"explain", source_path("data/the_cat_sat.json"), "--query", "cat", "--key", "The", "--decode"}),
+      {"decode needs a causal mask"});
+  check_usage_error(run_binary({"explain", gpt, "--grad", "d_weights", "--index", "0,1,0", "--decode"}),
+                    {"--decode: a decode step runs no backward pass"});
+}
