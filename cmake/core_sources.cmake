@@ -89,6 +89,7 @@ set(ATTN_CORE_SOURCES
   src/bench/machine.cpp
   src/bench/timing.cpp
   src/bench/bench_run.cpp
+  src/bench/decode_bench.cpp
   src/trace/trace.cpp
   src/trace/collector.cpp
   src/engine/instances.cpp
@@ -139,6 +140,7 @@ set(ATTN_CORE_SOURCES
   src/render/pages/explain_page.cpp
   src/render/pages/explain_gradient_page.cpp
   src/render/pages/bench.cpp
+  src/render/pages/bench_decode.cpp
   src/render/pages/steps_page.cpp
   src/text/number.cpp
   src/request/request.cpp
@@ -154,6 +156,7 @@ set(ATTN_CORE_SOURCES
 # Files whose file-local names meet another's, compiled on their own in a unity build (CMakeLists.txt).
 set(ATTN_UNITY_ALONE
   src/bench/bench_run.cpp
+  src/bench/decode_bench.cpp
   src/check/diagnosis.cpp
   src/check/diff.cpp
   src/check/judge.cpp
@@ -165,4 +168,5 @@ set(ATTN_UNITY_ALONE
   src/lessons/explain.cpp
   src/lessons/mistaken_forward.cpp
   src/render/pages/bench.cpp
+  src/render/pages/bench_decode.cpp
   src/render/pages/explain_gradient_page.cpp)

@@ -15,10 +15,11 @@ file(MAKE_DIRECTORY ${ATTN_HEADERS})
 file(CREATE_LINK ${ATTN_FMT_INCLUDE}/fmt ${ATTN_HEADERS}/fmt SYMBOLIC)
 file(CREATE_LINK ${ATTN_JSON_INCLUDE}/nlohmann ${ATTN_HEADERS}/nlohmann SYMBOLIC)
 
-# The processor's measurements (bench/machine.cpp) use threads, which the core does not have; nothing
-# the page calls reaches them. The explorer's own page (render/pages/explorer/) is the tool's to write.
+# The processor's measurements (bench/machine.cpp, bench/decode_bench.cpp) use threads, which the core does
+# not have; nothing the page calls reaches them. The explorer's own page (render/pages/explorer/) is the tool's to write.
 set(ATTN_EXPLORER_SOURCES ${ATTN_CORE_SOURCES})
-list(REMOVE_ITEM ATTN_EXPLORER_SOURCES src/bench/machine.cpp src/render/pages/explorer/explorer.cpp
+list(REMOVE_ITEM ATTN_EXPLORER_SOURCES src/bench/machine.cpp src/bench/decode_bench.cpp
+            src/render/pages/explorer/explorer.cpp
             ${ATTN_EXPLORER_ASSETS_CPP})
 # The page waits for the core after every edit: the code that computes (the engines, the verdict, the
 # trace's records and the steps the page draws) is compiled for speed (-O2), the rest, which runs once an

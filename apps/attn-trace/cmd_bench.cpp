@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_run.hpp"
+#include "bench/decode_bench.hpp"
 #include "bench/sweep.hpp"
 #include "command.hpp"
 #include "io/bench_json.hpp"
@@ -38,6 +39,8 @@ struct BenchOptions {
   std::uint64_t seed = 0;
   std::string sweep;
   bool backward = false;
+  bool decode = false;
+  std::optional<std::uint64_t> split_kv;
   TraceOptions common;  // FILE, --dtype, --json, --max-memory, --color
 };
 
@@ -118,7 +121,41 @@ class Progress {
   bool shown_ = false;
 };
 
+// bench --decode: what the user asked, checked, then measured and printed.
+int run_decode_bench(const BenchOptions& o, const CLI::App& cmd) {
+  if (!o.common.file.empty())
+    throw UsageError("FILE: bench --decode times random caches of every length; leave FILE out");
+  for (const char* name : {"--m", "--mask", "--engine", "--backward"})
+    if (cmd.count(name) > 0)
+      throw UsageError(
+          fmt::format("{}: bench --decode times one causal row of new queries against a cache; leave {} "
+                      "out",
+                      name, name));
+  if (is_half(o.common.dtype))
+    throw UsageError(fmt::format("--dtype {}: the fast decode path runs float32 and float64", name_of(o.common.dtype)));
+  const BenchRequest shape = request_of(o, cmd);  // the sizes and lengths, checked as bench checks them
+  DecodeBenchRequest r;
+  r.lengths =
+      cmd.count("--n") > 0 || !o.sweep.empty() ? shape.lengths : std::vector<std::size_t>{1024, 4096, 16384, 65536};
+  r.shape = shape.shape;
+  r.dtype = o.common.dtype;
+  r.repeats = o.repeat;
+  r.threads = shape.threads;
+  r.split = o.split_kv.value_or(4);
+  if (r.split == 0) throw UsageError("--split-kv 0: a cache is cut into at least one chunk");
+  r.max_memory = memory_limit(o.common).bytes;
+  const DecodeBenchResult result = run_decode_bench(r);
+  if (!o.common.json_out.empty()) {
+    write_result(o.common.json_out, decode_bench_to_json(result));
+    if (o.common.json_out == "-") return 0;
+  }
+  write_result("", render_decode_bench(result, render_options(o.common)));
+  return 0;
+}
+
 int run(const BenchOptions& o, const CLI::App& cmd) {
+  if (o.decode) return run_decode_bench(o, cmd);
+  if (o.split_kv) throw UsageError("--split-kv: it cuts a decode step's cache into chunks; add --decode");
   BenchRequest request = request_of(o, cmd);
   std::unique_ptr<const Problem> file;
   if (!o.common.file.empty()) {
@@ -189,6 +226,14 @@ Runner add_bench(CLI::App& app) {
                 "flash's forward and FlashAttention-2's backward on the fast path, timed apart: their ratio, GFLOP/s "
                 "(the backward's work 2.5 × the forward's) and their share of the FP32 FMA peak, measured first "
                 "(float32, float64)");
+  cmd->add_flag("--decode", o.decode,
+                "one new token's attention against a KV cache of n tokens on the fast path (default n = 1024, 4096, "
+                "16384, 65536), on 1 thread and on --threads, unsplit and with --split-kv: time per token, cache GB/s "
+                "beside the memory bandwidth of a copy loop (docs/decode.md)");
+  cmd->add_option("--split-kv", o.split_kv, "with --decode: the chunks of the split rows (flash-decoding)")
+      ->type_name("S")
+      ->check(whole_number)
+      ->default_str("4");
   add_color_option(*cmd, o.common);
   cmd->footer(
       "Runs the engines as they are, watched by nobody, on seeded random inputs (or FILE). Per engine: the\n"
@@ -199,7 +244,8 @@ Runner add_bench(CLI::App& app) {
       "  attn-trace bench --n 2048\n"
       "  attn-trace bench --sweep n=256..4096 --d-model 256 --heads 4\n"
       "  attn-trace bench --sweep n=512..16384 --engine flash --json bench.json\n"
-      "  attn-trace bench --backward --n 4096 --threads 1");
+      "  attn-trace bench --backward --n 4096 --threads 1\n"
+      "  attn-trace bench --decode --kv-heads 2 --split-kv 8");
   return [cmd, options] { return cmd->parsed() ? run(*options, *cmd) : -1; };
 }
 

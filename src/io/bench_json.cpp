@@ -88,4 +88,54 @@ std::string bench_to_json(const BenchResult& result) {
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
+namespace {
+
+// The copy bandwidth measured on `threads` threads, or 0.
+double bandwidth_of(const DecodeBenchResult& r, std::size_t threads) {
+  for (const CopyBandwidth& b : r.bandwidth)
+    if (b.threads == threads) return b.gbytes_per_s;
+  return 0;
+}
+
+}  // namespace
+
+std::string decode_bench_to_json(const DecodeBenchResult& result) {
+  ordered bandwidth = ordered::array();
+  for (const CopyBandwidth& b : result.bandwidth)
+    bandwidth.push_back({{"threads", b.threads}, {"bytes", b.bytes}, {"gbytes_per_s", json_number(b.gbytes_per_s)}});
+  ordered runs = ordered::array();
+  for (const DecodeBenchRow& r : result.rows) {
+    ordered j = {{"cache_length", r.length}, {"threads", r.threads}, {"split", r.split}, {"refused", r.refused}};
+    if (r.refused) {
+      j["refusal"] = r.refusal;
+      runs.push_back(std::move(j));
+      continue;
+    }
+    const double bw = bandwidth_of(result, r.threads);
+    j["cache_bytes"] = r.cache_bytes;
+    j["flops"] = json_number(r.flops);
+    j["seconds"] = timing(r.seconds);
+    j["gbytes_per_s"] = json_number(r.gbytes_per_s());
+    j["bandwidth_share"] = bw > 0 ? json_number(r.gbytes_per_s() / bw) : ordered(nullptr);
+    j["gflops"] = json_number(r.seconds.median > 0 ? r.flops / r.seconds.median / 1e9 : 0);
+    j["flops_per_byte"] = json_number(r.flops / static_cast<double>(r.cache_bytes));
+    runs.push_back(std::move(j));
+  }
+  const ordered j = {{"format", "attn-trace.bench-decode"},
+                     {"version", 1},
+                     {"dtype", std::string(name_of(result.dtype))},
+                     {"heads", result.h},
+                     {"kv_heads", result.g},
+                     {"d_k", result.d_k},
+                     {"d_v", result.d_v},
+                     {"split", result.split},
+                     {"machine",
+                      {{"cpu", result.cpu},
+                       {"kernels", result.kernels},
+                       {"fma_peak_gflops", json_number(result.fma_peak_gflops)},
+                       {"copy_bandwidth", std::move(bandwidth)}}},
+                     {"runs", std::move(runs)}};
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 }  // namespace attn

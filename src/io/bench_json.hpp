@@ -13,9 +13,18 @@
 #include <string>
 
 #include "bench/bench_records.hpp"
+#include "bench/decode_bench.hpp"
 
 namespace attn {
 
 std::string bench_to_json(const BenchResult& result);
+
+// `attn-trace bench --decode --json`:
+// {"format": "attn-trace.bench-decode", "version": 1, "dtype", "heads", "kv_heads", "d_k", "d_v", "split",
+//  "machine": {"cpu", "kernels", "fma_peak_gflops", "copy_bandwidth": [{"threads", "bytes", "gbytes_per_s"}]},
+//  "runs": [{"cache_length", "threads", "split", "refused", "cache_bytes", "flops", "seconds": {"median", "min",
+//            "max"}, "gbytes_per_s", "bandwidth_share", "gflops", "flops_per_byte"}]}
+// bandwidth_share is gbytes_per_s over the copy bandwidth of as many threads.
+std::string decode_bench_to_json(const DecodeBenchResult& result);
 
 }  // namespace attn

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_checks.hpp"
+#include "render/draw/text.hpp"
 #include "run_binary.hpp"
 
 using namespace attn::test;
@@ -251,4 +252,55 @@ TEST_CASE(
         Approx(run.at("backward_s").at("median").get<double>() / run.at("attention_s").at("median").get<double>()));
   CHECK(run.at("backward_peak_share").get<double>() > 0);
   CHECK(run.at("max_error").get<double>() < 1e-5);
+}
+
+TEST_CASE("bench --decode times a token against caches of each length, 1 and 2 threads, unsplit and split",
+          "[cli][bench][decode]") {
+  const std::vector<std::string> decode = {"bench",     "--decode", "--sweep",    "n=64..256", "--d-model", "32",
+                                           "--heads",   "4",        "--kv-heads", "2",         "--repeat",  "1",
+                                           "--threads", "2",        "--split-kv", "3"};
+  const RunResult j = run_binary(with(decode, {"--json", "-"}));
+  check_success(j);
+  const nlohmann::json b = nlohmann::json::parse(j.out);
+  CHECK(b["format"] == "attn-trace.bench-decode");
+  CHECK(b["heads"] == 4);
+  CHECK(b["kv_heads"] == 2);
+  CHECK(b["d_k"] == 8);
+  CHECK(b["split"] == 3);
+  REQUIRE(b["machine"]["copy_bandwidth"].size() == 2);
+  CHECK(b["machine"]["copy_bandwidth"][0]["threads"] == 1);
+  CHECK(b["machine"]["copy_bandwidth"][1]["threads"] == 2);
+  CHECK(b["machine"]["copy_bandwidth"][0]["gbytes_per_s"].get<double>() > 0);
+  // 64, 128, 256 keys × (1, 2 threads) × (unsplit, split 3)
+  REQUIRE(b["runs"].size() == 12);
+  for (std::size_t k = 0; k < 12; ++k) {
+    const nlohmann::json& run = b["runs"][k];
+    const std::size_t L = std::size_t{64} << (k / 4);
+    INFO(run.dump());
+    CHECK(run["cache_length"] == L);
+    CHECK(run["threads"] == (k % 4 < 2 ? 1 : 2));
+    CHECK(run["split"] == (k % 2 == 0 ? 1 : 3));
+    // every key and value of 2 heads, d_k = 8 and d_v = 8 padded to whole vectors of float32 (4 to 16 lanes)
+    const std::size_t per_token = run["cache_bytes"].get<std::size_t>() / L;
+    CHECK(per_token >= 2 * (8 + 8) * 4);
+    CHECK(per_token <= 2 * (8 + 16) * 4);
+    CHECK(run["flops"].get<double>() == 2.0 * 4 * static_cast<double>(L) * 16);
+    CHECK(run["seconds"]["median"].get<double>() > 0);
+    CHECK(run["gbytes_per_s"].get<double>() ==
+          Approx(run["cache_bytes"].get<double>() / run["seconds"]["median"].get<double>() / 1e9));
+  }
+  const RunResult text = run_binary(decode, RunOptions().set_env("COLUMNS", "80"));
+  check_success(text);
+  CHECK(contains(text.out, "bench --decode · fast path ("));
+  CHECK(contains(text.out, "memory bandwidth, 2 threads:"));
+  CHECK(contains(text.out, "cache L"));
+  CHECK(contains(text.out, "decoding is bound by memory"));
+  for (const std::string& line : split_lines(text.out)) CHECK(attn::display_width(line) <= 80);
+
+  check_usage_error(run_binary({"bench", "--decode", "--mask", "causal"}), {"--mask: bench --decode times one"});
+  check_usage_error(run_binary({"bench", "--decode", "--dtype", "float16"}), {"the fast decode path runs float32"});
+  check_usage_error(run_binary({"bench", "--split-kv", "2"}), {"--split-kv", "add --decode"});
+  check_usage_error(run_binary({"bench", "--decode", "--split-kv", "0"}), {"--split-kv 0"});
+  check_usage_error(run_binary({"bench", source_path("data/gpt_causal.json"), "--decode"}),
+                    {"bench --decode times random caches"});
 }

@@ -109,13 +109,13 @@ expect_exactly "--engine --dtype --block-q --block-k --backward --max-memory --o
 expect_exactly "float32 float64 float16 bfloat16" attn-trace explore --dtype ''
 expect_exactly "naive flash both" attn-trace explore --engine ''
 expect_exactly "text markdown latex csv" attn-trace show t.json --format ''
-expect_exactly "--query --key --head --batch --output --grad --index --grad-seed --engine --dtype --block-q --block-k
+expect_exactly "--query --key --head --batch --output --decode --grad --index --grad-seed --engine --dtype --block-q --block-k
                 --json --max-memory --precision --color --help" attn-trace explain x.json --
 expect_exactly "d_W_q d_W_k d_W_v d_W_o" attn-trace explain x.json --grad d_W
 expect_exactly "naive flash" attn-trace explain x.json --engine ''
 expect_exactly "--name --dtype --bfloat16 --json --grad-seed --max-memory --precision --color --help" attn-trace diff x.json d/ --
 expect_exactly "float32 float64 float16 bfloat16" attn-trace diff x.json d/ --dtype ''
-expect_exactly "--n --m --d-model --heads --kv-heads --mask --engine --dtype --repeat --threads --seed --sweep --json --max-memory --backward --color --help" attn-trace bench --
+expect_exactly "--n --m --d-model --heads --kv-heads --mask --engine --dtype --repeat --threads --seed --sweep --json --max-memory --backward --decode --split-kv --color --help" attn-trace bench --
 expect_exactly "naive flash both" attn-trace bench --engine ''
 expect_exactly "none causal" attn-trace bench --mask ''
 expect_exactly "float32 float64 float16 bfloat16" attn-trace bench --dtype ''

@@ -96,6 +96,9 @@ Tensor<double> plain(const Problem& p, DType storage = DType::float32) {
   return cast<double>(run_naive<T>(p, none, storage).output);
 }
 
+// A cache row of one head and one feature.
+Tensor<double> one(double x) { return Tensor<double>({1, 1, 1}, std::vector<double>{x}); }
+
 // Bit for bit: the same doubles (a float32 value widens exactly), -0 and +0 told apart.
 bool same_bits(const Tensor<double>& a, const Tensor<double>& b) {
   if (a.shape() != b.shape()) return false;
@@ -195,7 +198,7 @@ TEST_CASE("sequences of different lengths share one pool of pages, each reading 
     for (std::size_t s = 0; s < 3; ++s)
       if (step < lengths[s]) {
         const double x = 10.0 * static_cast<double>(s) + static_cast<double>(step);
-        cache.append(s, Tensor<double>({1, 1, 1}, {x}), Tensor<double>({1, 1, 1}, {-x}));
+        cache.append(s, one(x), one(-x));
       }
   std::set<std::size_t> pages;
   for (std::size_t s = 0; s < 3; ++s) {
@@ -217,14 +220,12 @@ TEST_CASE("sequences of different lengths share one pool of pages, each reading 
   const std::vector<std::size_t> first = cache.table(1);
   CHECK(first != std::vector<std::size_t>{1, 4, 5});
   KvCache<double> other(3, 1, 1, 1, 2, 7, 43);
-  for (std::size_t j = 0; j < 5; ++j)
-    other.append(1, Tensor<double>({1, 1, 1}, {0.0}), Tensor<double>({1, 1, 1}, {0.0}));
+  for (std::size_t j = 0; j < 5; ++j) other.append(1, one(0.0), one(0.0));
   CHECK(other.table(1) != first);
   // A full pool says so.
   KvCache<double> small(1, 1, 1, 1, 1, 1, 0);
-  small.append(0, Tensor<double>({1, 1, 1}, {0.0}), Tensor<double>({1, 1, 1}, {0.0}));
-  CHECK_THROWS_AS(small.append(0, Tensor<double>({1, 1, 1}, {0.0}), Tensor<double>({1, 1, 1}, {0.0})),
-                  std::length_error);
+  small.append(0, one(0.0), one(0.0));
+  CHECK_THROWS_AS(small.append(0, one(0.0), one(0.0)), std::length_error);
 }
 
 TEST_CASE("decoding refuses what is not causal self-attention, and a prompt with nothing after it", "[decode]") {
