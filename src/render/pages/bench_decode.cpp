@@ -83,12 +83,16 @@ std::string render_decode_bench(const DecodeBenchResult& r, const RenderOptions&
   const double per_byte = 2.0 * static_cast<double>(r.h) /
                           (static_cast<double>(r.g) * static_cast<double>(r.dtype == DType::float64 ? 8 : 4));
   const double balance = r.bandwidth.empty() ? 0 : r.fma_peak_gflops / r.bandwidth.front().gbytes_per_s;
+  const double bandwidth = r.bandwidth.empty() ? 0.0 : r.bandwidth.front().gbytes_per_s;
+  const std::string verdict =
+      per_byte < balance / 2
+          ? "Past the caches, the time is the bytes over the bandwidth: decoding is bound by memory, not arithmetic."
+          : "So many query heads share each key/value head that every byte read feeds several of them: arithmetic "
+            "starts to count beside memory.";
   para(fmt::format("A decode step does {:.2g} FLOP per byte of cache it reads ({} query head{} per key/value head); "
                    "one core here does {:.0f} GFLOP/s (its FP32 FMA peak, measured) against {:.1f} GB/s: {:.0f} FLOP a "
-                   "byte. Past the caches, the time is the bytes over the bandwidth: decoding is bound by memory, not "
-                   "arithmetic. Times are medians of the samples (each a batch of steps of at least 10 ms).",
-                   per_byte, r.h / r.g, r.h / r.g == 1 ? "" : "s", r.fma_peak_gflops,
-                   r.bandwidth.empty() ? 0.0 : r.bandwidth.front().gbytes_per_s, balance),
+                   "byte. {} Times are medians of the samples (each a batch of steps of at least 10 ms).",
+                   per_byte, r.h / r.g, r.h / r.g == 1 ? "" : "s", r.fma_peak_gflops, bandwidth, balance, verdict),
        "");
   std::string out;
   for (const std::string& l : lines) out += l + "\n";
