@@ -132,6 +132,7 @@ set(ATTN_CORE_SOURCES
   src/render/pages/report/page_data.cpp
   src/render/pages/report/sections.cpp
   src/render/pages/report/sections_backward.cpp
+  src/render/pages/report/decode_section.cpp
   src/render/pages/report/report.cpp
   src/render/pages/explorer/explorer.cpp
   src/render/pages/scaling_page.cpp

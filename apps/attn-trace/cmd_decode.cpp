@@ -4,8 +4,10 @@
 
 #include <memory>
 
+#include "attn/version.hpp"
 #include "command.hpp"
 #include "options.hpp"
+#include "render/pages/report/report.hpp"
 #include "request/decoding.hpp"
 #include "trace/decode.hpp"
 
@@ -13,14 +15,28 @@ namespace attn::cli {
 
 namespace {
 
-int run_decode_command(DecodeOptions& o, const CLI::App& cmd) {
+struct DecodeCommand {
+  DecodeOptions decode;
+  std::string report;  // --report OUT: the HTML page too
+};
+
+int run_decode_command(DecodeCommand& command, const CLI::App& cmd) {
+  DecodeOptions& o = command.decode;
   if (cmd.count("--page-seed") != 0 && o.page_size == 0)
     throw UsageError("--page-seed: the pool's order needs a paged cache; add --page-size P");
   if (cmd.count("--split-kv") != 0) o.split_kv = at_least_one("--split-kv", o.split_kv);
   if (cmd.count("--page-size") != 0) o.page_size = at_least_one("--page-size", o.page_size);
   if (cmd.count("--layers") != 0) o.layers = at_least_one("--layers", *o.layers);
   check_format(o.trace);
+  if (command.report == "-" && (o.trace.json_out.empty() || o.trace.json_out == "-"))
+    throw UsageError("--report -: the page and the text (or --json -) would both go to stdout; give --report a file");
   const Trace trace = decode_for(o, load_input(o.trace));
+  if (!command.report.empty()) {
+    ReportOptions report;
+    report.version = attn::version;
+    report.weight_scale = o.trace.weight_scale;
+    write_result(command.report, report_html(trace, report));
+  }
   emit(trace, o.trace, render_options(o.trace));
   return trace.decode->check.pass ? 0 : 1;
 }
@@ -28,7 +44,8 @@ int run_decode_command(DecodeOptions& o, const CLI::App& cmd) {
 }  // namespace
 
 Runner add_decode(CLI::App& app) {
-  auto options = std::make_shared<DecodeOptions>();
+  auto command = std::make_shared<DecodeCommand>();
+  DecodeOptions* options = &command->decode;
   TraceOptions& t = options->trace;
   CLI::App* cmd = app.add_subcommand(
       "decode", "attention at inference: a KV cache filled token by token, flash-decoding, a paged cache");
@@ -59,6 +76,10 @@ Runner add_decode(CLI::App& app) {
                   "also write the trace (docs/trace-format.md, with its `decode` object) to this file; - writes it "
                   "to stdout instead of the text")
       ->type_name("OUT");
+  cmd->add_option("--report", command->report,
+                  "also write one self-contained HTML page of the decode (the cache, each step's row, the chunks, "
+                  "the block table, the check) to this file")
+      ->type_name("OUT");
   add_memory_option(*cmd, t);
   add_display_options(*cmd, t);
   cmd->footer(
@@ -71,8 +92,9 @@ Runner add_decode(CLI::App& app) {
       "  attn-trace decode data/gpt_causal.json\n"
       "  attn-trace decode data/gpt_causal.json --split-kv 3\n"
       "  attn-trace decode data/gpt_causal.json --page-size 2 --json decode.json\n"
+      "  attn-trace decode data/gpt_causal.json --split-kv 3 --report decode.html\n"
       "  attn-trace decode data/llama_layer.json --prompt 2 --layers 32");
-  return [cmd, options] { return cmd->parsed() ? run_decode_command(*options, *cmd) : -1; };
+  return [cmd, command] { return cmd->parsed() ? run_decode_command(*command, *cmd) : -1; };
 }
 
 }  // namespace attn::cli

@@ -185,3 +185,24 @@ TEST_CASE("explain --decode explains a weight as the query's decode step compute
   check_usage_error(run_binary({"explain", gpt, "--grad", "d_weights", "--index", "0,1,0", "--decode"}),
                     {"--decode: a decode step runs no backward pass"});
 }
+
+TEST_CASE("decode --report writes a page with the cache, each step's chunks, the block table and the verdict",
+          "[cli][decode][report]") {
+  const TempDir dir;
+  const std::string page = dir / "decode.html";
+  const RunResult r = run_binary({"decode", gpt, "--split-kv", "3", "--page-size", "2", "--report", page});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "verdict: PASS"));  // the text still goes to stdout
+  const std::string html = read_file(page);
+  CHECK(contains(html, "<section id=\"decode\" class=\"decode\"><h2>decoding with a KV cache</h2>"));
+  CHECK(contains_in_order(html,
+                          "cat (position 1, cache 1 → 2)...sat (position 2, cache 2 → 3)..."
+                          "down (position 3, cache 3 → 4)"));
+  CHECK(contains(html, "<h4>the chunks: each one's output o_s, lse_s and its share exp(lse_s − lse)</h4>"));
+  CHECK(contains(html, "<h4>block table</h4>"));
+  CHECK(contains(html, "<b class=\"pass\">pass</b>"));
+  CHECK(contains(html, "<a href=\"#decode\">decoding</a>"));
+  CHECK_FALSE(contains(html, "flash: the tile walk</a></h2>"));
+  check_usage_error(run_binary({"decode", gpt, "--report", "-"}), {"--report -"});
+}

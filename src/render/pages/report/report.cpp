@@ -77,7 +77,7 @@ class Report {
                                            {"pipeline", pipeline_svg(t_)},
                                            {"steps", s.step_sections()},
                                            {"flash", s.flash_section()},
-                                           {"diff", s.diff_section()},
+                                           {"diff", s.diff_section() + s.decode_section()},
                                            {"backward", t_.backward ? s.backward_section() : std::string()},
                                            {"mistake", s.mistake_section()},
                                            {"generator", page_text(fmt::format("attn-trace {}", o_.version))},

@@ -37,7 +37,10 @@ std::vector<std::string> tile_labels(const std::vector<std::string>& tokens, std
   return {tokens.begin() + static_cast<long>(begin), tokens.begin() + static_cast<long>(end)};
 }
 
-std::string ReportSections::step_sections() const { return sections_of(steps_of(p_)); }
+// A decode's trace holds the output alone, every token's row: the decode section has the steps of each token.
+std::string ReportSections::step_sections() const {
+  return sections_of(t_.decode ? std::vector<Step>{Step::output} : steps_of(p_));
+}
 
 std::string ReportSections::sections_of(const std::vector<Step>& steps) const {
   std::string out;
@@ -123,6 +126,7 @@ std::string ReportSections::flash_section() const {
       "<p class=\"formula\">m_new = max(m_prev, rowmax S) &nbsp; alpha = exp(m_prev − m_new) &nbsp; P = exp(S − "
       "m_new)</p><p class=\"formula\">l_new = alpha·l_prev + rowsum P &nbsp; O = alpha·O_prev + P·V &nbsp; then "
       "once: O / l, lse = m + log l</p>";
+  if (t_.decode) return "";  // a decode's flash is its split, in the decode section
   if (!t_.flash)
     return out +
            note(
@@ -329,6 +333,7 @@ std::string ReportSections::nav() const {
   std::string out = "<a href=\"#pipeline\">pipeline</a>" + links(Pass::forward);
   if (t_.flash) out += " <a href=\"#flash\">tile walk</a>";
   if (plan_.difference) out += " <a href=\"#naive-vs-flash\">naive vs flash</a>";
+  if (t_.decode) out += " <a href=\"#decode\">decoding</a>";
   if (t_.backward) {
     out += " <a href=\"#backward\">backward</a>" + links(Pass::backward);
     if (t_.flash_backward) out += " <a href=\"#flash-backward\">backward tile walk</a>";

@@ -34,6 +34,9 @@ class ReportSections {
   std::string backward_section() const;
   std::string flash_section() const;
   std::string diff_section() const;
+  // attn-trace decode --report: the cache, each decode step's row, the chunks, the block table, the check
+  // (decode_section.cpp)
+  std::string decode_section() const;
   std::string mistake_section() const;
   std::string notes_html() const;
   std::string tokens_html() const;
