@@ -164,6 +164,7 @@ TEST_CASE("Every piece of advice names an option of the command that gives it", 
       {"explain", cat_sat, "--query", "cat", "--key", "The", "--index", "1"},
       {"run", cat_sat, "--dropout-seed", "3"},
       {"decode", source_path("data/gpt_causal.json"), "--page-seed", "3"},
+      {"decode", source_path("data/gpt_causal.json"), "--report", "-"},
       {"bench", "--split-kv", "2"},
   };
   std::set<std::string> seen;

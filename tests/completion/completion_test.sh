@@ -94,7 +94,7 @@ trace_options="--dtype --block-q --block-k --steps --head --json --max-memory --
 expect_exactly "--engine $trace_options --format --backward --grad-seed --dropout --dropout-seed --mistake --help" \
   attn-trace run x.json --
 expect_exactly "$trace_options --backward --grad-seed --dropout --dropout-seed --help" attn-trace compare x.json --
-expect_exactly "--prompt --split-kv --page-size --page-seed --layers --dtype --json --max-memory --precision --color
+expect_exactly "--prompt --split-kv --page-size --page-seed --layers --dtype --json --report --max-memory --precision --color
                 --max-rows --max-cols --view --color-scale --help" attn-trace decode x.json --
 expect_exactly "--prompt --page-size --page-seed --precision" attn-trace decode x.json --p
 expect_exactly "--steps --head --max-memory --precision --color --max-rows --max-cols --view --color-scale --format --help" \
