@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <limits>
 #include <system_error>
 
@@ -483,6 +484,14 @@ ModelConfig read_model_config(const std::string& weights, const MemoryLimit& lim
     config.head_dim = reader.integer(j["head_dim"], "/head_dim", 1, most);
   if (j.contains("sliding_window") && !j["sliding_window"].is_null())
     config.sliding_window = reader.integer(j["sliding_window"], "/sliding_window", 1, most);
+  // the whole model, which one layer's input keeps for a decode's cache (`model`)
+  const auto first_whole = [&](std::initializer_list<const char*> keys) -> std::optional<std::size_t> {
+    for (const char* key : keys)
+      if (j.contains(key) && !j[key].is_null()) return reader.integer(j[key], pointer_key("", key), 1, most);
+    return std::nullopt;
+  };
+  config.layers = first_whole({"n_layer", "num_hidden_layers"});
+  config.context_length = first_whole({"n_positions", "n_ctx", "max_position_embeddings"});
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const nlohmann::json& s = j["rope_scaling"];
     const char* key = s.contains("rope_type") ? "rope_type" : "type";
@@ -548,6 +557,12 @@ ImportedLayer import_layer(const std::vector<NamedDump>& weights, const ModelCon
   if (rope_json) text += fmt::format("  \"rope\": {},\n", *rope_json);
   if (gemma.scale) text += fmt::format("  \"scale\": {},\n", exact_value(*gemma.scale, false));
   if (gemma.softcap) text += fmt::format("  \"softcap\": {},\n", exact_value(*gemma.softcap, false));
+  if (config.layers || config.context_length) {
+    std::vector<std::string> facts;
+    if (config.layers) facts.push_back(fmt::format("\"layers\": {}", *config.layers));
+    if (config.context_length) facts.push_back(fmt::format("\"context_length\": {}", *config.context_length));
+    text += fmt::format("  \"model\": {{{}}},\n", fmt::join(facts, ", "));
+  }
   text += fmt::format("  \"layout\": \"{}\",\n", l.out_in ? "out_in" : "in_out");
   text += x_text(x_rows);
   const auto weight = [&](const char* key, const Matrix& w) {

@@ -43,6 +43,8 @@ struct ModelConfig {
   std::optional<double> query_pre_attn_scalar;   // Gemma 2: the scale is its -1/2 power
   std::optional<double> attn_logit_softcapping;  // Gemma 2: the logit cap c
   std::optional<std::size_t> sliding_window;     // Gemma 2: the window of its local layers, not applied
+  std::optional<std::size_t> layers;             // n_layer (GPT-2), else num_hidden_layers: the input's model
+  std::optional<std::size_t> context_length;     // n_positions, n_ctx, else max_position_embeddings: the same
 };
 
 // The config.json beside `weights` (in the folder, or in the folder of the .safetensors file), read

@@ -146,7 +146,11 @@ void write_decode(TextWriter& w, const Trace& t) {
                 {"bytes_per_token", cost.per_token},
                 {"bytes_per_token_all_heads", cost.per_token_mha},
                 {"layers", d.layers ? ojson(*d.layers) : ojson(nullptr)},
-                {"bytes_whole_model", d.layers ? ojson(cost.per_token * *d.layers * p.n * p.B) : ojson(nullptr)}},
+                {"bytes_whole_model", d.layers ? ojson(cost.per_token * *d.layers * p.n * p.B) : ojson(nullptr)},
+                {"context_length", d.context_length ? ojson(*d.context_length) : ojson(nullptr)},
+                {"bytes_whole_model_at_context", d.layers && d.context_length
+                                                     ? ojson(cost.per_token * *d.layers * *d.context_length * p.B)
+                                                     : ojson(nullptr)}},
           4);
   w.key("prefill", 4, false);
   if (d.prefill) {

@@ -28,9 +28,10 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr std::array top_keys = {"X",    "tokens", "W_q",         "W_k",        "W_v",     "W_o",   "b_q",    "b_k",
-                                 "b_v",  "b_o",    "n_heads",     "n_kv_heads", "scale",   "mask",  "layout", "context",
-                                 "rope", "alibi",  "description", "dY",         "softcap", "sinks", "dropout"};
+constexpr std::array top_keys = {"X",           "tokens", "W_q",     "W_k",     "W_v",     "W_o",
+                                 "b_q",         "b_k",    "b_v",     "b_o",     "n_heads", "n_kv_heads",
+                                 "scale",       "mask",   "layout",  "context", "rope",    "alibi",
+                                 "description", "dY",     "softcap", "sinks",   "dropout", "model"};
 
 // The input format (docs/input-format.md), read with the pieces of JsonReader.
 class Reader : public JsonReader {
@@ -413,6 +414,21 @@ class Reader : public JsonReader {
     return d;
   }
 
+  // `model`: what the input says of the whole model, for a decode's cache.
+  Problem::ModelFacts model(const json& j) const {
+    if (!j.is_object())
+      fail("/model",
+           fmt::format("expected an object {{\"layers\": 32, \"context_length\": 4096}}, found {}", type_name(j)));
+    constexpr std::array keys = {"layers", "context_length"};
+    require_keys(j, "/model", keys);
+    constexpr std::size_t most = 1'000'000'000;
+    Problem::ModelFacts m;
+    if (j.contains("layers")) m.layers = integer(j.at("layers"), "/model/layers", 1, most);
+    if (j.contains("context_length"))
+      m.context_length = integer(j.at("context_length"), "/model/context_length", 1, most);
+    return m;
+  }
+
   std::uint64_t dropout_seed(const json& j) const {
     if (j.is_number_unsigned()) return j.get<std::uint64_t>();
     if (j.is_number_integer() && j.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(j.get<std::int64_t>());
@@ -437,6 +453,7 @@ class Reader : public JsonReader {
     if (root.contains("softcap")) p.softcap = softcap(root.at("softcap"));
     if (root.contains("sinks")) p.sinks = sinks(root.at("sinks"), p);
     if (root.contains("dropout")) p.dropout = dropout(root.at("dropout"));
+    if (root.contains("model")) p.model = model(root.at("model"));
     if (root.contains("dY")) read_upstream(root.at("dY"), p);
     return p;
   }

@@ -220,6 +220,13 @@ void write_input(TextWriter& w, const Problem& p, int indent) {
     key("dropout");
     w.value(ojson{{"p", p.dropout->p}, {"seed", p.dropout->seed}}, indent + 2);
   }
+  if (p.model.layers || p.model.context_length) {
+    ojson model = ojson::object();
+    if (p.model.layers) model["layers"] = *p.model.layers;
+    if (p.model.context_length) model["context_length"] = *p.model.context_length;
+    key("model");
+    w.value(model, indent + 2);
+  }
   if (!p.dY.empty()) {
     key("dY");
     w.data(as_written(p.dY, p.batched), false, indent + 2);

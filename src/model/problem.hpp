@@ -69,6 +69,13 @@ struct Problem {
   // no value, so a row can give weight to nothing. Empty: no sinks.
   std::vector<double> sinks;
   std::optional<Dropout> dropout;  // with p > 0 only
+  // What the input says of the model its layer comes from (`model`), which no pass uses: a decode's
+  // cache for the whole model (trace/decode.hpp). Each absent when the input does not say it.
+  struct ModelFacts {
+    std::optional<std::size_t> layers;          // how many attention layers the model has
+    std::optional<std::size_t> context_length;  // the longest sequence it was made for
+  };
+  ModelFacts model;
 
   // The backward pass's dY (B, n, d_out): the input's "dY" or drawn from grad_seed; empty when it is 1
   // everywhere (engine/backward.hpp, upstream_gradient).

@@ -120,7 +120,8 @@ Trace decode_and_record(const std::shared_ptr<const Problem>& problem, DType dty
   const Problem& p = *problem;
   auto record = std::make_shared<DecodeRecord>();
   record->plan = plan;
-  record->layers = layers;
+  record->layers = layers ? layers : p.model.layers;
+  record->context_length = p.model.context_length;
   DecodeCollector collector(p, dtype, *record);
   const DecodeResult<T> decoded = run_decode<T>(p, plan, collector, dtype);
   record->prefill = collector.finish_prefill();

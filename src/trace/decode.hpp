@@ -52,7 +52,8 @@ struct DecodeRecord {
   // The whole output beside `run`'s causal pass, judged by compare's rule with the decode in flash's place:
   // naive = the causal pass, flash = the decode.
   CompareRecord check;
-  std::optional<std::size_t> layers;  // --layers: the model's layer count, for the cache's whole size
+  std::optional<std::size_t> layers;          // --layers, else the input's model.layers: for the cache's whole size
+  std::optional<std::size_t> context_length;  // the input's model.context_length: the longest sequence
 };
 
 // What a decode's cache costs: bytes per token and layer, 2 · g · d_k · (bytes of a value) when d_v = d_k.

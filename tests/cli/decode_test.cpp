@@ -4,6 +4,8 @@
 // the rows; the cache's sizes are worked out here from the input's shapes.
 
 #include <cstddef>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -158,6 +160,42 @@ TEST_CASE("decode counts the cache of GQA against h heads, and of the whole mode
   CHECK(t["decode"]["cache"]["bytes_per_token"] == 16);
   CHECK(t["decode"]["cache"]["bytes_per_token_all_heads"] == 32);
   CHECK(t["decode"]["cache"]["bytes_whole_model"] == 16 * 32 * 4);
+}
+
+TEST_CASE("An imported layer carries its model's layer count and context length into the cache's whole size",
+          "[cli][decode][import]") {
+  // The Llama layer of tests/data/models beside a config.json that says 32 layers and 4096 positions.
+  const TempDir dir;
+  std::filesystem::create_directories(dir / "llama");
+  std::filesystem::copy_file(source_path("tests/data/models/llama/model.safetensors"), dir / "llama/model.safetensors");
+  std::ofstream(dir / "llama/config.json")
+      << R"({"num_attention_heads": 4, "num_key_value_heads": 2, "rope_theta": 100.0, "num_hidden_layers": 32,
+             "max_position_embeddings": 4096})";
+  const std::string input = dir / "llama.json";
+  const RunResult imported = run_binary({"import", dir / "llama/model.safetensors", "--style", "llama", "--prefix",
+                                         "model.layers.0.self_attn.", "--n", "6", "-o", input});
+  INFO(imported.describe());
+  REQUIRE(imported.exit_code == 0);
+  const json in = json::parse(read_file(input));
+  CHECK(in["model"] == json({{"layers", 32}, {"context_length", 4096}}));
+
+  // 2 key/value heads of d_k = d_v = 4 (hidden 16 over 4 heads) in float32: 2 · 2 · 4 · 4 = 64 bytes a token.
+  const json t = trace_of({"decode", input, "--json", "-"});
+  const json& cache = t["decode"]["cache"];
+  CHECK(cache["bytes_per_token"] == 64);
+  CHECK(cache["layers"] == 32);
+  CHECK(cache["context_length"] == 4096);
+  CHECK(cache["bytes_whole_model"] == 64 * 32 * 6);
+  CHECK(cache["bytes_whole_model_at_context"] == 64 * 32 * 4096);  // 8 MiB
+  CHECK(t["input"]["model"] == in["model"]);
+  const RunResult text = run_binary({"decode", input, "--color", "never"}, RunOptions().set_env("COLUMNS", "1000"));
+  CHECK(contains(text.out, "the whole model, 32 layers: 2.0 KiB per token; 6 tokens need 12.0 KiB"));
+  CHECK(contains(text.out, "at its context length of 4096 tokens: 8.0 MiB"));
+
+  // --layers says better than the config: it wins
+  const json two = trace_of({"decode", input, "--layers", "2", "--json", "-"});
+  CHECK(two["decode"]["cache"]["layers"] == 2);
+  CHECK(two["decode"]["cache"]["bytes_whole_model_at_context"] == 64 * 2 * 4096);
 }
 
 TEST_CASE("explain --decode explains a weight as the query's decode step computes it, against its cache",

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -396,4 +397,24 @@ TEST_CASE("A file that cannot be read is an InputError naming the file", "[loade
     CHECK(e.file() == "/nonexistent/attn-trace/no.json");
     CHECK(e.pointer().empty());
   }
+}
+
+TEST_CASE("model holds the model's layer count and context length, each optional, and refuses anything else",
+          "[loader]") {
+  const Problem both = load_problem(doc({{"model", R"({"layers": 32, "context_length": 4096})"}}), "test.json");
+  CHECK(both.model.layers == std::optional<std::size_t>(32));
+  CHECK(both.model.context_length == std::optional<std::size_t>(4096));
+  const Problem layers = load_problem(doc({{"model", R"({"layers": 2})"}}), "test.json");
+  CHECK(layers.model.layers == std::optional<std::size_t>(2));
+  CHECK_FALSE(layers.model.context_length);
+  const Problem none = load_problem(doc(), "test.json");
+  CHECK_FALSE(none.model.layers);
+  CHECK_FALSE(none.model.context_length);
+
+  CHECK(error_pointer(doc({{"model", "32"}})) == "/model");
+  CHECK(error_pointer(doc({{"model", R"({"layers": 0})"}})) == "/model/layers");
+  CHECK(error_pointer(doc({{"model", R"({"layers": 1.5})"}})) == "/model/layers");
+  CHECK(error_pointer(doc({{"model", R"({"context_length": -1})"}})) == "/model/context_length");
+  CHECK(error_pointer(doc({{"model", R"({"layer": 2})"}})) == "/model/layer");
+  CHECK_THAT(error_message(doc({{"model", R"({"layer": 2})"}})), Catch::Contains("\"layers\""));
 }

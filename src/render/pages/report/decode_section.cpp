@@ -94,6 +94,16 @@ std::string ReportSections::decode_section() const {
                        : "",
       d.plan.page_size > 0 ? fmt::format(" Paged: pages of {} tokens through a block table.", d.plan.page_size) : "",
       thousands(cost.per_token), p_.g, p_.g == 1 ? "" : "s", p_.d_k, cost.value_bytes));
+  if (d.layers) {
+    const std::size_t per_token = cost.per_token * *d.layers;
+    out += note(fmt::format(
+        "The whole model, {} layers: {} bytes per token; these {} tokens{} need {} bytes{}.", *d.layers,
+        thousands(per_token), p_.n, p_.batched ? fmt::format(" in each of {} sequences", p_.B) : "",
+        thousands(per_token * p_.n * p_.B),
+        d.context_length ? fmt::format(", and its context length of {} tokens {} bytes", thousands(*d.context_length),
+                                       thousands(per_token * *d.context_length * p_.B))
+                         : ""));
+  }
   // the cache growing, and each row's check
   std::string rows;
   for (std::size_t i = 0; i < d.plan.prompt; ++i)

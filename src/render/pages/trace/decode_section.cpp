@@ -113,13 +113,17 @@ void Renderer::cache_cost_lines(const DecodeRecord& d) {
                      fmt::format("{}×", p_.h / p_.g)),
          "    ");
   const std::uint64_t whole = static_cast<std::uint64_t>(c.per_token) * p_.n * p_.B;
-  if (d.layers)
-    para(
-        fmt::format("the whole model, {} layers: {} per token; {} tokens{} need {}", *d.layers,
-                    describe_bytes(static_cast<std::uint64_t>(c.per_token) * *d.layers), p_.n,
-                    p_.batched ? fmt::format(" in each of {} sequences", p_.B) : "", describe_bytes(whole * *d.layers)),
-        "    ");
-  else
+  const std::string sequences = p_.batched ? fmt::format(" in each of {} sequences", p_.B) : "";
+  if (d.layers) {
+    const std::uint64_t per_token = static_cast<std::uint64_t>(c.per_token) * *d.layers;
+    para(fmt::format("the whole model, {} layers: {} per token; {} tokens{} need {}", *d.layers,
+                     describe_bytes(per_token), p_.n, sequences, describe_bytes(whole * *d.layers)),
+         "    ");
+    if (d.context_length)
+      para(fmt::format("at its context length of {} tokens{}: {}", *d.context_length, sequences,
+                       describe_bytes(per_token * *d.context_length * p_.B)),
+           "    ");
+  } else
     para(fmt::format("{} tokens{} fill {} in this layer (--layers N: the whole model)", p_.n,
                      p_.batched ? fmt::format(" in each of {} sequences", p_.B) : "", describe_bytes(whole)),
          "    ", /*faint=*/true);
