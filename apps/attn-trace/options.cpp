@@ -222,6 +222,13 @@ Trace saved_trace(const TraceOptions& o, std::string_view text) {
   if (o.head && trace.head && *o.head != *trace.head)
     throw UsageError(fmt::format("--head {}: this trace holds head {} only (it was saved with --head {})", *o.head,
                                  *trace.head, *trace.head));
+  if (trace.decode) {
+    // decode prints its trace whole: its steps belong to the prefill and to each decode step, not to one pass
+    const char* option = !o.steps.empty() ? "--steps" : o.head ? "--head" : o.format ? "--format" : nullptr;
+    if (option)
+      throw UsageError(
+          fmt::format("{}: this is a decode trace, which show prints whole, as decode printed it", option));
+  }
   if (!o.steps.empty() || o.head) {
     // The filter first: the order in which a call's arguments are evaluated is unspecified, and the
     // moved-from trace has no problem left to check the filter against.

@@ -78,8 +78,6 @@ struct DecodeResult {
 
 namespace decoding {
 
-inline bool makes_token(Step s) { return s <= Step::k_rot; }
-
 // Copies row `i` of y (B, 1, d) into row `at` of Y (B, n, d), or rows [0, r) of y (B, r, d) into Y's first.
 template <class T>
 void put_rows(Tensor<T>& Y, const Tensor<T>& y, std::size_t at) {
@@ -205,7 +203,7 @@ DecodeResult<T> run_decode(const Problem& p, const DecodePlan& plan, DecodeObser
       const Inputs<T> in(token, storage);
       const RowContext<T> c{token, in};
       for (const Step s : all_steps())
-        if (decoding::makes_token(s) && step_applies(s, token)) x[slot(s)] = keep(s, row_of<T>(s).forward(x, c));
+        if (is_decode_token_step(s) && step_applies(s, token)) x[slot(s)] = keep(s, row_of<T>(s).forward(x, c));
     }
     // 2b: its key and value appended to the cache, which the rest reads in their place
     fill_cache(x, token);
@@ -218,7 +216,7 @@ DecodeResult<T> run_decode(const Problem& p, const DecodePlan& plan, DecodeObser
     const RowContext<T> c{attend, in};
     std::optional<SplitState<T>> split;
     for (const Step s : all_steps()) {
-      if (decoding::makes_token(s) || !step_applies(s, attend)) continue;
+      if (is_decode_token_step(s) || !step_applies(s, attend)) continue;
       if (S > 0 && s == Step::weights) {  // never formed whole: the chunks and their merge instead
         split = decoding::split_row(in, x[slot(Step::masked)], V, S, storage, x[slot(Step::head_outputs)],
                                     x[slot(Step::sink_weights)]);

@@ -180,6 +180,9 @@ bool is_score_step(Step step);
 // sink_weights (sinks), dropped (dropout).
 bool is_position_step(Step step);
 
+// The steps a decode step computes for its new token alone (q … k_rot); the rest are its row against the cache.
+inline bool is_decode_token_step(Step step) { return step <= Step::k_rot; }
+
 // Does `later` use the value of `earlier`, directly or through other steps?
 bool depends_on(Step later, Step earlier);
 

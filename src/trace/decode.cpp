@@ -44,7 +44,7 @@ class StepRouter final : public Observer {
   void on(Step step, const Tensor<double>& value) override { to(step).on(step, value); }
 
  private:
-  TraceCollector& to(Step step) const { return decoding::makes_token(step) ? *token_ : *attend_; }
+  TraceCollector& to(Step step) const { return is_decode_token_step(step) ? *token_ : *attend_; }
   TraceCollector* token_ = nullptr;
   TraceCollector* attend_ = nullptr;
 };

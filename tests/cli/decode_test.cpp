@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -243,4 +244,76 @@ TEST_CASE("decode --report writes a page with the cache, each step's chunks, the
   CHECK(contains(html, "<a href=\"#decode\">decoding</a>"));
   CHECK_FALSE(contains(html, "flash: the tile walk</a></h2>"));
   check_usage_error(run_binary({"decode", gpt, "--report", "-"}), {"--report -"});
+}
+
+TEST_CASE("show and report of a saved decode trace print what decode printed, byte for byte", "[cli][decode][show]") {
+  const TempDir dir;
+  const std::string llama = source_path("data/llama_layer.json");  // RoPE and GQA
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"decode", gpt},
+           {"decode", gpt, "--split-kv", "3", "--page-size", "2", "--page-seed", "5"},
+           {"decode", gpt, "--prompt", "0", "--dtype", "bfloat16"},
+           {"decode", llama, "--split-kv", "2", "--dtype", "float64", "--layers", "32"},
+           {"decode", source_path("data/sinks.json"), "--page-size", "1"}}) {
+    check_round_trip(args, dir / "decode.json");
+    std::vector<std::string> with_report = args;
+    with_report.insert(with_report.end(), {"--report", dir / "decoded.html"});
+    check_success(run_binary(with_report));
+    const RunResult report = run_binary({"report", dir / "decode.json", "-o", dir / "shown.html"});
+    INFO(report.describe());
+    CHECK(report.exit_code == 0);
+    CHECK(read_file(dir / "decoded.html") == read_file(dir / "shown.html"));
+  }
+}
+
+TEST_CASE("A saved decode trace whose decode object does not fit its input is refused at its pointer",
+          "[cli][decode][show]") {
+  const TempDir dir;
+  const json good = trace_of({"decode", gpt, "--split-kv", "2", "--page-size", "2", "--json", "-"});
+  const auto refused = [&](const std::function<void(json&)>& harm, const std::vector<std::string>& fragments) {
+    json broken = good;
+    harm(broken);
+    const std::string file = dir / "broken.json";
+    std::ofstream(file) << broken.dump();
+    check_error(run_binary({"show", file}), "attn-trace: error: " + file + ": ", fragments);
+  };
+  // 4 tokens, a prompt of 1: three decode steps at positions 1, 2 and 3
+  refused([](json& t) { t["decode"]["prompt"] = 4; }, {"/decode/prompt", "0 to 3 tokens"});
+  refused([](json& t) { t["decode"]["steps"].erase(2); }, {"/decode/steps", "expected 3 decode steps"});
+  refused([](json& t) { t["decode"]["steps"][1]["position"] = 3; },
+          {"/decode/steps/1/position", "expected the position 2"});
+  refused([](json& t) { t["decode"]["steps"][0]["cache_length"] = 5; }, {"/decode/steps/0/cache_length", "expected 2"});
+  refused(
+      [](json& t) {
+        json& steps = t["decode"]["steps"][0]["steps"];
+        for (std::size_t k = 0; k < steps.size(); ++k)
+          if (steps[k]["name"] == "k_cache") steps.erase(k);
+      },
+      {"/decode/steps/0/steps", "k_cache and v_cache"});
+  refused(
+      [](json& t) {
+        t["decode"]["steps"][2]["split"]["chunks"][0] = {0, 3};
+      },
+      {"/decode/steps/2/split/chunks/0", "expected [0, 2]"});
+  refused(
+      [](json& t) {
+        t["decode"]["steps"][0]["split"]["lse"]["shape"] = {2, 3};
+      },
+      {"/decode/steps/0/split/lse/shape", "expected the shape"});
+  refused([](json& t) { t["decode"]["steps"][0]["pages"]["block_tables"][0][0] = 99; },
+          {"/decode/steps/0/pages/block_tables/0/0", "a page of the pool"});
+  refused([](json& t) { t["decode"]["steps"][0].erase("pages"); }, {"/decode/steps/0/pages", "missing"});
+  refused([](json& t) { t["decode"]["check"]["tolerance"].erase("pass"); },
+          {"/decode/check/tolerance/pass", "true or false"});
+  refused([](json& t) { t["input"]["mask"] = "none"; }, {"/decode", "cannot be decoded"});
+
+  // a decode trace is shown whole: no filter, no document
+  const std::string saved = dir / "decode.json";
+  std::ofstream(saved) << good.dump();
+  for (const std::vector<std::string>& option :
+       std::vector<std::vector<std::string>>{{"--steps", "weights"}, {"--head", "1"}, {"--format", "markdown"}}) {
+    std::vector<std::string> args = {"show", saved};
+    args.insert(args.end(), option.begin(), option.end());
+    check_usage_error(run_binary(args), {option[0] + ": this is a decode trace, which show prints whole"});
+  }
 }
