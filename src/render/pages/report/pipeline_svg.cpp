@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "observe/steps.hpp"
+#include "trace/decode.hpp"
 #include "trace/trace.hpp"
 #include "render/pages/report/html.hpp"
 #include "render/pages/report/writer.hpp"
@@ -136,17 +137,21 @@ std::string shape_of(const Trace& t, Step s) {
   return is_score_step(s) && t.flash ? "flash: in tiles" : "not traced";
 }
 
-// One step's box: a link to its section, faded ("absent") when the trace does not hold the step.
+// One step's box: a link to its section, faded ("absent") when the trace does not hold the step. A decode's
+// steps (but its whole output) are in each decode step's section: the box links to the first.
 std::string step_box(const Trace& t, const Node& node) {
   const std::string_view name = step_info(node.step).name;
-  const bool kept =
-      std::any_of(t.steps.begin(), t.steps.end(), [&](const StepRecord& r) { return r.step == node.step; });
+  const bool in_decode = t.decode && !t.decode->steps.empty() && node.step != Step::output;
+  const bool kept = in_decode || std::any_of(t.steps.begin(), t.steps.end(),
+                                             [&](const StepRecord& r) { return r.step == node.step; });
   const std::string box = fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"6\"/><text x=\"{}\" y=\"{}\" "
       "class=\"node-name\">{}</text><text x=\"{}\" y=\"{}\" class=\"node-shape\">{}</text>",
       x(node.col), y(node.row), w, h, x(node.col) + w / 2, y(node.row) + 19, name, x(node.col) + w / 2,
-      y(node.row) + 35, page_text(shape_of(t, node.step)));
-  return fmt::format("<a href=\"#step-{}\" class=\"node{}\"><title>{}: {}</title>{}</a>", name, kept ? "" : " absent",
+      y(node.row) + 35, in_decode ? std::string("per decode step") : page_text(shape_of(t, node.step)));
+  const std::string target =
+      in_decode ? fmt::format("decode-{}", t.decode->steps.front().position) : fmt::format("step-{}", name);
+  return fmt::format("<a href=\"#{}\" class=\"node{}\"><title>{}: {}</title>{}</a>", target, kept ? "" : " absent",
                      name, page_text(step_formula(node.step, *t.problem)), box);
 }
 
