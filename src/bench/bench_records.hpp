@@ -58,6 +58,8 @@ struct BenchRun {
   Timing attention_s;   // fast path: the attention stage as timed; traced: total − projections (clamped at 0)
   double attention_flops = 0;
   double attention_gflops = 0;       // attention_flops / attention_s.median / 1e9; 0 when that is 0
+  double projection_flops = 0;       // bench/flops.hpp
+  double projection_gflops = 0;      // projection_flops / projection_s.median / 1e9; 0 when that is 0
   std::size_t rss_before_bytes = 0;  // resident memory when the runs started (after the reset)
   std::size_t peak_rss_bytes = 0;    // the process's peak during the runs (PeakMethod)
   std::size_t score_bytes = 0;       // AttentionResult::peak_score_bytes
@@ -84,10 +86,12 @@ struct BenchResult {
   std::size_t sample_rows = 8;  // rows per batch item in the reference
   std::size_t max_memory = 0;   // the limit the runs were held to
   bool sweep = false;
-  std::string cpu;             // the processor's model name (/proc/cpuinfo), or ""
-  std::size_t cores = 0;       // std::thread::hardware_concurrency
-  bool backward = false;       // bench --backward
-  double fma_peak_gflops = 0;  // bench --backward: the FP32 FMA peak measured in this run (bench/machine.hpp)
+  std::string cpu;        // the processor's model name (/proc/cpuinfo), or ""
+  std::size_t cores = 0;  // std::thread::hardware_concurrency
+  bool backward = false;  // bench --backward
+  // The FP32 FMA peak measured in this run (bench/machine.hpp), on the runs' threads, in the instruction set
+  // the fast kernels use: what every GFLOP/s is also given as a share of.
+  double fma_peak_gflops = 0;
   std::size_t fma_peak_threads = 0;
   std::string fma_peak_kernels;
   std::vector<BenchRun> runs;  // by n, then naive before flash

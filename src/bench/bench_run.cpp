@@ -125,6 +125,8 @@ void measure_runs(const Problem& p, BenchRun& run, const RowReference& reference
   run.attention_s = summarize(attentions);
   run.attention_flops = attention_flops(p);
   run.attention_gflops = run.attention_s.median > 0 ? run.attention_flops / run.attention_s.median / 1e9 : 0;
+  run.projection_flops = projection_flops(p);
+  run.projection_gflops = run.projection_s.median > 0 ? run.projection_flops / run.projection_s.median / 1e9 : 0;
   if (!run.backward) return;
   run.backward_s = summarize(backwards);
   run.backward_flops = 2.5 * run.attention_flops;
@@ -236,8 +238,8 @@ BenchResult run_bench(const BenchRequest& r, const ProgressFn& progress) {
   out.cores = std::thread::hardware_concurrency();
   out.peak_method = r.peak_method.value_or(find_peak_method());
   out.backward = r.backward;
-  if (r.backward) {  // the peak the backward's GFLOP/s are a share of, on as many threads, in this run
-    const FmaPeak peak = measure_fma_peak(r.threads);
+  {  // the peak every GFLOP/s is a share of, on as many threads as the runs, in this run
+    const FmaPeak peak = measure_fma_peak(fast_supports(r.dtype) ? r.threads : 1);
     out.fma_peak_gflops = peak.gflops;
     out.fma_peak_threads = peak.threads;
     out.fma_peak_kernels = peak.kernels;

@@ -23,4 +23,11 @@ double attention_flops(const Problem& p) {
   return static_cast<double>(p.h) * static_cast<double>(allowed_pairs(p)) * 2.0 * static_cast<double>(p.d_k + p.d_v);
 }
 
+double projection_flops(const Problem& p) {
+  const auto d = [](std::size_t x) { return static_cast<double>(x); };
+  double products = d(p.n) * d(p.d_model) * d(p.h * p.d_k) + d(p.m) * d(p.d_context) * d(p.g * (p.d_k + p.d_v));
+  if (p.has_output_projection()) products += d(p.n) * d(p.h * p.d_v) * d(p.d_out);
+  return 2.0 * d(p.B) * products;
+}
+
 }  // namespace attn

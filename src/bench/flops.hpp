@@ -15,4 +15,9 @@ std::size_t allowed_pairs(const Problem& p);
 // = d) and 4·d·n(n+1)/2 per head causal. The softmax's exp, max and divisions are not counted.
 double attention_flops(const Problem& p);
 
+// The projections' floating-point work, a multiply-add counted as two: q = X·W_q (n × d_model · d_model × h·d_k),
+// k and v from the keys' sequence (m × d_context · d_context × g·d_k, g·d_v), and the output projection
+// (n × h·d_v · h·d_v × d_out) when there is one; over every batch item. Biases and the reshapes are not counted.
+double projection_flops(const Problem& p);
+
 }  // namespace attn

@@ -54,7 +54,7 @@ double timed_round(kernel::Isa isa, std::size_t threads, std::size_t iterations,
 FmaPeak measure_fma_peak(std::size_t threads) {
   FmaPeak peak;
   peak.threads = std::max<std::size_t>(threads, 1);
-  const kernel::Isa isa = kernel::runnable_isas().back();
+  const kernel::Isa isa = kernel::isa();  // the fast kernels' set: ATTN_KERNELS=avx2 measures AVX2's peak
   peak.kernels = std::string(kernel::name_of(isa));
   // calibrate: the iterations of about 40 ms, from a round of 2^18
   double flops = 0;

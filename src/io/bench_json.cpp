@@ -22,7 +22,6 @@ void backward_json(ordered& j, const BenchRun& r, double peak) {
   j["backward_gflops"] = json_number(r.backward_gflops);
   j["backward_over_forward"] =
       r.attention_s.median > 0 ? json_number(r.backward_s.median / r.attention_s.median) : ordered(nullptr);
-  j["attention_peak_share"] = peak > 0 ? json_number(r.attention_gflops / peak) : ordered(nullptr);
   j["backward_peak_share"] = peak > 0 ? json_number(r.backward_gflops / peak) : ordered(nullptr);
 }
 
@@ -55,6 +54,10 @@ ordered run_json(const BenchRun& r, double peak) {
   j["total_s"] = timing(r.total_s);
   j["attention_flops"] = r.attention_flops;
   j["attention_gflops"] = json_number(r.attention_gflops);
+  j["attention_peak_share"] = peak > 0 ? json_number(r.attention_gflops / peak) : ordered(nullptr);
+  j["projection_flops"] = r.projection_flops;
+  j["projection_gflops"] = json_number(r.projection_gflops);
+  j["projection_peak_share"] = peak > 0 ? json_number(r.projection_gflops / peak) : ordered(nullptr);
   j["rss_before_bytes"] = r.rss_before_bytes;
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["score_bytes"] = r.score_bytes;
@@ -69,10 +72,9 @@ std::string bench_to_json(const BenchResult& result) {
   ordered runs = ordered::array();
   for (const BenchRun& r : result.runs) runs.push_back(run_json(r, result.fma_peak_gflops));
   ordered machine = {{"cpu", result.cpu}, {"cores", result.cores}};
-  if (result.backward)
-    machine["fma_peak"] = {{"gflops", json_number(result.fma_peak_gflops)},
-                           {"threads", result.fma_peak_threads},
-                           {"kernels", result.fma_peak_kernels}};
+  machine["fma_peak"] = {{"gflops", json_number(result.fma_peak_gflops)},
+                         {"threads", result.fma_peak_threads},
+                         {"kernels", result.fma_peak_kernels}};
   const ordered j = {{"format", "attn-trace.bench"},
                      {"version", 1},
                      {"input", result.input},

@@ -38,7 +38,8 @@ TEST_CASE("bench prints what it measured and one table row per engine", "[cli][b
   const auto header =
       std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return starts_with(l, "engine"); });
   REQUIRE(header != lines.end());
-  for (const char* column : {"n", "attention", "projections", "GFLOP/s", "peak RSS", "scores held", "max error"}) {
+  // at 80 columns: the projections' GFLOP/s and the max error are left out (--json keeps them)
+  for (const char* column : {"n", "attention", "projections", "GFLOP/s", "% peak", "peak RSS", "scores held"}) {
     INFO(column);
     CHECK(contains(*header, column));
   }
@@ -82,9 +83,32 @@ TEST_CASE("bench --json writes every run with the documented keys, and --json - 
     CHECK(run.at("max_error").get<double>() < 1e-5);
     CHECK(run.at("peak_rss_bytes").get<double>() > 0);
   }
+  // every GFLOP/s also as a share of the FMA peak measured in the run, on the runs' 4 threads, in the kernels' set
+  const auto& peak = j.at("machine").at("fma_peak");
+  CHECK(peak.at("threads") == 4);
+  CHECK(peak.at("kernels") == j.at("runs").at(0).at("kernels"));
+  const double gflops = peak.at("gflops").get<double>();
+  CHECK(gflops > 0);
+  for (const auto& run : j.at("runs")) {
+    CHECK(run.at("attention_peak_share").get<double>() == Approx(run.at("attention_gflops").get<double>() / gflops));
+    // by hand: q, k, v 64 × 32 · 32 × 32 each (2 heads of 16), and the output projection 64 × 32 · 32 × 32, two
+    // FLOP a multiply-add
+    CHECK(run.at("projection_flops") == 2.0 * 4 * 64 * 32 * 32);
+    CHECK(run.at("projection_gflops").get<double>() ==
+          Approx(run.at("projection_flops").get<double>() / run.at("projection_s").at("median").get<double>() / 1e9));
+    CHECK(run.at("projection_peak_share").get<double>() == Approx(run.at("projection_gflops").get<double>() / gflops));
+  }
   CHECK(j.at("runs").at(0).at("engine") == "naive");
   CHECK(j.at("runs").at(0).at("score_bytes") == 2 * 64 * 64 * 4);  // one (h, n, m) float32 buffer
   CHECK(j.at("runs").at(1).at("engine") == "flash");
+
+  // the peak is the kernels' own: ATTN_KERNELS=baseline measures the baseline's
+  const RunResult narrow =
+      run_binary(with(tiny, {"--engine", "flash", "--json", "-"}), RunOptions().set_env("ATTN_KERNELS", "baseline"));
+  check_success(narrow);
+  const auto n = nlohmann::json::parse(narrow.out);
+  CHECK(n.at("runs").at(0).at("kernels") == "baseline");
+  CHECK(n.at("machine").at("fma_peak").at("kernels") == "baseline");
 
   const RunResult only = run_binary(with(tiny, {"--engine", "flash", "--json", "-"}));
   check_success(only);
@@ -227,7 +251,7 @@ TEST_CASE(
   const RunResult r =
       run_binary(with(tiny, {"--backward", "--threads", "1", "--json", file}), RunOptions().set_env("COLUMNS", "200"));
   check_success(r);
-  CHECK(contains(r.out, "FP32 FMA peak, measured in this run: "));
+  CHECK(contains(r.out, "FP32 FMA peak, measured in this run by a loop of"));
   const std::vector<std::string> lines = split_lines(r.out);
   const auto header = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
     const std::vector<std::string> words = words_of(l);

@@ -85,6 +85,11 @@ std::vector<std::string> fit_columns(std::vector<Column>& cols, std::size_t widt
   return left_out;
 }
 
+// `gflops` as a share of the FMA peak measured in the run, or "-" when there is none.
+std::string peak_share(const BenchResult& r, double gflops) {
+  return r.fma_peak_gflops > 0 ? fmt::format("{:.0f}%", 100 * gflops / r.fma_peak_gflops) : std::string("-");
+}
+
 // The forward's columns: one row per engine and size; a refused run's row says what it would have needed.
 std::vector<Column> forward_columns(const BenchResult& r, const RenderOptions& o,
                                     std::vector<std::optional<std::string>>& spans) {
@@ -95,11 +100,14 @@ std::vector<Column> forward_columns(const BenchResult& r, const RenderOptions& o
                               {"m", true, same_m ? 1 : 0, {}},
                               {"attention", true, 0, {}},
                               {u ? "min–max" : "min-max", true, 2, {}},
-                              {"projections", true, 4, {}},
+                              {"projections", true, 5, {}},
                               {"GFLOP/s", true, 0, {}},
+                              {"% peak", true, 0, {}},
+                              {"proj. GFLOP/s", true, 3, {}},
+                              {"proj. %", true, 3, {}},
                               {"peak RSS", true, 0, {}},
-                              {"scores held", true, 0, {}},
-                              {"max error", true, 5, {}}};
+                              {"scores held", true, 5, {}},
+                              {"max error", true, 4, {}}};
   if (r.sweep) {
     cols.push_back({u ? "time ×" : "time x", true, 3, {}});
     cols.push_back({u ? "RSS ×" : "RSS x", true, 3, {}});
@@ -119,6 +127,9 @@ std::vector<Column> forward_columns(const BenchResult& r, const RenderOptions& o
                                   bench_seconds(run.attention_s.max, u)));
       cells.push_back(bench_seconds(run.projection_s.median, u));
       cells.push_back(fmt::format("{:.2f}", run.attention_gflops));
+      cells.push_back(peak_share(r, run.attention_gflops));
+      cells.push_back(fmt::format("{:.1f}", run.projection_gflops));
+      cells.push_back(peak_share(r, run.projection_gflops));
       cells.push_back(bench_bytes(double(run.peak_rss_bytes)));
       cells.push_back(bench_bytes(double(run.score_bytes)));
       cells.push_back(error_text(run.max_error));
@@ -144,9 +155,6 @@ std::vector<Column> backward_columns(const BenchResult& r, const RenderOptions& 
                               {"% of peak", true, 0, {}},   {"projections", true, 4, {}},
                               {"peak RSS", true, 2, {}},    {"beyond start", true, 0, {}},
                               {"max error", true, 5, {}}};
-  const auto share = [&r](double gflops) {
-    return r.fma_peak_gflops > 0 ? fmt::format("{:.0f}%", 100 * gflops / r.fma_peak_gflops) : std::string("-");
-  };
   for (const BenchRun& run : r.runs) {
     std::vector<std::string> cells = {fmt::format("{}", run.n)};
     if (run.refused) {
@@ -159,7 +167,7 @@ std::vector<Column> backward_columns(const BenchResult& r, const RenderOptions& 
       const double beyond = double(run.peak_rss_bytes) - double(std::min(run.rss_before_bytes, run.peak_rss_bytes));
       cells.insert(cells.end(), {bench_seconds(run.attention_s.median, u), bench_seconds(run.backward_s.median, u),
                                  fmt::format("{:.2f}", ratio), fmt::format("{:.1f}", run.attention_gflops),
-                                 fmt::format("{:.1f}", run.backward_gflops), share(run.backward_gflops),
+                                 fmt::format("{:.1f}", run.backward_gflops), peak_share(r, run.backward_gflops),
                                  bench_seconds(run.projection_s.median, u), bench_bytes(double(run.peak_rss_bytes)),
                                  bench_bytes(beyond), error_text(run.max_error)});
     }
@@ -329,17 +337,19 @@ std::string render_bench(const BenchResult& r, const RenderOptions& o) {
         "backward: flash's forward keeps Q, K, V, O and lse; FlashAttention-2's backward from dO to dQ, dK, dV is "
         "timed alone (dY = {}; the products around both attentions make the projections' time). Its work is 2.5 × "
         "the forward's, as FlashAttention counts it: five products of 2·d per pair and head where the forward has "
-        "two. FP32 FMA peak, measured in this run: {:.1f} GFLOP/s on {} thread{} ({}); % of peak is the backward's "
-        "share of it.",
-        r.random ? "1 everywhere" : "the input's, or 1 everywhere", r.fma_peak_gflops, r.fma_peak_threads,
-        r.fma_peak_threads == 1 ? "" : "s", kernels_text(r.fma_peak_kernels)));
+        "two; % of peak is the backward's share of the peak below.",
+        r.random ? "1 everywhere" : "the input's, or 1 everywhere"));
   page.paragraph(fmt::format("peak RSS: {}{}. max error: against float64 on {} sampled rows.", method_text(r),
                              r.backward ? "; beyond start: the peak less what the process held before the runs "
                                           "(the program and the input)"
                                         : "",
                              r.sample_rows));
-  page.paragraph(fmt::format("machine: {}, {} core{}.", r.cpu.empty() ? "unknown processor" : r.cpu, r.cores,
-                             r.cores == 1 ? "" : "s"));
+  page.paragraph(fmt::format(
+      "machine: {}, {} core{}; FP32 FMA peak, measured in this run by a loop of independent FMAs in registers: "
+      "{:.1f} GFLOP/s on {} thread{} ({}). A % beside a GFLOP/s figure is its share of it{}.",
+      r.cpu.empty() ? "unknown processor" : r.cpu, r.cores, r.cores == 1 ? "" : "s", r.fma_peak_gflops,
+      r.fma_peak_threads, r.fma_peak_threads == 1 ? "" : "s", kernels_text(r.fma_peak_kernels),
+      r.backward ? "" : "; proj.: the projections' GFLOP/s (every product of X, the weights and the heads)"));
   page.line("");
   table(page, r, o);
   if (r.sweep && !r.backward) {
