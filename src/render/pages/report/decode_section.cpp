@@ -124,8 +124,8 @@ std::string ReportSections::decode_section() const {
     const Step keys = p_.rope ? Step::k_rot : Step::k_heads;
     out += "<h4>k_cache: every key so far</h4>" +
            tables_of(s.attend, {keys, "K_cache", "every key so far", s.k_cache}, o_.table_size);
-    if (const StepRecord* w = find_step(s.attend, Step::weights))
-      out += "<h4>weights: its row against the cache</h4>" + tables_of(s.attend, *w, o_.table_size);
+    if (const StepRecord* row = find_step(s.attend, Step::weights))
+      out += "<h4>weights: its row against the cache</h4>" + tables_of(s.attend, *row, o_.table_size);
     if (s.split)
       out += "<h4>the chunks: each one's output o_s, lse_s and its share exp(lse_s − lse)</h4>" +
              split_tables(p_, s, o_.table_size);
