@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -11,6 +12,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "kernel/isa.hpp"
 
@@ -152,32 +155,114 @@ std::size_t all_cores() { return std::max(1U, std::thread::hardware_concurrency(
 
 std::size_t threads_for(double work, std::size_t threads) { return work < 2.0e6 ? 1 : threads; }
 
+namespace {
+
+// The one pool of worker threads that every parallel_for shares: started on first use, grown to the most
+// threads ever asked for, never shrunk, and kept until the process ends, so that the projections, naive's
+// rows and flash's tiles reuse the same threads instead of starting their own each call. One job runs at
+// a time; a parallel_for from inside a job (or while another caller's job runs) runs on its own thread.
+class Pool {
+ public:
+  // The process's pool. After a fork the child has none of the parent's threads: it starts its own (the
+  // parent's, whose threads are not there, is left alone and never joined).
+  static Pool& shared() {
+    static std::mutex lock;
+    static Pool* pool = nullptr;
+    const std::lock_guard<std::mutex> hold(lock);
+    if (pool == nullptr || pool->pid_ != ::getpid()) pool = new Pool();  // a parent's pool is left behind
+    return *pool;
+  }
+
+  std::size_t workers() {
+    const std::lock_guard<std::mutex> hold(lock_);
+    return threads_.size();
+  }
+
+  // False when the pool is busy with another job or this thread is one of its workers: run alone then.
+  bool run(std::size_t count, std::size_t threads, const std::function<void(std::size_t, std::size_t)>& work) {
+    if (in_worker) return false;
+    std::unique_lock<std::mutex> job(job_lock_, std::try_to_lock);
+    if (!job.owns_lock()) return false;
+    {
+      std::unique_lock<std::mutex> hold(lock_);
+      while (threads_.size() < threads - 1) {
+        const std::size_t id = threads_.size() + 1;
+        threads_.emplace_back([this, id] { loop(id); });
+      }
+      work_ = &work;
+      count_ = count;
+      next_ = 0;
+      failed_ = false;
+      error_ = nullptr;
+      joined_ = threads;  // workers 1 … threads − 1 take part, and the caller as worker 0
+      pending_ = threads - 1;
+      ++generation_;
+    }
+    wake_.notify_all();
+    take_items(0);
+    std::unique_lock<std::mutex> hold(lock_);
+    done_.wait(hold, [this] { return pending_ == 0; });
+    work_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
+
+ private:
+  Pool() : pid_(::getpid()) {}
+
+  void take_items(std::size_t id) {
+    try {
+      for (std::size_t item = next_++; item < count_ && !failed_; item = next_++) (*work_)(item, id);
+    } catch (...) {
+      const std::lock_guard<std::mutex> hold(lock_);
+      if (!error_) error_ = std::current_exception();
+      failed_ = true;
+    }
+  }
+
+  void loop(std::size_t id) {
+    in_worker = true;
+    std::size_t seen = 0;
+    std::unique_lock<std::mutex> hold(lock_);
+    for (;;) {
+      wake_.wait(hold, [&] { return generation_ != seen; });
+      seen = generation_;
+      if (id >= joined_) continue;  // this job asked for fewer threads
+      hold.unlock();
+      take_items(id);
+      hold.lock();
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  static thread_local bool in_worker;
+
+  const pid_t pid_;
+  std::mutex job_lock_;  // held by the caller whose job runs
+  std::mutex lock_;      // guards everything below but the item counter
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> threads_;  // worker k + 1 is threads_[k]
+  const std::function<void(std::size_t, std::size_t)>* work_ = nullptr;
+  std::size_t count_ = 0;
+  std::atomic<std::size_t> next_{0};
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;
+  std::size_t joined_ = 0;
+  std::size_t pending_ = 0;
+  std::size_t generation_ = 0;
+};
+
+thread_local bool Pool::in_worker = false;
+
+}  // namespace
+
 void parallel_for(std::size_t count, std::size_t threads, const std::function<void(std::size_t, std::size_t)>& work) {
   threads = std::min(std::max<std::size_t>(threads, 1), std::max<std::size_t>(count, 1));
-  if (threads == 1) {
-    for (std::size_t item = 0; item < count; ++item) work(item, 0);
-    return;
-  }
-  std::atomic<std::size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::exception_ptr error;
-  std::mutex error_lock;
-  const auto worker = [&](std::size_t id) {
-    try {
-      for (std::size_t item = next++; item < count && !failed; item = next++) work(item, id);
-    } catch (...) {
-      const std::lock_guard<std::mutex> hold(error_lock);
-      if (!error) error = std::current_exception();
-      failed = true;
-    }
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(threads - 1);
-  for (std::size_t id = 1; id < threads; ++id) pool.emplace_back(worker, id);
-  worker(0);
-  for (std::thread& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+  if (threads > 1 && Pool::shared().run(count, threads, work)) return;
+  for (std::size_t item = 0; item < count; ++item) work(item, 0);
 }
+
+std::size_t pool_threads() { return Pool::shared().workers(); }
 
 void gemm(Isa isa, const GemmArgs<float>& g, std::size_t threads) { gemm_threads(isa, g, threads); }
 void gemm(Isa isa, const GemmArgs<double>& g, std::size_t threads) { gemm_threads(isa, g, threads); }

@@ -33,8 +33,14 @@ std::size_t threads_for(double work, std::size_t threads);
 
 // Calls work(item, worker) for every item in [0, count), on up to `threads` threads (worker in
 // [0, threads)): the calling thread is worker 0, and each worker takes the next item as it is free.
-// An exception of a worker is rethrown here once every worker has stopped.
+// An exception of a worker is rethrown here once every worker has stopped. The other workers are the
+// threads of one pool that every call shares (kept from call to call, as many as the most ever asked for
+// less one); a call from inside another's work, or while another thread's call runs, runs on the calling
+// thread alone, so that threads never multiply.
 void parallel_for(std::size_t count, std::size_t threads, const std::function<void(std::size_t, std::size_t)>& work);
+
+// The worker threads the shared pool has started so far (besides the callers').
+std::size_t pool_threads();
 
 // The arguments of C = A·B with these strides (args.hpp): no bias, C overwritten.
 template <class T>
