@@ -98,14 +98,14 @@ def save_steps(model, folder):
         if tuple(t.shape) != shape:
             sys.exit(f"step {name} has shape {tuple(t.shape)}, expected {shape}")
         # attn-trace reads C order only: a transposed view must be copied into it first
-        np.save(folder / f"{name}.npy", np.ascontiguousarray(t.numpy()))
+        np.save(folder / f"{name}.npy", np.ascontiguousarray(t.numpy().astype(np.float32)))
 
 
 def attn_trace_input(model, x):
     """The module as an attn-trace input (docs/input-format.md). nn.Linear stores its weight as
     out × in, so the file says "layout": "out_in" and the weights go in as they are."""
     def values(t):
-        return t.detach().tolist()  # float32 values, written exactly as doubles
+        return t.detach().tolist()  # float32 values (a float64 module's are still these), written exactly
     return {
         "description": "CausalSelfAttention from docs/examples/diff_example.py",
         "n_heads": model.n_heads,
@@ -125,11 +125,15 @@ def write_everything(folder):
     model = CausalSelfAttention(D_MODEL, N_HEADS)
     x = torch.randn(1, N_TOKENS, D_MODEL)
     (folder / "input.json").write_text(json.dumps(attn_trace_input(model, x), indent=1) + "\n")
+    # The module runs in float64 and its steps are saved in float32, each the float64 value rounded once:
+    # the dumps, and the figures attn-trace prints about them, are then the same on every machine. A
+    # float32 module would round its sums as its BLAS orders them, which differs from CPU to CPU.
+    model.double()
     dumps = {}
     with torch.no_grad():
         for bug in EXPECTED:
             model.bug = bug
-            model(x)
+            model(x.double())
             dumps[bug] = folder / (bug or "correct")
             save_steps(model, dumps[bug])
     return dumps
