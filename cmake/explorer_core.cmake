@@ -52,7 +52,7 @@ set_source_files_properties(${ATTN_UNITY_ALONE} ${ATTN_EXAMPLES_CPP} ${ATTN_REPO
                             src/kernel/isa_backward.cpp PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 # The fast path's kernels in their portable form alone (CMakeLists.txt compiles one per instruction set).
 set_source_files_properties(src/kernel/isa.cpp src/kernel/isa_backward.cpp PROPERTIES COMPILE_DEFINITIONS
-                            "ATTN_ISA=baseline;ATTN_VBYTES=16")
+                            "ATTN_ISA=baseline;ATTN_VBYTES=16;ATTN_OWN_GEMM")
 target_compile_options(explorer_small PRIVATE -Oz)
 target_precompile_headers(explorer_small PRIVATE ${explorer_headers})
 

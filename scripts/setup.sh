@@ -15,8 +15,8 @@
 #                                    Python module and its notebook
 set -euo pipefail
 
-build_packages=(g++ make cmake libcli11-dev libfmt-dev nlohmann-json3-dev emscripten pybind11-dev python3-dev
-                python3-numpy)
+build_packages=(g++ make cmake libcli11-dev libfmt-dev nlohmann-json3-dev libblis-pthread-dev emscripten
+                pybind11-dev python3-dev python3-numpy)
 test_packages=(catch2 clang libclang-rt-14-dev clang-format clang-tidy python3 python3-numpy python3-jsonschema
                python3-torch chromium chromium-driver python3-selenium libbenchmark-dev nodejs python3-pytest
                jupyter-nbconvert python3-ipykernel)

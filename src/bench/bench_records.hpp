@@ -94,6 +94,7 @@ struct BenchResult {
   double fma_peak_gflops = 0;
   std::size_t fma_peak_threads = 0;
   std::string fma_peak_kernels;
+  std::string products;        // what computes the matrix products (kernel::products_name)
   std::vector<BenchRun> runs;  // by n, then naive before flash
 };
 

@@ -238,6 +238,7 @@ BenchResult run_bench(const BenchRequest& r, const ProgressFn& progress) {
   out.cores = std::thread::hardware_concurrency();
   out.peak_method = r.peak_method.value_or(find_peak_method());
   out.backward = r.backward;
+  out.products = kernel::products_name();
   {  // the peak every GFLOP/s is a share of, on as many threads as the runs, in this run
     const FmaPeak peak = measure_fma_peak(fast_supports(r.dtype) ? r.threads : 1);
     out.fma_peak_gflops = peak.gflops;

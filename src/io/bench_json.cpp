@@ -75,6 +75,7 @@ std::string bench_to_json(const BenchResult& result) {
   machine["fma_peak"] = {{"gflops", json_number(result.fma_peak_gflops)},
                          {"threads", result.fma_peak_threads},
                          {"kernels", result.fma_peak_kernels}};
+  machine["products"] = result.products;
   const ordered j = {{"format", "attn-trace.bench"},
                      {"version", 1},
                      {"input", result.input},

@@ -19,6 +19,9 @@ namespace attn::kernel::ATTN_ISA {
 namespace {
 
 // ------------------------------------------------------------------------------------------------- gemm
+// Compiled in the baseline's copy alone, and only where BLIS does not do the products (ATTN_OWN_GEMM,
+// CMakeLists.txt): the explorer's WebAssembly core, or a build with -DATTN_BLIS=OFF.
+#if defined(ATTN_OWN_GEMM)
 
 // Packs `count` lines of a strided matrix, kc steps along each, into panels of `width` lines, k-major:
 // out[panel][k][l] = src[(panel·width + l)·line + k·step], zero past the last line. A's rows make panels
@@ -105,6 +108,7 @@ void gemm_impl(const GemmArgs<T>& g) {
       for (std::size_t j = 0; j < g.N; ++j) row[j] += g.bias[j];
     }
 }
+#endif  // ATTN_OWN_GEMM
 
 // ------------------------------------------------------------------------------------------------ flash
 
@@ -231,8 +235,10 @@ Layout layout_impl() {
 
 Layout layout_of(float) { return layout_impl<float>(); }
 Layout layout_of(double) { return layout_impl<double>(); }
+#if defined(ATTN_OWN_GEMM)
 void gemm(const GemmArgs<float>& g) { gemm_impl(g); }
 void gemm(const GemmArgs<double>& g) { gemm_impl(g); }
+#endif
 void flash_tile(const FlashTileArgs<float>& a) { flash_tile_impl(a); }
 void flash_tile(const FlashTileArgs<double>& a) { flash_tile_impl(a); }
 

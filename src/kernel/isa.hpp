@@ -10,8 +10,6 @@
   namespace attn::kernel::ISA {                                   \
   Layout layout_of(float);                                        \
   Layout layout_of(double);                                       \
-  void gemm(const GemmArgs<float>&);                              \
-  void gemm(const GemmArgs<double>&);                             \
   void flash_tile(const FlashTileArgs<float>&);                   \
   void flash_tile(const FlashTileArgs<double>&);                  \
   void flash_backward_tile(const FlashBackwardTileArgs<float>&);  \
@@ -22,6 +20,11 @@
   }
 
 ATTN_DECLARE_KERNELS(baseline)
+// The portable GEMM, where BLIS does not do the products (isa.cpp, ATTN_OWN_GEMM).
+namespace attn::kernel::baseline {
+void gemm(const GemmArgs<float>&);
+void gemm(const GemmArgs<double>&);
+}  // namespace attn::kernel::baseline
 #if defined(ATTN_X86_KERNELS)
 ATTN_DECLARE_KERNELS(avx2)
 ATTN_DECLARE_KERNELS(avx512)

@@ -16,6 +16,9 @@
 #include <unistd.h>
 
 #include "kernel/isa.hpp"
+#if defined(ATTN_BLIS)
+#include "kernel/blis_gemm.hpp"
+#endif
 
 namespace attn::kernel {
 
@@ -46,16 +49,6 @@ Isa choose() {
 }
 
 // Each kernel in the set `isa`: the overload for the args' T.
-template <class Args>
-void gemm_in(Isa isa, const Args& a) {
-#if defined(ATTN_X86_KERNELS)
-  if (isa == Isa::avx512) return avx512::gemm(a);
-  if (isa == Isa::avx2) return avx2::gemm(a);
-#endif
-  (void)isa;
-  baseline::gemm(a);
-}
-
 template <class Args>
 void flash_tile_in(Isa isa, const Args& a) {
 #if defined(ATTN_X86_KERNELS)
@@ -96,14 +89,40 @@ Layout layout_in(Isa isa) {
   return baseline::layout_of(T{});
 }
 
+#if defined(ATTN_BLIS)
+
+// One band of rows of C per thread, each a product of its own in BLIS on that thread: BLIS packs B once
+// per band (as one thread alone would once in all), and A only for the band's rows. Bands are whole
+// multiples of 16 rows, which every BLIS micro-kernel's height divides or nearly does. (The instruction
+// set is BLIS's own choice for this processor: `isa` picks only the kernels of isa.cpp.)
+template <class T>
+void gemm_threads(Isa, const GemmArgs<T>& g, std::size_t threads) {
+  if (g.M == 0 || g.N == 0) return;
+  constexpr std::size_t rows = 16;
+  const std::size_t blocks = (g.M + rows - 1) / rows;
+  threads = std::max<std::size_t>(1, std::min(threads_for(double(g.M) * double(g.N) * double(g.K), threads), blocks));
+  const std::size_t band = (blocks + threads - 1) / threads * rows;
+  parallel_for((g.M + band - 1) / band, threads, [&](std::size_t item, std::size_t) {
+    GemmArgs<T> part = g;
+    const std::size_t i0 = item * band;
+    part.M = std::min(band, g.M - i0);
+    part.a = g.a + static_cast<std::ptrdiff_t>(i0) * g.a_row;
+    part.c = g.c + static_cast<std::ptrdiff_t>(i0) * g.c_row;
+    blis::gemm(part);
+  });
+}
+
+#else
+
 std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
 
+// Without BLIS (the explorer's WebAssembly core, or -DATTN_BLIS=OFF): the portable GEMM of isa.cpp.
 // One band of rows of C per thread, whole panels of row_block rows: each thread packs B once per block
 // of it (as many times as one thread alone would), and A only for its own rows.
 template <class T>
-void gemm_threads(Isa isa, const GemmArgs<T>& g, std::size_t threads) {
+void gemm_threads(Isa, const GemmArgs<T>& g, std::size_t threads) {
   if (g.M == 0 || g.N == 0) return;
-  const Layout layout = layout_in<T>(isa);
+  const Layout layout = layout_in<T>(Isa::baseline);
   const std::size_t panels = (g.M + layout.row_block - 1) / layout.row_block;
   threads = std::max<std::size_t>(1, std::min(threads_for(double(g.M) * double(g.N) * double(g.K), threads), panels));
   const std::size_t band = (panels + threads - 1) / threads * layout.row_block;
@@ -121,9 +140,11 @@ void gemm_threads(Isa isa, const GemmArgs<T>& g, std::size_t threads) {
     part.c = g.c + static_cast<std::ptrdiff_t>(i0) * g.c_row;
     part.a_pack = scratch[worker].get();
     part.b_pack = scratch[worker].get() + a_size;
-    gemm_in(isa, part);
+    baseline::gemm(part);
   });
 }
+
+#endif
 
 }  // namespace
 
@@ -263,6 +284,14 @@ void parallel_for(std::size_t count, std::size_t threads, const std::function<vo
 }
 
 std::size_t pool_threads() { return Pool::shared().workers(); }
+
+std::string products_name() {
+#if defined(ATTN_BLIS)
+  return blis::describe();
+#else
+  return "portable";
+#endif
+}
 
 void gemm(Isa isa, const GemmArgs<float>& g, std::size_t threads) { gemm_threads(isa, g, threads); }
 void gemm(Isa isa, const GemmArgs<double>& g, std::size_t threads) { gemm_threads(isa, g, threads); }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -42,6 +43,10 @@ void parallel_for(std::size_t count, std::size_t threads, const std::function<vo
 // The worker threads the shared pool has started so far (besides the callers').
 std::size_t pool_threads();
 
+// What computes gemm's products: "BLIS 0.9.0, zen3" (the library's version and the kernels it chose for
+// this processor), or "portable" (isa.cpp's GEMM, in a build without BLIS).
+std::string products_name();
+
 // The arguments of C = A·B with these strides (args.hpp): no bias, C overwritten.
 template <class T>
 GemmArgs<T> product(std::size_t M, std::size_t N, std::size_t K, const T* a, std::ptrdiff_t a_row, std::ptrdiff_t a_col,
@@ -61,8 +66,9 @@ GemmArgs<T> product(std::size_t M, std::size_t N, std::size_t K, const T* a, std
   return g;
 }
 
-// C = A·B (+ bias), or C += A·B (args.hpp), in `isa`, its rows spread over `threads`. The packing
-// scratch of GemmArgs is ignored: each thread gets its own.
+// C = A·B (+ bias), or C += A·B (args.hpp), its rows spread over `threads` of the shared pool: in BLIS,
+// whose kernels are its own choice for this processor (`isa` is not asked), or, in a build without it,
+// in isa.cpp's portable GEMM. The packing scratch of GemmArgs is ignored: each thread gets its own.
 void gemm(Isa isa, const GemmArgs<float>& g, std::size_t threads);
 void gemm(Isa isa, const GemmArgs<double>& g, std::size_t threads);
 

@@ -329,8 +329,8 @@ std::string render_bench(const BenchResult& r, const RenderOptions& o) {
                        ? fmt::format("path: the traced engines, unwatched, on one thread: {} rounds every stored step, "
                                      "which the fast kernels do not.",
                                      name_of(r.dtype))
-                       : fmt::format("path: the fast kernels ({}), on {} thread{}.", kernels_text(run.kernels),
-                                     run.threads, run.threads == 1 ? "" : "s"));
+                       : fmt::format("path: the fast kernels ({}), on {} thread{}; the matrix products in {}.",
+                                     kernels_text(run.kernels), run.threads, run.threads == 1 ? "" : "s", r.products));
   }
   if (r.backward)
     page.paragraph(fmt::format(
