@@ -14,10 +14,15 @@ namespace attn::kernel::blis {
 namespace {
 
 // One thread for this call, whatever BLIS_NUM_THREADS says: the caller is one of the pool's threads.
+// And BLIS's packed path always, never its "small/unpacked" one (sup), which BLIS 0.9 takes when a
+// dimension is under a few hundred: on naive's S = Q·Kᵀ of one head (4096 × 64 · 64 × 4096, Kᵀ strided
+// by columns) sup ran at 50 GFLOP/s and the packed path at 94 on one Zen 4 core; P·V (N 64) ran at 71
+// either way.
 rntm_t one_thread() {
   rntm_t rntm;
   bli_rntm_init(&rntm);
   bli_rntm_set_num_threads(1, &rntm);
+  bli_rntm_disable_l3_sup(&rntm);
   return rntm;
 }
 
