@@ -144,8 +144,18 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
       const bool in = static_cast<T>(c) >= lo && static_cast<T>(c) < hi && (keep == nullptr || keep[c] != 0);
       return in ? x : minus_inf<T>();
     };
-    const V running = scale_bias_mask<T>(row, full, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
-                                         a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
+    V running = splat(minus_inf<T>());
+    if (keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) >= full && a.pos_q == nullptr &&
+        a.softcap == 0) {  // a row the mask leaves whole, no bias, no cap (the common case): no lanes to mask
+      for (std::size_t c = 0; c < full; c += w) {
+        const V x = load(row + c) * a.scale;
+        store(row + c, x);
+        running = running > x ? running : x;
+      }
+    } else {
+      running = scale_bias_mask<T>(row, full, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
+                                   a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
+    }
     T row_max = lane_max<T>(running);
     for (std::size_t c = full; c < a.cols; ++c) {
       row[c] = score(c, row[c]);
@@ -170,8 +180,11 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
       row[c] = exp_one(row[c] - row_max);
       sum += row[c];
     }
-    for (std::size_t c = 0; c < full; c += w) store(row + c, load(row + c) / sum);
-    for (std::size_t c = full; c < a.cols; ++c) row[c] /= sum;
+    // times 1/sum rather than divided by it: a division per vector costs several multiplications, and the
+    // extra rounding is one unit of the last place, well inside compare's rule
+    const T inverse = T{1} / sum;
+    for (std::size_t c = 0; c < full; c += w) store(row + c, load(row + c) * inverse);
+    for (std::size_t c = full; c < a.cols; ++c) row[c] *= inverse;
   }
 }
 

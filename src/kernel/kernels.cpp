@@ -8,12 +8,16 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <new>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "kernel/isa.hpp"
 #if defined(ATTN_BLIS)
@@ -284,6 +288,24 @@ void parallel_for(std::size_t count, std::size_t threads, const std::function<vo
 }
 
 std::size_t pool_threads() { return Pool::shared().workers(); }
+
+void* big_allocate(std::size_t bytes) {
+  constexpr std::size_t huge = std::size_t{2} << 20;
+  if (bytes < huge) {
+    void* p = std::malloc(std::max<std::size_t>(bytes, 1));
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
+  }
+  const std::size_t rounded = (bytes + huge - 1) / huge * huge;  // aligned_alloc wants a multiple
+  void* p = std::aligned_alloc(huge, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  ::madvise(p, rounded, MADV_HUGEPAGE);  // a request: where it is refused, small pages as before
+#endif
+  return p;
+}
+
+void BigFree::operator()(void* p) const { std::free(p); }
 
 std::string products_name() {
 #if defined(ATTN_BLIS)

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,20 @@ void parallel_for(std::size_t count, std::size_t threads, const std::function<vo
 
 // The worker threads the shared pool has started so far (besides the callers').
 std::size_t pool_threads();
+
+// A large buffer, left uninitialised, on pages of 2 MiB where Linux grants them (transparent huge pages
+// asked for with madvise): the first touch of naive's 512 MiB of scores then faults 256 times, not
+// 131072, which took a quarter of its time. Freed with std::free.
+void* big_allocate(std::size_t bytes);
+struct BigFree {
+  void operator()(void* p) const;
+};
+template <class T>
+using BigArray = std::unique_ptr<T[], BigFree>;
+template <class T>
+BigArray<T> big_array(std::size_t count) {
+  return BigArray<T>(static_cast<T*>(big_allocate(count * sizeof(T))));
+}
 
 // What computes gemm's products: "BLIS 0.9.0, zen3" (the library's version and the kernels it chose for
 // this processor), or "portable" (isa.cpp's GEMM, in a build without BLIS).
