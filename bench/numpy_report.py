@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The table of bench/numpy_compare.sh: attn-trace bench's JSON files and numpy_attention.py's, side by
-side, with the ratios and issue 14's targets. Reads only the files named; times nothing.
+side, with the ratios, issue 14's targets and issue 44's (with, for one that is not met, the arithmetic of
+what meeting it would take). Reads only the files named; times nothing.
 
 usage: numpy_report.py --ours FILE... --numpy FILE... [--package NAME=VERSION] [--unset VAR=VALUE...]
                        [--json OUT]
@@ -13,6 +14,10 @@ import sys
 
 CAUSAL_TARGET = 0.55  # ours flash, causal time ÷ unmasked time, at most
 MHA_TARGET = 2.0      # NumPy's multi-head attention time ÷ ours, at least
+# Issue 44, unmasked, by thread count: flash's share of the FMA peak measured in the same bench run, and
+# NumPy's multi-head attention time ÷ ours (flash), at least; and ours naive at least as fast as NumPy's.
+PEAK_SHARE_TARGET = {1: 0.65, 2: 0.60}
+LAYER_TARGET = {1: 1.6, 2: 2.0}
 
 
 def load(paths):
@@ -41,14 +46,19 @@ def collect(ours_files, numpy_files, stat):
                                      "threads": threads, "mask": mask})
 
     for doc in ours_files:
+        peak = ((doc.get("machine") or {}).get("fma_peak") or {}).get("gflops")
         for run in doc.get("runs", []):
             if run.get("refused"):
                 continue
             r = row(run["n"], run["d_model"], run["heads"], run["threads"], run["mask"])
             seconds = run["attention_s"][stat]
+            gflops = run["attention_flops"] / seconds / 1e9 if seconds else None
             r[f"ours_{run['engine']}"] = {
-                "attention_s": seconds, "attention_gflops": run["attention_flops"] / seconds / 1e9 if seconds else None,
+                "attention_s": seconds, "attention_gflops": gflops,
                 "total_s": run["total_s"][stat], "kernels": run.get("kernels"),
+                "attention_flops": run["attention_flops"], "projection_s": run["projection_s"][stat],
+                "projection_flops": run.get("projection_flops"), "fma_peak_gflops": peak,
+                "peak_share": gflops / peak if gflops and peak else None,
             }
     for doc in numpy_files:
         for run in doc["runs"]:
@@ -138,6 +148,56 @@ def print_table(rows, header):
             v = ratios["numpy_mha_vs_ours_flash"]
             print(f"  {where}: multi-head attention {v:.2f}× faster than NumPy, at least {MHA_TARGET}× — "
                   f"{verdict(v >= MHA_TARGET)}")
+    print_issue44(rows)
+
+
+def print_issue44(rows):
+    """Issue 44's targets, unmasked, and for a layer target not met what the attention would have to reach."""
+    print()
+    print("Issue 44's targets (float32, no mask; % of the FMA peak bench measured in the same run)")
+    for r in rows:
+        if r["mask"] != "none" or r["threads"] not in PEAK_SHARE_TARGET:
+            continue
+        t = r["threads"]
+        where = f"{shape_label(r['n'], r['d_model'], r['heads'])}, {t} thread(s)"
+        flash, naive = r.get("ours_flash"), r.get("ours_naive")
+        if flash and flash.get("peak_share") is not None:
+            share, want = flash["peak_share"], PEAK_SHARE_TARGET[t]
+            print(f"  {where}: flash at {100 * share:.0f}% of the peak ({flash['fma_peak_gflops']:.1f} GFLOP/s), "
+                  f"at least {100 * want:.0f}% — {verdict(share >= want)}")
+        if naive and "numpy_naive" in r and naive["attention_gflops"]:
+            v = naive["attention_gflops"] / r["numpy_naive"]["attention_gflops"]
+            print(f"  {where}: naive {v:.2f}× as fast as NumPy's naive, at least 1× — {verdict(v >= 1.0)}")
+        mha = r.get("numpy_mha")
+        if flash and mha:
+            v, want = mha["total_s"] / flash["total_s"], LAYER_TARGET[t]
+            print(f"  {where}: multi-head attention {v:.2f}× faster than NumPy, at least {want}× — "
+                  f"{verdict(v >= want)}")
+            if v < want and flash.get("fma_peak_gflops"):
+                for line in layer_arithmetic(flash, mha["total_s"], want):
+                    print(f"      {line}")
+
+
+def layer_arithmetic(flash, numpy_s, want):
+    """What the attention would have to reach for ours to take numpy_s / want in all."""
+    peak = flash["fma_peak_gflops"] * 1e9
+    budget = numpy_s / want
+    lines = [f"{want}× means the whole layer in {budget * 1e3:.0f} ms (NumPy took {numpy_s * 1e3:.0f} ms); "
+             f"ours took {flash['total_s'] * 1e3:.0f} ms, {flash['projection_s'] * 1e3:.0f} of them the projections "
+             f"and {flash['attention_s'] * 1e3:.0f} the attention ({100 * flash['peak_share']:.0f}% of the peak)"]
+    for label, projections in (("with the projections as measured", flash["projection_s"]),
+                               ("with the projections at 100% of the peak",
+                                flash["projection_flops"] / peak if flash.get("projection_flops") else None)):
+        if projections is None:
+            continue
+        left = budget - projections
+        if left <= 0:
+            lines.append(f"{label} ({projections * 1e3:.0f} ms): no time is left for the attention at all")
+        else:
+            need = flash["attention_flops"] / left / peak
+            lines.append(f"{label} ({projections * 1e3:.0f} ms): the attention in {left * 1e3:.0f} ms, "
+                         f"{100 * need:.0f}% of the peak" + (", more than the machine has" if need > 1 else ""))
+    return lines
 
 
 def busy_warnings(blas):
