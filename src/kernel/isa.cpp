@@ -169,13 +169,16 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
     // S = Q·Kᵀ·scale + bias, -inf where the mask forbids; a row that keeps every column of the tile
     // (the common case) skips the mask's lanes
     const bool whole = keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) == used_pad;
+    // ... and with nothing added to the scaled scores and a positive scale, the scaling waits for the
+    // exp below: max(S·scale) = max(S)·scale, so this pass only reads
+    const bool plain = whole && a.pos_q == nullptr && a.softcap == 0 && a.scale > 0;
     V running = splat(minus_inf<T>());
-    if (whole && a.pos_q == nullptr && a.softcap == 0) {
+    if (plain) {
       for (std::size_t c = 0; c < used_pad; c += w) {
-        const V x = load(row + c) * a.scale;
-        store(row + c, x);
+        const V x = load(row + c);
         running = running > x ? running : x;
       }
+      running = running * a.scale;
     } else {
       running = scale_bias_mask<T>(row, used_pad, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
                                    a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
@@ -191,10 +194,18 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
     // alpha: earlier tiles were summed against a smaller max (m_prev = -inf gives 0)
     const T alpha = exp_one(m_prev - m_new);
     V sum{};
-    for (std::size_t c = 0; c < used_pad; c += w) {
-      const V p = exp_nonpositive<T>(load(row + c) - m_new);  // subtracting the max is so exp never overflows
-      store(row + c, p);
-      sum += p;
+    if (plain) {  // exp(S·scale - m_new), the scaling and the subtraction one multiply-add
+      for (std::size_t c = 0; c < used_pad; c += w) {
+        const V p = exp_nonpositive<T>(load(row + c) * a.scale - m_new);
+        store(row + c, p);
+        sum += p;
+      }
+    } else {
+      for (std::size_t c = 0; c < used_pad; c += w) {
+        const V p = exp_nonpositive<T>(load(row + c) - m_new);  // subtracting the max is so exp never overflows
+        store(row + c, p);
+        sum += p;
+      }
     }
     a.m[r] = m_new;
     a.l[r] = alpha * a.l[r] + lane_sum<T>(sum);
