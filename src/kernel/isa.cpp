@@ -116,9 +116,17 @@ void gemm_impl(const GemmArgs<T>& g) {
 // S[r][c] = Σ_e Q[r][e] · Kt[e][c]
 template <class T, int R, int NVC>
 void score_block(std::size_t d_k, const T* q, const T* kt, std::size_t cols_pad, T* s) {
-  Vec<T> acc[R][NVC] = {};
-  fma_block<T, R, NVC>(acc, d_k, q, d_k, 1, kt, cols_pad);
+  // every loop over the accumulators unrolled whole, so that they live in registers alone (rolled, GCC
+  // kept the array on the stack: zeroed there first, then copied out through it)
+  Vec<T> acc[R][NVC];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NVC; ++v) acc[r][v] = Vec<T>{};
+  fma_block<T, R, NVC>(acc, d_k, q, d_k, 1, kt, cols_pad);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < NVC; ++v)
       store(s + static_cast<std::size_t>(r) * cols_pad + static_cast<std::size_t>(v * W<T>), acc[r][v]);
 }
@@ -127,12 +135,16 @@ void score_block(std::size_t d_k, const T* q, const T* kt, std::size_t cols_pad,
 template <class T, int R, int NVC>
 void pv_block(std::size_t cols, const T* p, std::size_t cols_pad, const T* v, std::size_t dv_pad, const T* alpha,
               T* o) {
-  Vec<T> acc[R][NVC];
+  Vec<T> acc[R][NVC];  // unrolled whole, as in score_block
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int x = 0; x < NVC; ++x)
       acc[r][x] = load(o + static_cast<std::size_t>(r) * dv_pad + static_cast<std::size_t>(x * W<T>)) * alpha[r];
   fma_block<T, R, NVC>(acc, cols, p, cols_pad, 1, v, dv_pad);
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int x = 0; x < NVC; ++x)
       store(o + static_cast<std::size_t>(r) * dv_pad + static_cast<std::size_t>(x * W<T>), acc[r][x]);
 }

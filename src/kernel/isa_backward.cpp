@@ -17,12 +17,16 @@ namespace {
 template <class T, int R, int NVC>
 void product_block(std::size_t K, const T* a, std::size_t a_row, std::size_t a_step, const T* b, std::size_t b_step,
                    T* c, std::size_t c_row, bool add) {
-  Vec<T> acc[R][NVC];
+  Vec<T> acc[R][NVC];  // unrolled whole, so that the accumulators live in registers alone (isa.cpp, score_block)
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int x = 0; x < NVC; ++x)
       acc[r][x] = add ? load(c + static_cast<std::size_t>(r) * c_row + static_cast<std::size_t>(x * W<T>)) : Vec<T>{};
   fma_block<T, R, NVC>(acc, K, a, a_row, a_step, b, b_step);
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int x = 0; x < NVC; ++x)
       store(c + static_cast<std::size_t>(r) * c_row + static_cast<std::size_t>(x * W<T>), acc[r][x]);
 }
