@@ -43,10 +43,10 @@ void product(const GemmArgs<T>& g, Call call) {
   T beta = g.accumulate || g.bias != nullptr ? T{1} : T{0};
   rntm_t rntm = one_thread();
   // BLIS's operands are not const in its prototypes; it only reads A and B.
-  call(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, static_cast<dim_t>(g.M), static_cast<dim_t>(g.N),
-       static_cast<dim_t>(g.K), &one, const_cast<T*>(g.a), static_cast<inc_t>(g.a_row), static_cast<inc_t>(g.a_col),
-       const_cast<T*>(g.b), static_cast<inc_t>(g.b_row), static_cast<inc_t>(g.b_col), &beta, g.c,
-       static_cast<inc_t>(g.c_row), inc_t{1}, nullptr, &rntm);
+  call(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, static_cast<dim_t>(g.M), static_cast<dim_t>(g.N), static_cast<dim_t>(g.K),
+       &one, const_cast<T*>(g.a), static_cast<inc_t>(g.a_row), static_cast<inc_t>(g.a_col), const_cast<T*>(g.b),
+       static_cast<inc_t>(g.b_row), static_cast<inc_t>(g.b_col), &beta, g.c, static_cast<inc_t>(g.c_row), inc_t{1},
+       nullptr, &rntm);
 }
 
 }  // namespace
