@@ -149,9 +149,68 @@ void pv_block(std::size_t cols, const T* p, std::size_t cols_pad, const T* v, st
       store(o + static_cast<std::size_t>(r) * dv_pad + static_cast<std::size_t>(x * W<T>), acc[r][x]);
 }
 
+// Pass 2 of a tile for row r: the online softmax (online_softmax.hpp), P in place of S over the columns
+// [0, used_pad), and the row's m, l and alpha.
+template <class T>
+void online_softmax_row(const FlashTileArgs<T>& a, std::size_t r, std::size_t used_pad) {
+  using V = Vec<T>;
+  constexpr std::size_t w = W<T>;
+  T* row = a.s + r * a.cols_pad;
+  if (r >= a.rows) {  // a padded row: P = 0 leaves its O at 0
+    for (std::size_t c = 0; c < used_pad; c += w) store(row + c, V{});
+    a.alpha[r] = 1;
+    return;
+  }
+  const T lo = static_cast<T>(a.lo[r]), hi = static_cast<T>(a.hi[r]);
+  const T* keep = a.keep != nullptr ? a.keep + r * a.cols_pad : nullptr;
+  // S = Q·Kᵀ·scale + bias, -inf where the mask forbids; a row that keeps every column of the tile
+  // (the common case) skips the mask's lanes
+  const bool whole = keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) == used_pad;
+  // ... and with nothing added to the scaled scores and a positive scale, the scaling waits for the
+  // exp below: max(S·scale) = max(S)·scale, so this pass only reads
+  const bool plain = whole && a.pos_q == nullptr && a.softcap == 0 && a.scale > 0;
+  V running = splat(minus_inf<T>());
+  if (plain) {
+    for (std::size_t c = 0; c < used_pad; c += w) {
+      const V x = load(row + c);
+      running = running > x ? running : x;
+    }
+    running = running * a.scale;
+  } else {
+    running = scale_bias_mask<T>(row, used_pad, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
+                                 a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
+  }
+  const T m_prev = a.m[r];
+  const T row_max = lane_max<T>(running);
+  const T m_new = row_max > m_prev ? row_max : m_prev;
+  if (m_new == minus_inf<T>()) {  // nothing to attend yet: the state stays (0, 0)
+    for (std::size_t c = 0; c < used_pad; c += w) store(row + c, V{});
+    a.alpha[r] = 1;
+    return;
+  }
+  // alpha: earlier tiles were summed against a smaller max (m_prev = -inf gives 0)
+  const T alpha = exp_one(m_prev - m_new);
+  V sum{};
+  if (plain) {  // exp(S·scale - m_new), the scaling and the subtraction one multiply-add
+    for (std::size_t c = 0; c < used_pad; c += w) {
+      const V p = exp_nonpositive<T>(load(row + c) * a.scale - m_new);
+      store(row + c, p);
+      sum += p;
+    }
+  } else {
+    for (std::size_t c = 0; c < used_pad; c += w) {
+      const V p = exp_nonpositive<T>(load(row + c) - m_new);  // subtracting the max is so exp never overflows
+      store(row + c, p);
+      sum += p;
+    }
+  }
+  a.m[r] = m_new;
+  a.l[r] = alpha * a.l[r] + lane_sum<T>(sum);
+  a.alpha[r] = alpha;
+}
+
 template <class T>
 void flash_tile_impl(const FlashTileArgs<T>& a) {
-  using V = Vec<T>;
   constexpr std::size_t w = W<T>;
   // The columns some row keeps: past the last one nothing is computed (most of a causal mask's tile
   // on the diagonal).
@@ -168,61 +227,8 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
       score_block<T, MR, 1>(a.d_k, a.q + r0 * a.d_k, a.kt + c0, a.cols_pad, a.s + r0 * a.cols_pad + c0);
   }
 
-  // pass 2: the online softmax of each row (online_softmax.hpp), P in place of S
-  for (std::size_t r = 0; r < a.rows_pad; ++r) {
-    T* row = a.s + r * a.cols_pad;
-    if (r >= a.rows) {  // a padded row: P = 0 leaves its O at 0
-      for (std::size_t c = 0; c < used_pad; c += w) store(row + c, V{});
-      a.alpha[r] = 1;
-      continue;
-    }
-    const T lo = static_cast<T>(a.lo[r]), hi = static_cast<T>(a.hi[r]);
-    const T* keep = a.keep != nullptr ? a.keep + r * a.cols_pad : nullptr;
-    // S = Q·Kᵀ·scale + bias, -inf where the mask forbids; a row that keeps every column of the tile
-    // (the common case) skips the mask's lanes
-    const bool whole = keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) == used_pad;
-    // ... and with nothing added to the scaled scores and a positive scale, the scaling waits for the
-    // exp below: max(S·scale) = max(S)·scale, so this pass only reads
-    const bool plain = whole && a.pos_q == nullptr && a.softcap == 0 && a.scale > 0;
-    V running = splat(minus_inf<T>());
-    if (plain) {
-      for (std::size_t c = 0; c < used_pad; c += w) {
-        const V x = load(row + c);
-        running = running > x ? running : x;
-      }
-      running = running * a.scale;
-    } else {
-      running = scale_bias_mask<T>(row, used_pad, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
-                                   a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
-    }
-    const T m_prev = a.m[r];
-    const T row_max = lane_max<T>(running);
-    const T m_new = row_max > m_prev ? row_max : m_prev;
-    if (m_new == minus_inf<T>()) {  // nothing to attend yet: the state stays (0, 0)
-      for (std::size_t c = 0; c < used_pad; c += w) store(row + c, V{});
-      a.alpha[r] = 1;
-      continue;
-    }
-    // alpha: earlier tiles were summed against a smaller max (m_prev = -inf gives 0)
-    const T alpha = exp_one(m_prev - m_new);
-    V sum{};
-    if (plain) {  // exp(S·scale - m_new), the scaling and the subtraction one multiply-add
-      for (std::size_t c = 0; c < used_pad; c += w) {
-        const V p = exp_nonpositive<T>(load(row + c) * a.scale - m_new);
-        store(row + c, p);
-        sum += p;
-      }
-    } else {
-      for (std::size_t c = 0; c < used_pad; c += w) {
-        const V p = exp_nonpositive<T>(load(row + c) - m_new);  // subtracting the max is so exp never overflows
-        store(row + c, p);
-        sum += p;
-      }
-    }
-    a.m[r] = m_new;
-    a.l[r] = alpha * a.l[r] + lane_sum<T>(sum);
-    a.alpha[r] = alpha;
-  }
+  // pass 2: the online softmax of each row, P in place of S
+  for (std::size_t r = 0; r < a.rows_pad; ++r) online_softmax_row(a, r, used_pad);
 
   // dropout: P·V reads P ⊙ drop, while l summed P (the softmax's denominator)
   if (a.drop != nullptr)
