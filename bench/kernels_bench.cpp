@@ -51,7 +51,7 @@ void gemm(benchmark::State& state) {
 
 // One key tile folded into a query tile: the fast default tile, d = 64, nothing masked.
 void flash_tile(benchmark::State& state) {
-  const attn::TileSize tiles = attn::fast_tiles();
+  const attn::TileSize tiles = attn::fast_tiles(isa_of(state));
   const std::size_t d = 64;
   const attn::kernel::Layout layout = attn::kernel::layout_of(isa_of(state), float{});
   const std::size_t rows_pad = (tiles.Br + layout.row_block - 1) / layout.row_block * layout.row_block;
@@ -134,7 +134,7 @@ void flash_head(benchmark::State& state) {
   p.scale = 0.125;
   p.mask.n = p.mask.m = n;
   p.mask.kind = static_cast<attn::MaskKind>(state.range(2));
-  const attn::FastOptions o{attn::fast_tiles(), static_cast<std::size_t>(state.range(1)), isa_of(state)};
+  const attn::FastOptions o{attn::fast_tiles(isa_of(state)), static_cast<std::size_t>(state.range(1)), isa_of(state)};
   for (auto _ : state) benchmark::DoNotOptimize(attn::run_fast<float>(p, attn::Engine::flash, o));
   const double pairs = p.mask.kind == attn::MaskKind::causal ? n * (n + 1) / 2.0 : static_cast<double>(n * n);
   state.counters["GFLOP/s"] =
