@@ -1,7 +1,8 @@
 // Google Benchmark micro-benchmarks of the fast kernels (src/kernel/), one instruction set at a time:
 // the matrix product at the projections' shape (BLIS, whatever the set: kernel::gemm), one flash tile at
-// the set's default tile, naive's softmax of rows, and the whole unwatched flash pass of one head. Counters: GFLOP/s where the work is
-// matrix products (2 per multiply-add), values per second for the softmax.
+// the set's default tile, naive's softmax of rows, and the whole unwatched flash pass of one head.
+// Counters: GFLOP/s where the work is matrix products (2 per multiply-add), values per second for the
+// softmax.
 //
 // usage: build/release/bench/kernels_bench [--benchmark_filter=REGEX]   (docs/performance.md)
 
