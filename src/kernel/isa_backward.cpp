@@ -148,18 +148,8 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
       const bool in = static_cast<T>(c) >= lo && static_cast<T>(c) < hi && (keep == nullptr || keep[c] != 0);
       return in ? x : minus_inf<T>();
     };
-    V running = splat(minus_inf<T>());
-    if (keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) >= full && a.pos_q == nullptr &&
-        a.softcap == 0) {  // a row the mask leaves whole, no bias, no cap (the common case): no lanes to mask
-      for (std::size_t c = 0; c < full; c += w) {
-        const V x = load(row + c) * a.scale;
-        store(row + c, x);
-        running = running > x ? running : x;
-      }
-    } else {
-      running = scale_bias_mask<T>(row, full, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
-                                   a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
-    }
+    const V running = scale_bias_mask<T>(row, full, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
+                                         a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
     T row_max = lane_max<T>(running);
     for (std::size_t c = full; c < a.cols; ++c) {
       row[c] = score(c, row[c]);

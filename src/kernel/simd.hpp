@@ -228,8 +228,17 @@ inline Vec<T> scale_bias_mask(T* row, std::size_t end, T scale, T softcap, T slo
                               const T* keep) {
   using V = Vec<T>;
   constexpr std::size_t w = W<T>;
-  const V lanes = iota<T>();
   V running = splat(minus_inf<T>());
+  if (keep == nullptr && pos_k == nullptr && !(softcap > 0) && lo <= 0 && hi >= static_cast<T>(end)) {
+    // a row the mask leaves whole, nothing added and no cap (the common case): no lanes to mask
+    for (std::size_t c = 0; c < end; c += w) {
+      const V x = load(row + c) * scale;
+      store(row + c, x);
+      running = running > x ? running : x;
+    }
+    return running;
+  }
+  const V lanes = iota<T>();
   for (std::size_t c = 0; c < end; c += w) {
     V x = load(row + c) * scale;
     if (softcap > 0) x = softcap_lanes<T>(x, softcap);
