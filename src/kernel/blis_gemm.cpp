@@ -5,13 +5,43 @@
 #include "kernel/blis_gemm.hpp"
 
 #include <cstddef>
+#include <cstdlib>
 #include <string>
 
 #include <blis.h>
 
+#include "kernel/kernels.hpp"
+
 namespace attn::kernel::blis {
 
 namespace {
+
+// BLIS chooses its kernels once, at its first product, by the processor's family and model, and 0.9
+// knows them only up to Zen 3/4 and Skylake-X: on a Zen 5 (family 26) it fell back to its "generic"
+// reference kernels, which ran the projections at 1-3% of the FMA peak. So the choice follows the
+// instruction set of our own kernels (kernel::isa(), ATTN_KERNELS included) instead: BLIS's Skylake-X
+// kernels with AVX-512, its Haswell ones with AVX2 (docs/performance.md, "The products: BLIS", measured
+// both against the others), its own choice on a baseline processor. A BLIS_ARCH_TYPE in the environment
+// still wins. BLIS reads it as it starts (bli_init), so it is set for that moment and taken away again.
+// (Asked for its choice before bli_init, BLIS 0.9 aborts on any BLIS_ARCH_TYPE: its registry of kernels
+// is not up yet.)
+void choose_kernels() {
+  const Isa ours = isa();
+  if (std::getenv("BLIS_ARCH_TYPE") != nullptr || ours == Isa::baseline) {
+    bli_init();
+    return;
+  }
+  const arch_t id = ours == Isa::avx512 ? BLIS_ARCH_SKX : BLIS_ARCH_HASWELL;
+  ::setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(id)).c_str(), 1);
+  bli_init();
+  (void)bli_arch_query_id();  // read by now; asked once more so that it is, whatever bli_init does first
+  ::unsetenv("BLIS_ARCH_TYPE");
+}
+
+void ready() {
+  static const bool once = (choose_kernels(), true);
+  (void)once;
+}
 
 // One thread for this call, whatever BLIS_NUM_THREADS says: the caller is one of the pool's threads.
 // And BLIS's packed path always, never its "small/unpacked" one (sup), which BLIS 0.9 takes when a
@@ -38,6 +68,7 @@ void add_bias(const GemmArgs<T>& g) {
 template <class T, class Call>
 void product(const GemmArgs<T>& g, Call call) {
   if (g.M == 0 || g.N == 0) return;
+  ready();
   if (g.bias != nullptr) add_bias(g);
   T one = 1;
   T beta = g.accumulate || g.bias != nullptr ? T{1} : T{0};
@@ -55,6 +86,7 @@ void gemm(const GemmArgs<float>& g) { product(g, bli_sgemm_ex); }
 void gemm(const GemmArgs<double>& g) { product(g, bli_dgemm_ex); }
 
 std::string describe() {
+  ready();
   return std::string("BLIS ") + bli_info_get_version_str() + ", " + bli_arch_string(bli_arch_query_id());
 }
 
