@@ -7,7 +7,10 @@
 # `dpkg-deb -x` into a cache folder without installing it (installing would switch the system's BLAS),
 # and puts its libblas.so.3 / liblapack.so.3 on LD_LIBRARY_PATH for NumPy's runs alone, with
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for that command alone so that OpenBLAS picks its kernel
-# itself; the kernel it picked is reported. For each thread count, attn-trace bench (both engines, each
+# itself; the kernel it picked is reported. With ATTN_KERNELS=avx2, which stands for a processor without
+# AVX-512 (issue 44's targets hold for it on an AVX-512 machine too), OpenBLAS is told to run its AVX2
+# kernels as well (OPENBLAS_CORETYPE=Haswell): where the AVX-512 units are full width (Zen 5), its
+# AVX-512 kernels have twice the peak of any AVX2 code. For each thread count, attn-trace bench (both engines, each
 # mask) then bench/numpy_attention.py run one after the other; bench/numpy_report.py prints the table.
 # Then the backward, unmasked: attn-trace bench --backward and bench/numpy_backward.py (NumPy's naive
 # backward given the forward's weights) one after the other per thread count, and the ratio of the times.
@@ -113,6 +116,12 @@ done < <(find "$cache/root" -name '*.so*' -printf '%h\n' | sort -u)
 record() { if [ -n "${!1+set}" ]; then echo "$1=${!1}"; else echo "$1"; fi; }
 unset_record=("$(record OPENBLAS_CORETYPE)" "$(record OPENBLAS_L2_SIZE)")
 env_record=("$(record OMP_WAIT_POLICY)")
+numpy_set=()
+if [ "${ATTN_KERNELS:-}" = avx2 ]; then
+  unset_record=("$(record OPENBLAS_L2_SIZE)")
+  env_record+=(OPENBLAS_CORETYPE=Haswell)
+  numpy_set=(OPENBLAS_CORETYPE=Haswell)
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -120,7 +129,8 @@ ours=() numpys=() ours_back=() numpys_back=()
 IFS=, read -r -a n_list <<< "$ns"
 IFS=, read -r -a thread_list <<< "$threads"
 IFS=, read -r -a mask_list <<< "$masks"
-numpy_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE LD_LIBRARY_PATH="$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+numpy_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${numpy_set[@]}"
+           LD_LIBRARY_PATH="$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 for n in "${n_list[@]}"; do
   for t in "${thread_list[@]}"; do
     if (( forward )); then
