@@ -18,7 +18,7 @@ namespace {
 
 // BLIS chooses its kernels once, at its first product, by the processor's family and model, and 0.9
 // knows them only up to Zen 3/4 and Skylake-X: on a Zen 5 (family 26) it fell back to its "generic"
-// reference kernels, which ran the projections at 1-3% of the FMA peak. So the choice follows the
+// reference kernels, which ran the projections at 15% of the FMA peak (skx: 74%). So the choice follows the
 // instruction set of our own kernels (kernel::isa(), ATTN_KERNELS included) instead: BLIS's Skylake-X
 // kernels with AVX-512, its Haswell ones with AVX2 (docs/performance.md, "The products: BLIS", measured
 // both against the others), its own choice on a baseline processor. A BLIS_ARCH_TYPE in the environment
