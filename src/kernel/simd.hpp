@@ -8,6 +8,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#if ATTN_VBYTES == 64 && defined(__AVX512F__)
+#include <immintrin.h>
+#define ATTN_SCALEF 1  // exp's last step is AVX-512's vscalefps / vscalefpd (exp_reduced below)
+#endif
+
 #ifndef ATTN_ISA
 #define ATTN_ISA baseline
 #endif
@@ -93,14 +98,40 @@ inline T minus_inf() {
 }
 inline std::size_t least(std::size_t a, std::size_t b) { return a < b ? a : b; }
 
+// p·2^k for a whole number k (in [-150, 128] for float, [-1075, 1024] for double) and p near 1, rounded
+// once: into the exponent bits as two factors 2^(k/2)·2^(k - k/2), so that a result below the smallest
+// normal number comes out subnormal (the first product is exact, the second rounds); with AVX-512 one
+// instruction, vscalef, which rounds the same exact product once: the same bits, subnormals included,
+// eight instructions fewer per exp. Flash's attention on one Zen 5 core: 218 -> 213 ms at n = 4096.
+inline Vec<float> times_power_of_two(Vec<float> p, Vec<float> k) {
+#ifdef ATTN_SCALEF
+  // GCC's builtin itself: _mm512_scalef_ps passes an "undefined" vector that GCC 12 then warns of
+  return __builtin_ia32_scalefps512_mask(p, k, p, static_cast<__mmask16>(~0U), _MM_FROUND_CUR_DIRECTION);
+#else
+  using I = Simd<float>::I;
+  const I whole = __builtin_convertvector(k, I), half = whole >> 1;
+  return p * __builtin_bit_cast(Vec<float>, (half + 127) << 23) *
+         __builtin_bit_cast(Vec<float>, (whole - half + 127) << 23);
+#endif
+}
+inline Vec<double> times_power_of_two(Vec<double> p, Vec<double> k) {
+#ifdef ATTN_SCALEF
+  return __builtin_ia32_scalefpd512_mask(p, k, p, static_cast<__mmask8>(~0U), _MM_FROUND_CUR_DIRECTION);
+#else
+  using I = Simd<double>::I;
+  const I whole = __builtin_convertvector(k, I), half = whole >> 1;
+  return p * __builtin_bit_cast(Vec<double>, (half + 1023) << 52) *
+         __builtin_bit_cast(Vec<double>, (whole - half + 1023) << 52);
+#endif
+}
+
 // exp of every lane of x in [lowest, highest]: x = k·ln 2 + r with |r| <= ln 2 / 2, exp(r) by a
-// polynomial, then times 2^k, put into the exponent bits as two factors 2^(k/2)·2^(k - k/2) so that a
-// result below the smallest normal number comes out subnormal, as std::exp gives it.
+// polynomial, then times 2^k (times_power_of_two: a result below the smallest normal number comes out
+// subnormal, as std::exp gives it).
 // ref: Cephes expf (degree-6 minimax) and, for double, the Taylor series of exp(r) to r^13 (its
 // remainder is below 2^-60 for |r| <= ln 2 / 2).
 inline Vec<float> exp_reduced(Vec<float> x) {
   using V = Vec<float>;
-  using I = Simd<float>::I;
   const V magic = splat(12582912.0f);  // 1.5·2^23: adding and taking it away rounds to a whole number
   const V k = (x * 1.44269504088896341f + magic) - magic;
   V r = x - k * 0.693359375f;
@@ -112,13 +143,11 @@ inline Vec<float> exp_reduced(Vec<float> x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  const I whole = __builtin_convertvector(k, I), half = whole >> 1;
-  return p * __builtin_bit_cast(V, (half + 127) << 23) * __builtin_bit_cast(V, (whole - half + 127) << 23);
+  return times_power_of_two(p, k);
 }
 
 inline Vec<double> exp_reduced(Vec<double> x) {
   using V = Vec<double>;
-  using I = Simd<double>::I;
   const V magic = splat(6755399441055744.0);  // 1.5·2^52
   const V k = (x * 1.4426950408889634 + magic) - magic;
   V r = x - k * 6.93147180369123816490e-01;
@@ -129,8 +158,7 @@ inline Vec<double> exp_reduced(Vec<double> x) {
       1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0,
       1.0 / 120.0,       1.0 / 24.0,       1.0 / 6.0,       1.0 / 2.0,      1.0,           1.0};
   for (const double c : inverse_factorials) p = p * r + c;
-  const I whole = __builtin_convertvector(k, I), half = whole >> 1;
-  return p * __builtin_bit_cast(V, (half + 1023) << 52) * __builtin_bit_cast(V, (whole - half + 1023) << 52);
+  return times_power_of_two(p, k);
 }
 
 // Below these exp rounds to 0 (half the smallest subnormal), above them it is inf.
