@@ -10,8 +10,9 @@
 # itself; the kernel it picked is reported. With ATTN_KERNELS=avx2, which stands for a processor without
 # AVX-512 (issue 44's targets hold for it on an AVX-512 machine too), OpenBLAS is told to run its AVX2
 # kernels as well (OPENBLAS_CORETYPE=Haswell): where the AVX-512 units are full width (Zen 5), its
-# AVX-512 kernels have twice the peak of any AVX2 code. For each thread count, attn-trace bench (both engines, each
-# mask) then bench/numpy_attention.py run one after the other; bench/numpy_report.py prints the table.
+# AVX-512 kernels have twice the peak of any AVX2 code. For each thread count, attn-trace bench (both
+# engines, each mask) then bench/numpy_attention.py run one after the other; bench/numpy_report.py prints
+# the table.
 # Then the backward, unmasked: attn-trace bench --backward and bench/numpy_backward.py (NumPy's naive
 # backward given the forward's weights) one after the other per thread count, and the ratio of the times.
 #

@@ -22,9 +22,9 @@ namespace {
 // instruction set of our own kernels (kernel::isa(), ATTN_KERNELS included) instead: BLIS's Skylake-X
 // kernels with AVX-512, its Haswell ones with AVX2 (docs/performance.md, "The products: BLIS", measured
 // both against the others), its own choice on a baseline processor. A BLIS_ARCH_TYPE in the environment
-// still wins. BLIS reads it as it starts (bli_init), so it is set for that moment and taken away again.
-// (Asked for its choice before bli_init, BLIS 0.9 aborts on any BLIS_ARCH_TYPE: its registry of kernels
-// is not up yet.)
+// still wins. bli_init registers BLIS's kernels and reads BLIS_ARCH_TYPE, which fixes the choice for the
+// process (set only after it, the variable changed nothing), so the variable is there for that call alone.
+// (Asked for its choice before bli_init, BLIS 0.9 aborts on any BLIS_ARCH_TYPE: its registry is not up.)
 void choose_kernels() {
   const Isa ours = isa();
   if (std::getenv("BLIS_ARCH_TYPE") != nullptr || ours == Isa::baseline) {
@@ -34,7 +34,6 @@ void choose_kernels() {
   const arch_t id = ours == Isa::avx512 ? BLIS_ARCH_SKX : BLIS_ARCH_HASWELL;
   ::setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(id)).c_str(), 1);
   bli_init();
-  (void)bli_arch_query_id();  // read by now; asked once more so that it is, whatever bli_init does first
   ::unsetenv("BLIS_ARCH_TYPE");
 }
 

@@ -103,25 +103,20 @@ inline std::size_t least(std::size_t a, std::size_t b) { return a < b ? a : b; }
 // normal number comes out subnormal (the first product is exact, the second rounds); with AVX-512 one
 // instruction, vscalef, which rounds the same exact product once: the same bits, subnormals included,
 // eight instructions fewer per exp. Flash's attention on one Zen 5 core: 218 -> 213 ms at n = 4096.
-inline Vec<float> times_power_of_two(Vec<float> p, Vec<float> k) {
+template <class T>
+inline Vec<T> times_power_of_two(Vec<T> p, Vec<T> k) {
+  constexpr bool single = sizeof(T) == 4;
 #ifdef ATTN_SCALEF
-  // GCC's builtin itself: _mm512_scalef_ps passes an "undefined" vector that GCC 12 then warns of
-  return __builtin_ia32_scalefps512_mask(p, k, p, static_cast<__mmask16>(~0U), _MM_FROUND_CUR_DIRECTION);
+  // GCC's builtins themselves: _mm512_scalef_ps/pd pass an "undefined" vector that GCC 12 then warns of
+  if constexpr (single)
+    return __builtin_ia32_scalefps512_mask(p, k, p, static_cast<__mmask16>(~0U), _MM_FROUND_CUR_DIRECTION);
+  else return __builtin_ia32_scalefpd512_mask(p, k, p, static_cast<__mmask8>(~0U), _MM_FROUND_CUR_DIRECTION);
 #else
-  using I = Simd<float>::I;
+  using I = typename Simd<T>::I;
+  constexpr int mantissa = single ? 23 : 52, bias = single ? 127 : 1023;  // IEEE 754's binary32 and binary64
   const I whole = __builtin_convertvector(k, I), half = whole >> 1;
-  return p * __builtin_bit_cast(Vec<float>, (half + 127) << 23) *
-         __builtin_bit_cast(Vec<float>, (whole - half + 127) << 23);
-#endif
-}
-inline Vec<double> times_power_of_two(Vec<double> p, Vec<double> k) {
-#ifdef ATTN_SCALEF
-  return __builtin_ia32_scalefpd512_mask(p, k, p, static_cast<__mmask8>(~0U), _MM_FROUND_CUR_DIRECTION);
-#else
-  using I = Simd<double>::I;
-  const I whole = __builtin_convertvector(k, I), half = whole >> 1;
-  return p * __builtin_bit_cast(Vec<double>, (half + 1023) << 52) *
-         __builtin_bit_cast(Vec<double>, (whole - half + 1023) << 52);
+  return p * __builtin_bit_cast(Vec<T>, (half + bias) << mantissa) *
+         __builtin_bit_cast(Vec<T>, (whole - half + bias) << mantissa);
 #endif
 }
 
@@ -143,7 +138,7 @@ inline Vec<float> exp_reduced(Vec<float> x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  return times_power_of_two(p, k);
+  return times_power_of_two<float>(p, k);
 }
 
 inline Vec<double> exp_reduced(Vec<double> x) {
@@ -158,7 +153,7 @@ inline Vec<double> exp_reduced(Vec<double> x) {
       1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0,
       1.0 / 120.0,       1.0 / 24.0,       1.0 / 6.0,       1.0 / 2.0,      1.0,           1.0};
   for (const double c : inverse_factorials) p = p * r + c;
-  return times_power_of_two(p, k);
+  return times_power_of_two<double>(p, k);
 }
 
 // Below these exp rounds to 0 (half the smallest subnormal), above them it is inf.
