@@ -131,7 +131,8 @@ void score_block(std::size_t d_k, const T* q, const T* kt, std::size_t cols_pad,
       store(s + static_cast<std::size_t>(r) * cols_pad + static_cast<std::size_t>(v * W<T>), acc[r][v]);
 }
 
-// O[r][c..] = alpha[r]·O[r][c..] + Σ_j P[r][j]·V[j][c..] for R rows and NVC vectors of O's columns.
+// O[r][c..] = alpha[r]·O[r][c..] + Σ_j P[r][j]·V[j][c..] for R rows and NVC vectors of O's columns, over
+// `cols` keys; without alpha, O[r][c..] + Σ_j ... (a later span of the same keys).
 template <class T, int R, int NVC>
 void pv_block(std::size_t cols, const T* p, std::size_t cols_pad, const T* v, std::size_t dv_pad, const T* alpha,
               T* o) {
@@ -139,8 +140,10 @@ void pv_block(std::size_t cols, const T* p, std::size_t cols_pad, const T* v, st
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int x = 0; x < NVC; ++x)
-      acc[r][x] = load(o + static_cast<std::size_t>(r) * dv_pad + static_cast<std::size_t>(x * W<T>)) * alpha[r];
+    for (int x = 0; x < NVC; ++x) {
+      acc[r][x] = load(o + static_cast<std::size_t>(r) * dv_pad + static_cast<std::size_t>(x * W<T>));
+      if (alpha != nullptr) acc[r][x] = acc[r][x] * alpha[r];
+    }
   fma_block<T, R, NVC>(acc, cols, p, cols_pad, 1, v, dv_pad);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -218,13 +221,17 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
   for (std::size_t r = 0; r < a.rows; ++r) last = a.hi[r] > last ? a.hi[r] : last;
   const auto used = static_cast<std::size_t>(last);     // <= cols
   const std::size_t used_pad = (used + w - 1) / w * w;  // <= cols_pad
-  // pass 1: S = Q_i·K_jᵀ, register blocks of MR rows × NV vectors of keys
-  for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += MR) {
-    std::size_t c0 = 0;
-    for (; c0 + NV * w <= used_pad; c0 += NV * w)
-      score_block<T, MR, NV>(a.d_k, a.q + r0 * a.d_k, a.kt + c0, a.cols_pad, a.s + r0 * a.cols_pad + c0);
-    for (; c0 < used_pad; c0 += w)
-      score_block<T, MR, 1>(a.d_k, a.q + r0 * a.d_k, a.kt + c0, a.cols_pad, a.s + r0 * a.cols_pad + c0);
+  // pass 1: S = Q_i·K_jᵀ, register blocks of SR rows × SNV vectors of keys; each block of keys' columns
+  // of Kᵀ (d_k × SNV vectors) stays in L1 while every block of rows reads it
+  for (std::size_t c0 = 0; c0 < used_pad;) {
+    const bool whole = c0 + SNV * w <= used_pad;
+    for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += SR) {
+      const T* q = a.q + r0 * a.d_k;
+      T* s = a.s + r0 * a.cols_pad + c0;
+      if (whole) score_block<T, SR, SNV>(a.d_k, q, a.kt + c0, a.cols_pad, s);
+      else score_block<T, SR, 1>(a.d_k, q, a.kt + c0, a.cols_pad, s);
+    }
+    c0 += whole ? SNV * w : w;
   }
 
   // pass 2: the online softmax of each row, P in place of S
@@ -238,15 +245,25 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
       for (std::size_t c = 0; c < used_pad; c += w) store(row + c, load(row + c) * load(drop + c));
     }
 
-  // pass 3: O = diag(alpha)·O + P·V, register blocks of RO rows × up to NVO vectors of O's columns
-  for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += RO) {
-    const T* p = a.s + r0 * a.cols_pad;
-    T* o = a.o + r0 * a.dv_pad;
-    std::size_t c0 = 0;
-    for (; c0 + NVO * w <= a.dv_pad; c0 += NVO * w)
-      pv_block<T, RO, NVO>(used, p, a.cols_pad, a.v + c0, a.dv_pad, a.alpha + r0, o + c0);
-    for (; c0 < a.dv_pad; c0 += w) pv_block<T, RO, 1>(used, p, a.cols_pad, a.v + c0, a.dv_pad, a.alpha + r0, o + c0);
-  }
+  // pass 3: O = diag(alpha)·O + P·V, register blocks of RO rows × up to NVO vectors of O's columns, the
+  // keys in spans whose rows of V stay in L1 while every block of rows reads them (alpha on the first):
+  // the sums run in the same order as over all the keys at once
+  const std::size_t span = pv_span<T>(a.dv_pad);
+  std::size_t k0 = 0;
+  do {  // at least once: with no key used, O is still scaled by alpha
+    const std::size_t keys = used - k0 < span ? used - k0 : span;
+    const T* v = a.v + k0 * a.dv_pad;
+    for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += RO) {
+      const T* p = a.s + r0 * a.cols_pad + k0;
+      const T* alpha = k0 == 0 ? a.alpha + r0 : nullptr;
+      T* o = a.o + r0 * a.dv_pad;
+      std::size_t c0 = 0;
+      for (; c0 + NVO * w <= a.dv_pad; c0 += NVO * w)
+        pv_block<T, RO, NVO>(keys, p, a.cols_pad, v + c0, a.dv_pad, alpha, o + c0);
+      for (; c0 < a.dv_pad; c0 += w) pv_block<T, RO, 1>(keys, p, a.cols_pad, v + c0, a.dv_pad, alpha, o + c0);
+    }
+    k0 += span;
+  } while (k0 < used);
 }
 
 template <class T>

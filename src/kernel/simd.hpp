@@ -26,13 +26,20 @@ namespace {
 
 // Register blocking, per vector width. A wider machine has 32 vector registers (AVX-512), the others 16:
 // each block of accumulators leaves room for the operands it loads.
-//   gemm and S = Q·Kᵀ: MR rows × 2 vectors of accumulators;  O += P·V: RO rows × 4 vectors.
+//   gemm and the backward's products: MR rows × NV vectors of accumulators;
+//   flash's S = Q·Kᵀ: SR rows × SNV vectors;  O += P·V: RO rows × NVO vectors.
+// With AVX-512, S's 6 × 4 block loads 10 values per 24 multiply-adds where 12 × 2 loads 14: alone, d = 64,
+// one core of an Intel Xeon (family 6 model 207, FMA peak 165-176 GFLOP/s), 168 GFLOP/s against 155-157;
+// with AVX2 the shapes measured alike there (6 × 2 kept).
 constexpr int wide = ATTN_VBYTES >= 64 ? 1 : 0;
 constexpr int MR = wide != 0 ? 12 : 6;
 constexpr int NV = 2;
+constexpr int SR = 6;
+constexpr int SNV = wide != 0 ? 4 : 2;
 constexpr int RO = wide != 0 ? 6 : 3;
 constexpr int NVO = 4;
 static_assert(MR % RO == 0, "a query tile's rows are padded to MR, which must hold whole blocks of RO");
+static_assert(MR % SR == 0, "a query tile's rows are padded to MR, which must hold whole blocks of SR");
 
 // gemm's cache blocking: a KC × NR panel of B stays in L1 while MC × KC of A stays in L2.
 constexpr std::size_t KC = 256;
@@ -212,6 +219,16 @@ inline T softcap_one(T x, T c) {
 constexpr std::size_t gcd(std::size_t a, std::size_t b) { return b == 0 ? a : gcd(b, a % b); }
 template <class T>
 constexpr std::size_t CB = static_cast<std::size_t>(W<T>) / gcd(W<T>, RO) * static_cast<std::size_t>(RO);
+
+// How many keys' rows of V (each dv_pad wide) make one span of flash's O += P·V: about 16 KiB, to stay
+// in L1 (32 KiB on many processors) beside the rows of P that read them. Over the whole tile instead,
+// V (96 KiB at 384 keys, d = 64) came from L2 for every block of rows: alone, 158 GFLOP/s against 169-173
+// in spans of 48-192 keys (AVX-512, the Xeon above). The sums run in the same order either way.
+template <class T>
+inline std::size_t pv_span(std::size_t dv_pad) {
+  const std::size_t keys = std::size_t{16384} / (dv_pad * sizeof(T));
+  return keys < 16 ? 16 : keys;
+}
 
 // ---- the blocks the forward and backward kernels share
 
