@@ -7,7 +7,9 @@
 # `dpkg-deb -x` into a cache folder without installing it (installing would switch the system's BLAS),
 # and puts its libblas.so.3 / liblapack.so.3 on LD_LIBRARY_PATH for NumPy's runs alone, with
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for that command alone so that OpenBLAS picks its kernel
-# itself; the kernel it picked is reported. With ATTN_KERNELS=avx2, which stands for a processor without
+# itself; the kernel it picked is reported. Where that is a kernel older than AVX2 on a processor with
+# AVX2 or AVX-512 (one that OpenBLAS 0.3.21 does not know), it is told the processor's widest instead
+# (Cooperlake, SkylakeX or Haswell), as src/kernel/blis_gemm.cpp tells BLIS. With ATTN_KERNELS=avx2, which stands for a processor without
 # AVX-512 (issue 44's targets hold for it on an AVX-512 machine too), OpenBLAS is told to run its AVX2
 # kernels as well (OPENBLAS_CORETYPE=Haswell): where the AVX-512 units are full width (Zen 5), its
 # AVX-512 kernels have twice the peak of any AVX2 code. For each thread count, attn-trace bench (both
@@ -117,12 +119,45 @@ done < <(find "$cache/root" -name '*.so*' -printf '%h\n' | sort -u)
 record() { if [ -n "${!1+set}" ]; then echo "$1=${!1}"; else echo "$1"; fi; }
 unset_record=("$(record OPENBLAS_CORETYPE)" "$(record OPENBLAS_L2_SIZE)")
 env_record=("$(record OMP_WAIT_POLICY)")
-numpy_set=()
+plain_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE LD_LIBRARY_PATH="$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+
+# OpenBLAS 0.3.21 names its kernels by the processor's family and model, as BLIS does
+# (src/kernel/blis_gemm.cpp), and takes its Prescott ones (SSE3) on a processor it does not know: on an
+# Intel Xeon of family 6 model 207 (AVX-512) a 2048² product ran at 33 GFLOP/s there, against 156-160 with
+# its AVX-512 kernels. Beside that, any figure of ours would flatter us; so where it picks a core older
+# than AVX2 on a processor that has AVX2 or AVX-512, it is told the core of the processor's widest set.
+best_core() {
+  local flags
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  has() { local f; for f; do [[ $flags == *" $f "* ]] || return 1; done; }
+  if has avx512f avx512bw avx512vl avx512dq avx512_bf16; then echo Cooperlake
+  elif has avx512f avx512bw avx512vl avx512dq; then echo SkylakeX
+  elif has avx2 fma; then echo Haswell
+  fi
+}
+coretype=
 if [ "${ATTN_KERNELS:-}" = avx2 ]; then
-  unset_record=("$(record OPENBLAS_L2_SIZE)")
-  env_record+=(OPENBLAS_CORETYPE=Haswell)
-  numpy_set=(OPENBLAS_CORETYPE=Haswell)
+  coretype=Haswell
+else
+  picked=$("${plain_env[@]}" OMP_NUM_THREADS=1 "$python" -c '
+import sys
+sys.path.insert(0, "bench")
+import numpy_attention as na
+print((na.openblas_info(na.mapped_libraries()) or {}).get("corename", ""))')
+  case $picked in
+    Haswell | Zen | SkylakeX | Cooperlake | SapphireRapids | "") ;;
+    *)
+      coretype=$(best_core)
+      [ -z "$coretype" ] ||
+        echo "numpy_compare.sh: OpenBLAS took its $picked kernels on this processor; told to take $coretype's" >&2
+      ;;
+  esac
 fi
+if [ -n "$coretype" ]; then
+  unset_record=("$(record OPENBLAS_L2_SIZE)")
+  env_record+=(OPENBLAS_CORETYPE="$coretype")
+fi
+numpy_env=("${plain_env[@]}" ${coretype:+OPENBLAS_CORETYPE="$coretype"})
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -130,8 +165,6 @@ ours=() numpys=() ours_back=() numpys_back=()
 IFS=, read -r -a n_list <<< "$ns"
 IFS=, read -r -a thread_list <<< "$threads"
 IFS=, read -r -a mask_list <<< "$masks"
-numpy_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${numpy_set[@]}"
-           LD_LIBRARY_PATH="$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 for n in "${n_list[@]}"; do
   for t in "${thread_list[@]}"; do
     if (( forward )); then
