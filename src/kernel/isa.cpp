@@ -174,11 +174,22 @@ void online_softmax_row(const FlashTileArgs<T>& a, std::size_t r, std::size_t us
   const bool plain = whole && a.pos_q == nullptr && a.softcap == 0 && a.scale > 0;
   V running = splat(minus_inf<T>());
   if (plain) {
-    for (std::size_t c = 0; c < used_pad; c += w) {
+    // four maxima at once: one max waits for the one before it (4 cycles), so alone it held up the pass
+    V m4[4] = {running, running, running, running};
+    std::size_t c = 0;
+    for (; c + 4 * w <= used_pad; c += 4 * w)
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) {
+        const V x = load(row + c + static_cast<std::size_t>(u) * w);
+        m4[u] = m4[u] > x ? m4[u] : x;
+      }
+    for (; c < used_pad; c += w) {
       const V x = load(row + c);
-      running = running > x ? running : x;
+      m4[0] = m4[0] > x ? m4[0] : x;
     }
-    running = running * a.scale;
+    m4[0] = m4[0] > m4[1] ? m4[0] : m4[1];
+    m4[2] = m4[2] > m4[3] ? m4[2] : m4[3];
+    running = (m4[0] > m4[2] ? m4[0] : m4[2]) * a.scale;
   } else {
     running = scale_bias_mask<T>(row, used_pad, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
                                  a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
@@ -195,11 +206,22 @@ void online_softmax_row(const FlashTileArgs<T>& a, std::size_t r, std::size_t us
   const T alpha = exp_one(m_prev - m_new);
   V sum{};
   if (plain) {  // exp(S·scale - m_new), the scaling and the subtraction one multiply-add
-    for (std::size_t c = 0; c < used_pad; c += w) {
+    V sum2{};
+    std::size_t c = 0;
+    for (; c + 2 * w <= used_pad; c += 2 * w) {
+      const V p0 = exp_nonpositive<T>(load(row + c) * a.scale - m_new);
+      const V p1 = exp_nonpositive<T>(load(row + c + w) * a.scale - m_new);
+      store(row + c, p0);
+      store(row + c + w, p1);
+      sum += p0;
+      sum2 += p1;
+    }
+    for (; c < used_pad; c += w) {
       const V p = exp_nonpositive<T>(load(row + c) * a.scale - m_new);
       store(row + c, p);
       sum += p;
     }
+    sum += sum2;
   } else {
     for (std::size_t c = 0; c < used_pad; c += w) {
       const V p = exp_nonpositive<T>(load(row + c) - m_new);  // subtracting the max is so exp never overflows

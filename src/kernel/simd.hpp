@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #if ATTN_VBYTES == 64 && defined(__AVX512F__)
 #include <immintrin.h>
@@ -87,17 +88,33 @@ inline Vec<T> iota() {
   for (int k = 0; k < W<T>; ++k) v[k] = static_cast<T>(k);
   return v;
 }
-template <class T>
-inline T lane_max(Vec<T> v) {
-  T x = v[0];
-  for (int k = 1; k < W<T>; ++k) x = v[k] > x ? v[k] : x;
-  return x;
+// Lane k beside lane k ^ S (S a power of two below W): the halves, quarters, ... of a vector exchanged.
+template <class T, int S, int... K>
+inline Vec<T> exchanged(Vec<T> v, std::integer_sequence<int, K...> /*lanes*/) {
+  return __builtin_shufflevector(v, v, (K ^ S)...);
 }
-template <class T>
+template <class T, int S>
+inline Vec<T> exchanged(Vec<T> v) {
+  return exchanged<T, S>(v, std::make_integer_sequence<int, W<T>>{});
+}
+// The max and the sum of the lanes by halving, log2(W) steps that do not wait on each lane in turn: the
+// sum adds lane k to lane k + W/2 first, then k + W/4, ... (a fixed order, the same on every run).
+template <class T, int S = W<T> / 2>
+inline T lane_max(Vec<T> v) {
+  if constexpr (S == 0) {
+    return v[0];
+  } else {
+    const Vec<T> u = exchanged<T, S>(v);
+    return lane_max<T, S / 2>(v > u ? v : u);
+  }
+}
+template <class T, int S = W<T> / 2>
 inline T lane_sum(Vec<T> v) {
-  T x = v[0];
-  for (int k = 1; k < W<T>; ++k) x += v[k];
-  return x;
+  if constexpr (S == 0) {
+    return v[0];
+  } else {
+    return lane_sum<T, S / 2>(v + exchanged<T, S>(v));
+  }
 }
 template <class T>
 inline T minus_inf() {
@@ -176,12 +193,14 @@ struct ExpRange<double> {
 };
 
 // exp of every lane for x <= 0 (or -inf, or NaN), all that a softmax asks once the max is taken out:
-// the overflow side needs no check; exp(-inf) = 0 exactly, as a masked score needs.
+// the overflow side needs no check; exp(-inf) = 0 exactly, as a masked score needs. Below `lowest` the
+// lanes take exp(lowest), which already rounds to 0 (p·2^k under half the smallest subnormal), so one max
+// does what a compare and two selects did: the same bits for every float in [-1000, 0] and a sample of
+// doubles, -inf and NaN (NaN stays NaN: `lowest > x` is false), in every instruction set.
 template <class T>
 inline Vec<T> exp_nonpositive(Vec<T> x) {
   const Vec<T> lowest = splat(ExpRange<T>::lowest);
-  const Vec<T> y = exp_reduced(x < lowest ? lowest : x);
-  return x < lowest ? Vec<T>{} : y;
+  return exp_reduced(lowest > x ? lowest : x);
 }
 
 // exp of every lane.
