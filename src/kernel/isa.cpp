@@ -114,8 +114,9 @@ void gemm_impl(const GemmArgs<T>& g) {
 
 // S[r][c..] = Q[r]·Kt[.][c..] for R rows and NVC vectors of columns.
 // S[r][c] = Σ_e Q[r][e] · Kt[e][c]
+// Out of line, as pv_block: inlined into flash_tile_impl, pass 1 took 8% longer (Intel Xeon, AVX-512).
 template <class T, int R, int NVC>
-void score_block(std::size_t d_k, const T* q, const T* kt, std::size_t cols_pad, T* s) {
+__attribute__((noinline)) void score_block(std::size_t d_k, const T* q, const T* kt, std::size_t cols_pad, T* s) {
   // every loop over the accumulators unrolled whole, so that they live in registers alone (rolled, GCC
   // kept the array on the stack: zeroed there first, then copied out through it)
   Vec<T> acc[R][NVC];
@@ -134,8 +135,8 @@ void score_block(std::size_t d_k, const T* q, const T* kt, std::size_t cols_pad,
 // O[r][c..] = alpha[r]·O[r][c..] + Σ_j P[r][j]·V[j][c..] for R rows and NVC vectors of O's columns, over
 // `cols` keys; without alpha, O[r][c..] + Σ_j ... (a later span of the same keys).
 template <class T, int R, int NVC>
-void pv_block(std::size_t cols, const T* p, std::size_t cols_pad, const T* v, std::size_t dv_pad, const T* alpha,
-              T* o) {
+__attribute__((noinline)) void pv_block(std::size_t cols, const T* p, std::size_t cols_pad, const T* v,
+                                        std::size_t dv_pad, const T* alpha, T* o) {
   Vec<T> acc[R][NVC];  // unrolled whole, as in score_block
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -153,16 +154,17 @@ void pv_block(std::size_t cols, const T* p, std::size_t cols_pad, const T* v, st
 }
 
 // Pass 2 of a tile for row r: the online softmax (online_softmax.hpp), P in place of S over the columns
-// [0, used_pad), and the row's m, l and alpha.
+// [0, used_pad). Returns the row's new max m_new, and P's row sum in `row_sum`; -inf and 0 for a row with
+// nothing to attend yet (P = 0) and for a padded one. fold_rows then updates m, l and alpha.
 template <class T>
-void online_softmax_row(const FlashTileArgs<T>& a, std::size_t r, std::size_t used_pad) {
+T online_softmax_row(const FlashTileArgs<T>& a, std::size_t r, std::size_t used_pad, T& row_sum) {
   using V = Vec<T>;
   constexpr std::size_t w = W<T>;
   T* row = a.s + r * a.cols_pad;
+  row_sum = 0;
   if (r >= a.rows) {  // a padded row: P = 0 leaves its O at 0
     for (std::size_t c = 0; c < used_pad; c += w) store(row + c, V{});
-    a.alpha[r] = 1;
-    return;
+    return minus_inf<T>();
   }
   const T lo = static_cast<T>(a.lo[r]), hi = static_cast<T>(a.hi[r]);
   const T* keep = a.keep != nullptr ? a.keep + r * a.cols_pad : nullptr;
@@ -199,11 +201,8 @@ void online_softmax_row(const FlashTileArgs<T>& a, std::size_t r, std::size_t us
   const T m_new = row_max > m_prev ? row_max : m_prev;
   if (m_new == minus_inf<T>()) {  // nothing to attend yet: the state stays (0, 0)
     for (std::size_t c = 0; c < used_pad; c += w) store(row + c, V{});
-    a.alpha[r] = 1;
-    return;
+    return m_new;
   }
-  // alpha: earlier tiles were summed against a smaller max (m_prev = -inf gives 0)
-  const T alpha = exp_one(m_prev - m_new);
   V sum{};
   if (plain) {  // exp(S·scale - m_new), the scaling and the subtraction one multiply-add
     V sum2{};
@@ -229,10 +228,43 @@ void online_softmax_row(const FlashTileArgs<T>& a, std::size_t r, std::size_t us
       sum += p;
     }
   }
-  a.m[r] = m_new;
-  a.l[r] = alpha * a.l[r] + lane_sum<T>(sum);
-  a.alpha[r] = alpha;
+  row_sum = lane_sum<T>(sum);
+  return m_new;
 }
+
+// The running state of rows [r0, r0 + count) (all below a.rows) from their new maxima and P's row sums,
+// a vector of rows at a time, off the rows' own critical path: alpha = exp(m_prev - m_new), the factor
+// for what earlier tiles summed against a smaller max (0 from m_prev = -inf, 1 while m_new is still
+// -inf); l = alpha·l + sum; m = m_new.
+template <class T>
+void fold_rows(const FlashTileArgs<T>& a, std::size_t r0, std::size_t count, const T* m_new, const T* sums) {
+  using V = Vec<T>;
+  constexpr std::size_t w = W<T>;
+  struct Folded {
+    V alpha, l;
+  };
+  const auto fold = [](V m_prev, V m, V l, V sum) {
+    const V alpha = m == minus_inf<T>() ? splat(T{1}) : exp_nonpositive<T>(m_prev - m);
+    return Folded{alpha, alpha * l + sum};
+  };
+  std::size_t i = 0;
+  for (; i + w <= count; i += w) {
+    const std::size_t r = r0 + i;
+    const auto [alpha, l] = fold(load(a.m + r), load(m_new + i), load(a.l + r), load(sums + i));
+    store(a.alpha + r, alpha);
+    store(a.l + r, l);
+    store(a.m + r, load(m_new + i));
+  }
+  for (; i < count; ++i) {
+    const std::size_t r = r0 + i;
+    const auto [alpha, l] = fold(splat(a.m[r]), splat(m_new[i]), splat(a.l[r]), splat(sums[i]));
+    a.alpha[r] = alpha[0];
+    a.l[r] = l[0];
+    a.m[r] = m_new[i];
+  }
+}
+
+constexpr std::size_t fold_block = 64;  // rows whose state fold_rows updates at once
 
 template <class T>
 void flash_tile_impl(const FlashTileArgs<T>& a) {
@@ -256,8 +288,15 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
     c0 += whole ? SNV * w : w;
   }
 
-  // pass 2: the online softmax of each row, P in place of S
-  for (std::size_t r = 0; r < a.rows_pad; ++r) online_softmax_row(a, r, used_pad);
+  // pass 2: the online softmax of each row, P in place of S, and the rows' state in blocks of rows
+  for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += fold_block) {
+    T m_new[fold_block], sums[fold_block];
+    const std::size_t count = a.rows_pad - r0 < fold_block ? a.rows_pad - r0 : fold_block;
+    for (std::size_t i = 0; i < count; ++i) m_new[i] = online_softmax_row(a, r0 + i, used_pad, sums[i]);
+    const std::size_t real = a.rows > r0 ? (a.rows - r0 < count ? a.rows - r0 : count) : 0;
+    fold_rows(a, r0, real, m_new, sums);
+    for (std::size_t i = real; i < count; ++i) a.alpha[r0 + i] = 1;  // padded rows: O stays 0
+  }
 
   // dropout: P·V reads P ⊙ drop, while l summed P (the softmax's denominator)
   if (a.drop != nullptr)
