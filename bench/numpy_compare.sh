@@ -9,12 +9,12 @@
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for that command alone so that OpenBLAS picks its kernel
 # itself; the kernel it picked is reported. Where that is a kernel older than AVX2 on a processor with
 # AVX2 or AVX-512 (one that OpenBLAS 0.3.21 does not know), it is told the processor's widest instead
-# (Cooperlake, SkylakeX or Haswell), as src/kernel/blis_gemm.cpp tells BLIS. With ATTN_KERNELS=avx2, which stands for a processor without
-# AVX-512 (issue 44's targets hold for it on an AVX-512 machine too), OpenBLAS is told to run its AVX2
-# kernels as well (OPENBLAS_CORETYPE=Haswell): where the AVX-512 units are full width (Zen 5), its
-# AVX-512 kernels have twice the peak of any AVX2 code. For each thread count, attn-trace bench (both
-# engines, each mask) then bench/numpy_attention.py run one after the other; bench/numpy_report.py prints
-# the table.
+# (Cooperlake, SkylakeX or Haswell), as src/kernel/blis_gemm.cpp tells BLIS. With ATTN_KERNELS=avx2,
+# which stands for a processor without AVX-512 (issue 44's targets hold for it on an AVX-512 machine
+# too), OpenBLAS is told to run its AVX2 kernels as well (OPENBLAS_CORETYPE=Haswell): where the AVX-512
+# units are full width (Zen 5), its AVX-512 kernels have twice the peak of any AVX2 code. For each
+# thread count, attn-trace bench (both engines, each mask) then bench/numpy_attention.py run one after
+# the other; bench/numpy_report.py prints the table.
 # Then the backward, unmasked: attn-trace bench --backward and bench/numpy_backward.py (NumPy's naive
 # backward given the forward's weights) one after the other per thread count, and the ratio of the times.
 #
@@ -119,7 +119,8 @@ done < <(find "$cache/root" -name '*.so*' -printf '%h\n' | sort -u)
 record() { if [ -n "${!1+set}" ]; then echo "$1=${!1}"; else echo "$1"; fi; }
 unset_record=("$(record OPENBLAS_CORETYPE)" "$(record OPENBLAS_L2_SIZE)")
 env_record=("$(record OMP_WAIT_POLICY)")
-plain_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE LD_LIBRARY_PATH="$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+plain_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
+           LD_LIBRARY_PATH="$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 
 # OpenBLAS 0.3.21 names its kernels by the processor's family and model, as BLIS does
 # (src/kernel/blis_gemm.cpp), and takes its Prescott ones (SSE3) on a processor it does not know: on an

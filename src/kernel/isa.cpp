@@ -250,10 +250,11 @@ void fold_rows(const FlashTileArgs<T>& a, std::size_t r0, std::size_t count, con
   std::size_t i = 0;
   for (; i + w <= count; i += w) {
     const std::size_t r = r0 + i;
-    const auto [alpha, l] = fold(load(a.m + r), load(m_new + i), load(a.l + r), load(sums + i));
+    const V m = load(m_new + i);
+    const auto [alpha, l] = fold(load(a.m + r), m, load(a.l + r), load(sums + i));
     store(a.alpha + r, alpha);
     store(a.l + r, l);
-    store(a.m + r, load(m_new + i));
+    store(a.m + r, m);
   }
   for (; i < count; ++i) {
     const std::size_t r = r0 + i;
@@ -291,9 +292,9 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
   // pass 2: the online softmax of each row, P in place of S, and the rows' state in blocks of rows
   for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += fold_block) {
     T m_new[fold_block], sums[fold_block];
-    const std::size_t count = a.rows_pad - r0 < fold_block ? a.rows_pad - r0 : fold_block;
+    const std::size_t count = least(a.rows_pad - r0, fold_block);
     for (std::size_t i = 0; i < count; ++i) m_new[i] = online_softmax_row(a, r0 + i, used_pad, sums[i]);
-    const std::size_t real = a.rows > r0 ? (a.rows - r0 < count ? a.rows - r0 : count) : 0;
+    const std::size_t real = a.rows > r0 ? least(a.rows - r0, count) : 0;
     fold_rows(a, r0, real, m_new, sums);
     for (std::size_t i = real; i < count; ++i) a.alpha[r0 + i] = 1;  // padded rows: O stays 0
   }
@@ -312,7 +313,7 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
   const std::size_t span = pv_span<T>(a.dv_pad);
   std::size_t k0 = 0;
   do {  // at least once: with no key used, O is still scaled by alpha
-    const std::size_t keys = used - k0 < span ? used - k0 : span;
+    const std::size_t keys = least(used - k0, span);
     const T* v = a.v + k0 * a.dv_pad;
     for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += RO) {
       const T* p = a.s + r0 * a.cols_pad + k0;
