@@ -162,7 +162,7 @@ TimedRun<T> timed_backward_run(const Problem& p, const FastOptions& o, double& b
   const Clock::time_point t4 = Clock::now();
   f.x = fast::Projected<T>();  // Q, K and V are read no more
   FastBackward<T> grads;
-  fast_backward_projections(p, std::move(g), f.attended.concat, dY, o, grads);
+  fast_backward_projections<T>(p, std::move(g), f.attended.concat, dY, o, grads);
   sink = sink + static_cast<double>(grads.gradients.front().second.values()[0]);
   t.result = fast_finish<T>(p, std::move(f.attended), o);
   const Clock::time_point t5 = Clock::now();

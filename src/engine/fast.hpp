@@ -72,15 +72,31 @@ std::vector<T> in_type(std::span<const double> values) {
   return out;
 }
 
-// Y = X·W + b for the rows of X: X (rows, d_in), W (d_in, d_out), b (d_out) or empty -> (rows, d_out)
+// An input's values in T, in a buffer not zeroed first (kernel::Buffer).
 template <class T>
-std::vector<T> project_rows(const std::vector<T>& X, std::size_t rows, std::size_t d_in, const std::vector<T>& W,
-                            std::size_t d_out, const std::vector<T>& bias, const FastOptions& o) {
-  std::vector<T> Y(rows * d_out);
+kernel::Buffer<T> in_rows(std::span<const double> values) {
+  kernel::Buffer<T> out(values.size());
+  std::transform(values.begin(), values.end(), out.begin(), [](double x) { return static_cast<T>(x); });
+  return out;
+}
+
+// Y = X·W + b for the rows of X: X (rows, d_in), W (d_in, d_out), b (d_out) or empty -> Y (rows, d_out),
+// every element of Y overwritten (it may come uninitialised).
+template <class T>
+void project_into(std::span<const T> X, std::size_t rows, std::size_t d_in, std::span<const T> W, std::size_t d_out,
+                  std::span<const T> bias, const FastOptions& o, std::span<T> Y) {
   const auto in = static_cast<std::ptrdiff_t>(d_in), out = static_cast<std::ptrdiff_t>(d_out);
   kernel::GemmArgs<T> g = kernel::product(rows, d_out, d_in, X.data(), in, 1, W.data(), out, 1, Y.data(), out);
   g.bias = bias.empty() ? nullptr : bias.data();
   kernel::gemm(o.isa, g, o.threads);
+}
+
+// project_into a new buffer: Q, K and V
+template <class T>
+kernel::Buffer<T> project_rows(std::span<const T> X, std::size_t rows, std::size_t d_in, std::span<const T> W,
+                               std::size_t d_out, std::span<const T> bias, const FastOptions& o) {
+  kernel::Buffer<T> Y(rows * d_out);
+  project_into(X, rows, d_in, W, d_out, bias, o, std::span<T>(Y));
   return Y;
 }
 
@@ -89,7 +105,7 @@ std::vector<T> project_rows(const std::vector<T>& X, std::size_t rows, std::size
 // `back`: turned by the negative angles, the rotation's transpose, which is how a gradient goes back
 // through it (ops/attention_backward.hpp, d_rotate).
 template <class T>
-void rotate_rows(std::vector<T>& Y, std::size_t B, std::size_t tokens, std::size_t H, std::size_t d,
+void rotate_rows(std::span<T> Y, std::size_t B, std::size_t tokens, std::size_t H, std::size_t d,
                  const Tensor<double>& cos_table, const Tensor<double>& sin_table, RopeStyle style, bool back = false) {
   const std::size_t P = cos_table.dim(1);
   const std::vector<T> cos_t = in_type<T>(cos_table.values()), sin_t = in_type<T>(sin_table.values());
@@ -112,36 +128,41 @@ void rotate_rows(std::vector<T>& Y, std::size_t B, std::size_t tokens, std::size
 // strides alone ((B·n, h·d_k) rows: head hd of row r at r·h·d_k + hd·d_k), turned by RoPE.
 template <class T>
 struct Projected {
-  std::vector<T> Q;  // (B·n, h·d_k)
-  std::vector<T> K;  // (B·m, g·d_k)
-  std::vector<T> V;  // (B·m, g·d_v)
+  kernel::Buffer<T> Q;  // (B·n, h·d_k)
+  kernel::Buffer<T> K;  // (B·m, g·d_k)
+  kernel::Buffer<T> V;  // (B·m, g·d_v)
 };
 
 template <class T>
 Projected<T> project_all(const Problem& p, const FastOptions& o) {
-  const std::vector<T> X = in_type<T>(p.X.values());
+  const kernel::Buffer<T> X = in_rows<T>(p.X.values());
   Projected<T> out;
-  out.Q = project_rows(X, p.B * p.n, p.d_model, in_type<T>(p.W_q.values()), p.h * p.d_k, in_type<T>(p.b_q), o);
+  const auto project = [&](std::span<const T> rows_of, std::size_t rows, std::size_t d_in, const Tensor<double>& W,
+                           std::size_t d_out, const std::vector<double>& bias) {
+    return project_rows<T>(rows_of, rows, d_in, in_type<T>(W.values()), d_out, in_type<T>(bias), o);
+  };
+  out.Q = project(X, p.B * p.n, p.d_model, p.W_q, p.h * p.d_k, p.b_q);
   {
-    std::vector<T> C_own;
-    if (p.cross) C_own = in_type<T>(p.C.values());
-    const std::vector<T>& C = p.cross ? C_own : X;  // self-attention: the context is X
-    out.K = project_rows(C, p.B * p.m, p.d_context, in_type<T>(p.W_k.values()), p.g * p.d_k, in_type<T>(p.b_k), o);
-    out.V = project_rows(C, p.B * p.m, p.d_context, in_type<T>(p.W_v.values()), p.g * p.d_v, in_type<T>(p.b_v), o);
+    kernel::Buffer<T> C_own;
+    if (p.cross) C_own = in_rows<T>(p.C.values());
+    const kernel::Buffer<T>& C = p.cross ? C_own : X;  // self-attention: the context is X
+    out.K = project(C, p.B * p.m, p.d_context, p.W_k, p.g * p.d_k, p.b_k);
+    out.V = project(C, p.B * p.m, p.d_context, p.W_v, p.g * p.d_v, p.b_v);
   }
   if (p.rope) {
-    rotate_rows(out.Q, p.B, p.n, p.h, p.d_k, p.rope->cos_q, p.rope->sin_q, p.rope->style);
-    rotate_rows(out.K, p.B, p.m, p.g, p.d_k, p.rope->cos_k, p.rope->sin_k, p.rope->style);
+    rotate_rows<T>(out.Q, p.B, p.n, p.h, p.d_k, p.rope->cos_q, p.rope->sin_q, p.rope->style);
+    rotate_rows<T>(out.K, p.B, p.m, p.g, p.d_k, p.rope->cos_k, p.rope->sin_k, p.rope->style);
   }
   return out;
 }
 
 // Y = concat·W_o + b_o, or concat itself without W_o: concat (B·n, h·d_v) -> (B, n, d_out)
 template <class T>
-Tensor<T> output_of(const Problem& p, std::vector<T> concat, const FastOptions& o) {
-  if (!p.has_output_projection()) return Tensor<T>({p.B, p.n, p.d_out}, std::move(concat));
-  std::vector<T> Y =
-      project_rows(concat, p.B * p.n, p.h * p.d_v, in_type<T>(p.W_o.values()), p.d_out, in_type<T>(p.b_o), o);
+Tensor<T> output_of(const Problem& p, const kernel::Buffer<T>& concat, const FastOptions& o) {
+  if (!p.has_output_projection()) return Tensor<T>({p.B, p.n, p.d_out}, std::vector<T>(concat.begin(), concat.end()));
+  std::vector<T> Y(p.B * p.n * p.d_out);
+  project_into<T>(concat, p.B * p.n, p.h * p.d_v, in_type<T>(p.W_o.values()), p.d_out, in_type<T>(p.b_o), o,
+                  std::span<T>(Y));
   return Tensor<T>({p.B, p.n, p.d_out}, std::move(Y));
 }
 
@@ -187,7 +208,7 @@ std::vector<T> positions(const std::optional<Alibi>& alibi, bool queries) {
 // the bytes its scores took at their peak, and (flash) the log-sum-exp of every row.
 template <class T>
 struct Attended {
-  std::vector<T> concat;
+  kernel::Buffer<T> concat;
   std::size_t score_bytes = 0;
   Tensor<T> lse;
 };
@@ -261,7 +282,7 @@ Attended<T> attend_naive(const Problem& p, Projected<T> x, const FastOptions& o)
 
   // O = P·V per head, into the merged layout (B·n, h·d_v)
   // O[b·n + i][hd·d_v + c] = Σ_j P[b][hd][i][j] · V[b·m + j][kv·d_v + c]
-  std::vector<T> concat(B * n * h * d_v);
+  kernel::Buffer<T> concat(B * n * h * d_v);  // every element written by the products below
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t hd = 0; hd < h; ++hd) {
       const std::size_t kv = kv_head_of(hd, h, g);
@@ -344,7 +365,7 @@ template <class T>
 struct FlashInputs {
   const Problem& p;
   const FlashShape& t;
-  const std::vector<T>& Q;  // (B·n, h·d_k)
+  std::span<const T> Q;  // (B·n, h·d_k)
   const PackedTiles<T> packed;
   const std::vector<T> slopes;  // (h), or empty
   const std::vector<T> pos_q;   // (n), or empty
@@ -478,7 +499,7 @@ void fold_key_tile(const FlashInputs<T>& in, const QueryTile& qt, std::size_t j,
 // O_i / l_i once at the end, into the merged layout (B·n, h·d_v), and lse = m + log l; l == 0: nothing to
 // attend, zero output, lse -inf.
 template <class T>
-void finish_query_tile(const FlashInputs<T>& in, const QueryTile& qt, const FlashScratch<T>& w, std::vector<T>& concat,
+void finish_query_tile(const FlashInputs<T>& in, const QueryTile& qt, const FlashScratch<T>& w, std::span<T> concat,
                        Tensor<T>& lse) {
   const std::size_t h = in.p.h, n = in.p.n, d_v = in.p.d_v;
   for (std::size_t r = 0; r < qt.rows; ++r) {
@@ -507,8 +528,8 @@ Attended<T> attend_flash_keeping(const Problem& p, const Projected<T>& x, const 
   // holds the packed copies in their place)
   const FlashInputs<T> in(p, t, x, o);
   if (release != nullptr) {
-    release->K = std::vector<T>();
-    release->V = std::vector<T>();
+    release->K = kernel::Buffer<T>();
+    release->V = kernel::Buffer<T>();
   }
 
   // pass 2: per query tile of each head, sweep the key tiles with the online softmax, then O / l
@@ -516,7 +537,7 @@ Attended<T> attend_flash_keeping(const Problem& p, const Projected<T>& x, const 
   const std::size_t threads =
       std::min(kernel::threads_for(work, o.threads), std::max<std::size_t>(1, p.B * p.h * t.Tr));
   std::vector<FlashScratch<T>> scratch(threads);
-  std::vector<T> concat(p.B * p.n * p.h * p.d_v);
+  kernel::Buffer<T> concat(p.B * p.n * p.h * p.d_v);  // every element written by finish_query_tile
   Tensor<T> lse({p.B, p.h, p.n});
   kernel::parallel_for(p.B * p.h * t.Tr, threads, [&](std::size_t item, std::size_t worker) {
     FlashScratch<T>& w = scratch[worker];
@@ -524,7 +545,7 @@ Attended<T> attend_flash_keeping(const Problem& p, const Projected<T>& x, const 
     const QueryTile qt = query_tile_of(p, t, item);
     start_query_tile(in, qt, w);
     for (std::size_t j = 0; j < t.Tc; ++j) fold_key_tile(in, qt, j, w, o);
-    finish_query_tile(in, qt, w, concat, lse);
+    finish_query_tile<T>(in, qt, w, concat, lse);
   });
   const std::size_t score_bytes = threads * t.rows_pad * t.cols_pad * sizeof(T);  // S and P share a tile
   return {std::move(concat), score_bytes, std::move(lse)};
@@ -590,7 +611,7 @@ fast::Attended<T> fast_attend(const Problem& p, Engine engine, fast::Projected<T
 template <class T>
 AttentionResult<T> fast_finish(const Problem& p, fast::Attended<T> a, FastOptions o) {
   o = fast::checked(o, "fast_finish");
-  return {fast::output_of(p, std::move(a.concat), o), find_empty_rows(p), a.score_bytes, std::move(a.lse)};
+  return {fast::output_of(p, a.concat, o), find_empty_rows(p), a.score_bytes, std::move(a.lse)};
 }
 
 // Runs `engine` (naive or flash) on the fast path, unwatched, in T (float or double). The engine and the

@@ -200,7 +200,7 @@ bool backward_tile(const BackwardInputs<T>& in, std::size_t b, std::size_t hd, s
 // D = rowsum(dO ⊙ O): equal to rowsum(dA ⊙ A), the softmax backward's D, with no A at hand.
 // D[(b·h + hd)·n + i] = Σ_e dO[b·n + i][hd·d_v + e] · O[b·n + i][hd·d_v + e]            (B·h·n)
 template <class T>
-std::vector<T> row_dots(const Problem& p, const std::vector<T>& dO, const std::vector<T>& O) {
+std::vector<T> row_dots(const Problem& p, const std::vector<T>& dO, std::span<const T> O) {
   std::vector<T> D(p.B * p.h * p.n);
   for (std::size_t b = 0; b < p.B; ++b)
     for (std::size_t i = 0; i < p.n; ++i)
@@ -218,7 +218,7 @@ std::vector<T> row_dots(const Problem& p, const std::vector<T>& dO, const std::v
 // shares added in the order of j. x: the forward's heads; O (B·n, h·d_v) and lse (B, h, n) its output;
 // dO (B·n, h·d_v). Returns dQ, dK, dV in the merged layout.
 template <class T>
-HeadGradientRows<T> attend_flash_backward(const Problem& p, const Projected<T>& x, const std::vector<T>& O,
+HeadGradientRows<T> attend_flash_backward(const Problem& p, const Projected<T>& x, std::span<const T> O,
                                           const Tensor<T>& lse, const std::vector<T>& dO, const FastOptions& o) {
   const BackwardShape t = backward_shape<T>(p, o.backward_tiles, o.isa);
   const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, group = h / std::max<std::size_t>(g, 1);
@@ -302,7 +302,7 @@ std::vector<T> d_head_outputs(const Problem& p, const Tensor<T>& dY, const FastO
 // The gradient of Y = X·W + b with respect to W: Xᵀ·dY (d_in, d_out), in the input file's layout.
 // dW[a][c] = Σ_r X[r][a] · dY[r][c]
 template <class T>
-Tensor<T> d_weight_rows(const Problem& p, const std::vector<T>& X, std::size_t rows, std::size_t d_in,
+Tensor<T> d_weight_rows(const Problem& p, std::span<const T> X, std::size_t rows, std::size_t d_in,
                         const std::vector<T>& dY, std::size_t d_out, const FastOptions& o) {
   std::vector<T> dW(d_in * d_out);
   const auto in = static_cast<std::ptrdiff_t>(d_in), out = static_cast<std::ptrdiff_t>(d_out);
@@ -354,14 +354,14 @@ struct FastForwardKept {
 // and the projections, to the inputs and the parameters. `concat` is the forward's merged head outputs.
 // The heads' gradients are kept merged (d_q, d_k, d_v, their own vectors moved in), not copied split.
 template <class T>
-void fast_backward_projections(const Problem& p, fast::HeadGradientRows<T> g, const std::vector<T>& concat,
+void fast_backward_projections(const Problem& p, fast::HeadGradientRows<T> g, std::span<const T> concat,
                                const Tensor<T>& dY, const FastOptions& o, FastBackward<T>& out) {
   using fast::in_type;
   const std::size_t B = p.B, n = p.n, m = p.m, h = p.h, kvh = p.g, d_k = p.d_k, d_v = p.d_v;
   const auto keep = [&out](Step s, Tensor<T> v) { out.gradients.emplace_back(s, std::move(v)); };
   if (p.rope) {  // the rotation's transpose turns the gradients back
-    fast::rotate_rows(g.dQ, B, n, h, d_k, p.rope->cos_q, p.rope->sin_q, p.rope->style, true);
-    fast::rotate_rows(g.dK, B, m, kvh, d_k, p.rope->cos_k, p.rope->sin_k, p.rope->style, true);
+    fast::rotate_rows<T>(g.dQ, B, n, h, d_k, p.rope->cos_q, p.rope->sin_q, p.rope->style, true);
+    fast::rotate_rows<T>(g.dK, B, m, kvh, d_k, p.rope->cos_k, p.rope->sin_k, p.rope->style, true);
   }
 
   // X reaches L as a query, a key and a value in self-attention: its gradient is the sum of the three
@@ -377,12 +377,13 @@ void fast_backward_projections(const Problem& p, fast::HeadGradientRows<T> g, co
     fast::d_input_rows(dKV, B * m, p.d_context, g.dV, kvh * d_v, in_type<T>(p.W_v.values()), true, o);
     keep(Step::d_X, Tensor<T>({B, n, p.d_model}, std::move(dX)));
     if (p.cross) keep(Step::d_context, Tensor<T>({B, m, p.d_context}, std::move(dC)));
-    keep(Step::d_W_q, fast::d_weight_rows(p, X, B * n, p.d_model, g.dQ, h * d_k, o));
-    keep(Step::d_W_k, fast::d_weight_rows(p, C, B * m, p.d_context, g.dK, kvh * d_k, o));
-    keep(Step::d_W_v, fast::d_weight_rows(p, C, B * m, p.d_context, g.dV, kvh * d_v, o));
+    keep(Step::d_W_q, fast::d_weight_rows<T>(p, X, B * n, p.d_model, g.dQ, h * d_k, o));
+    keep(Step::d_W_k, fast::d_weight_rows<T>(p, C, B * m, p.d_context, g.dK, kvh * d_k, o));
+    keep(Step::d_W_v, fast::d_weight_rows<T>(p, C, B * m, p.d_context, g.dV, kvh * d_v, o));
   }
   const std::vector<T> dY_rows(dY.values().begin(), dY.values().end());
-  if (p.has_output_projection()) keep(Step::d_W_o, fast::d_weight_rows(p, concat, B * n, h * d_v, dY_rows, p.d_out, o));
+  if (p.has_output_projection())
+    keep(Step::d_W_o, fast::d_weight_rows<T>(p, concat, B * n, h * d_v, dY_rows, p.d_out, o));
   if (!p.b_q.empty()) keep(Step::d_b_q, fast::d_bias_rows(g.dQ, B * n, h * d_k));
   if (!p.b_k.empty()) keep(Step::d_b_k, fast::d_bias_rows(g.dK, B * m, kvh * d_k));
   if (!p.b_v.empty()) keep(Step::d_b_v, fast::d_bias_rows(g.dV, B * m, kvh * d_v));
@@ -425,7 +426,7 @@ FastBackward<T> run_fast_backward(const Problem& p, FastOptions o) {
   fast::HeadGradientRows<T> g = fast_attend_backward<T>(p, f, dO, o);
   f.x = fast::Projected<T>();  // Q, K and V are read no more
   FastBackward<T> out;
-  fast_backward_projections(p, std::move(g), f.attended.concat, dY, o, out);
+  fast_backward_projections<T>(p, std::move(g), f.attended.concat, dY, o, out);
   fast::Attended<T> a = std::move(f.attended);
   out.forward = fast_finish<T>(p, std::move(a), o);
   return out;

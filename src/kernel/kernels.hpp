@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernel/args.hpp"
@@ -57,6 +59,33 @@ template <class T>
 BigArray<T> big_array(std::size_t count) {
   return BigArray<T>(static_cast<T*>(big_allocate(count * sizeof(T))));
 }
+
+// std::allocator, except that an element made without a value (vector(n), resize(n)) is left
+// uninitialised, for the fast path's arrays that a product or a kernel overwrites whole: Q, K, V, the
+// inputs in T and the merged head outputs (kernel::Buffer). Zeroing them first took 3 ms of the 66 ms
+// the projections take at n = 4096, d_model 512 on one core of the Intel Xeon of docs/performance.md.
+// (Memory at a cache line's start instead of malloc's made no difference there that the noise did not
+// hide, and fresh 2 MiB pages for these 8 MiB arrays faulted slowly enough to double their time.)
+template <class T>
+struct UninitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitAllocator<U>;
+  };
+  UninitAllocator() = default;
+  template <class U>
+  explicit UninitAllocator(const UninitAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <class T>
+using Buffer = std::vector<T, UninitAllocator<T>>;
 
 // What computes gemm's products: "BLIS 0.9.0, zen3" (the library's version and the kernels it chose for
 // this processor), or "portable" (isa.cpp's GEMM, in a build without BLIS).

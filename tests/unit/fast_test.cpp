@@ -371,8 +371,10 @@ TEST_CASE(
   struct Size {
     std::size_t M, N, K;
   };
-  // small and ragged ones, and one that crosses the cache blocks (K past 256, M past a block of rows)
-  std::vector<Size> sizes = {{1, 1, 1}, {3, 5, 7}, {13, 33, 2}, {300, 70, 260}};
+  // small and ragged ones, one that crosses the cache blocks (K past 256, M past a block of rows), and
+  // nothing to sum (K = 0), where C must still be overwritten with the bias (C starts with other values,
+  // as the fast path hands C over uninitialised: kernel::Buffer)
+  std::vector<Size> sizes = {{1, 1, 1}, {3, 5, 7}, {13, 33, 2}, {300, 70, 260}, {4, 6, 0}};
   for (int k = 0; k < 20; ++k) sizes.push_back({pick(rng, 1, 50), pick(rng, 1, 50), pick(rng, 1, 50)});
   for (const kernel::Isa isa : kernel::runnable_isas())
     for (const Size s : sizes)
