@@ -50,7 +50,8 @@ void gemm(benchmark::State& state) {
   state.SetLabel(std::string(attn::kernel::name_of(isa_of(state))));
 }
 
-// One key tile folded into a query tile: the fast default tile, d = 64, nothing masked.
+// One key tile folded into a query tile: the fast default tile, d = 64, nothing masked; row_max 1 with the
+// rows' maxima taken in pass 1 (as the engine runs it), 0 with pass 2 reading each row for its max.
 void flash_tile(benchmark::State& state) {
   const attn::TileSize tiles = attn::fast_tiles(isa_of(state));
   const std::size_t d = 64;
@@ -59,7 +60,8 @@ void flash_tile(benchmark::State& state) {
   const std::size_t cols_pad = (tiles.Bc + layout.lanes - 1) / layout.lanes * layout.lanes;
   const std::vector<float> q = random_values(rows_pad * d, 3), kt = random_values(d * cols_pad, 4),
                            v = random_values(cols_pad * d, 5);
-  std::vector<float> s(rows_pad * cols_pad), m(rows_pad, 0.0f), l(rows_pad, 0.0f), alpha(rows_pad), o(rows_pad * d);
+  std::vector<float> s(rows_pad * cols_pad), m(rows_pad, 0.0f), l(rows_pad, 0.0f), alpha(rows_pad), o(rows_pad * d),
+      row_max(rows_pad * layout.lanes);
   std::vector<std::int64_t> lo(tiles.Br, 0), hi(tiles.Br, static_cast<std::int64_t>(tiles.Bc));
   attn::kernel::FlashTileArgs<float> a;
   a.rows = tiles.Br;
@@ -80,6 +82,7 @@ void flash_tile(benchmark::State& state) {
   a.l = l.data();
   a.alpha = alpha.data();
   a.o = o.data();
+  a.row_max = state.range(1) != 0 ? row_max.data() : nullptr;
   for (auto _ : state) {
     attn::kernel::flash_tile(isa_of(state), a);
     benchmark::DoNotOptimize(o.data());
@@ -148,6 +151,11 @@ void each_isa(benchmark::internal::Benchmark* b) {
   b->Args({static_cast<std::int64_t>(attn::kernel::isa()), 2});
 }
 
+void each_isa_row_max(benchmark::internal::Benchmark* b) {
+  for (const Isa isa : attn::kernel::runnable_isas())
+    for (const std::int64_t row_max : {0, 1}) b->Args({static_cast<std::int64_t>(isa), row_max});
+}
+
 void widest(benchmark::internal::Benchmark* b) {
   for (const std::int64_t threads : {1, 2})
     for (const attn::MaskKind mask : {attn::MaskKind::none, attn::MaskKind::causal})
@@ -157,7 +165,7 @@ void widest(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(gemm)->Apply(each_isa)->ArgNames({"isa", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(flash_tile)->Apply(each_isa)->ArgNames({"isa", "-"})->Unit(benchmark::kMicrosecond);
+BENCHMARK(flash_tile)->Apply(each_isa_row_max)->ArgNames({"isa", "row_max"})->Unit(benchmark::kMicrosecond);
 BENCHMARK(softmax_rows)->Apply(each_isa)->ArgNames({"isa", "-"})->Unit(benchmark::kMillisecond);
 BENCHMARK(flash_head)
     ->Apply(widest)

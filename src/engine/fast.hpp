@@ -301,6 +301,7 @@ struct FlashShape {
   std::size_t Br = 1, Bc = 1, Tr = 0, Tc = 0;  // the tiles and their counts over n and m
   std::size_t rows_pad = 1, cols_pad = 1;      // Br and Bc padded
   std::size_t dv_pad = 1;                      // d_v padded
+  std::size_t lanes = 1;                       // the kernels' vector, in T
   std::size_t kt_size = 0, v_size = 0;         // one packed key tile, one packed value tile
 };
 
@@ -315,6 +316,7 @@ FlashShape flash_shape(const Problem& p, const FastOptions& o) {
   t.rows_pad = round_up(t.Br, layout.row_block);
   t.cols_pad = round_up(t.Bc, layout.lanes);
   t.dv_pad = round_up(std::max<std::size_t>(p.d_v, 1), layout.lanes);
+  t.lanes = layout.lanes;
   t.kt_size = p.d_k * t.cols_pad;
   t.v_size = t.cols_pad * t.dv_pad;
   return t;
@@ -388,12 +390,13 @@ struct FlashInputs {
 // One thread's buffers for a query tile, made at its first tile and reused for the rest.
 template <class T>
 struct FlashScratch {
-  std::vector<T> q, s, o, m, l, alpha, keep, drop;
+  std::vector<T> q, s, o, m, l, alpha, keep, drop, row_max;
   std::vector<std::int64_t> lo, hi;
 
   void make(const FlashShape& t, std::size_t d_k, bool gaps, bool dropout = false) {
     if (!q.empty()) return;
     q.resize(t.rows_pad * d_k);
+    row_max.resize(t.rows_pad * t.lanes);
     s.resize(t.rows_pad * t.cols_pad);
     o.resize(t.rows_pad * t.dv_pad);
     m.resize(t.rows_pad);
@@ -493,6 +496,7 @@ void fold_key_tile(const FlashInputs<T>& in, const QueryTile& qt, std::size_t j,
   a.l = w.l.data();
   a.alpha = w.alpha.data();
   a.o = w.o.data();
+  a.row_max = w.row_max.data();
   kernel::flash_tile(o.isa, a);
 }
 
@@ -583,11 +587,12 @@ inline Count fast_engine_bytes(const Problem& p, Engine engine, std::size_t scal
   if (engine == Engine::naive) {
     v = checked_add(v, product(B, p.h, n, m));
   } else {
-    // the tile no longer than the sequence (run_flash_fast), its rows and columns padded by at most 16
+    // the tile no longer than the sequence (run_flash_fast), its rows and columns padded by at most 16;
+    // per row: q, s, o, m, l, alpha and the row's maxima (16 lanes at most)
     const std::size_t Br = std::min(fast_tiles().Br, std::max<std::size_t>(n, 1)) + 16;
     const std::size_t Bc = std::min(fast_tiles().Bc, std::max<std::size_t>(m, 1)) + 16;
     v = checked_add(
-        v, product(std::max<std::size_t>(threads, 1), Br, checked_add(checked_add(p.d_k, Bc), p.d_v + 16 + 3)));
+        v, product(std::max<std::size_t>(threads, 1), Br, checked_add(checked_add(p.d_k, Bc), p.d_v + 16 + 3 + 16)));
   }
   return checked_mul(v, scalar);
 }

@@ -112,11 +112,13 @@ void gemm_impl(const GemmArgs<T>& g) {
 
 // ------------------------------------------------------------------------------------------------ flash
 
-// S[r][c..] = Q[r]·Kt[.][c..] for R rows and NVC vectors of columns.
+// S[r][c..] = Q[r]·Kt[.][c..] for R rows and NVC vectors of columns, and with row_max, row_max[r] = the
+// lanes' maxima of it and what row_max[r] held.
 // S[r][c] = Σ_e Q[r][e] · Kt[e][c]
 // Out of line, as pv_block: inlined into flash_tile_impl, pass 1 took 8% longer (Intel Xeon, AVX-512).
 template <class T, int R, int NVC>
-__attribute__((noinline)) void score_block(std::size_t d_k, const T* q, const T* kt, std::size_t cols_pad, T* s) {
+__attribute__((noinline)) void score_block(std::size_t d_k, const T* q, const T* kt, std::size_t cols_pad, T* s,
+                                           T* row_max) {
   // every loop over the accumulators unrolled whole, so that they live in registers alone (rolled, GCC
   // kept the array on the stack: zeroed there first, then copied out through it)
   Vec<T> acc[R][NVC];
@@ -130,6 +132,14 @@ __attribute__((noinline)) void score_block(std::size_t d_k, const T* q, const T*
 #pragma GCC unroll 4
     for (int v = 0; v < NVC; ++v)
       store(s + static_cast<std::size_t>(r) * cols_pad + static_cast<std::size_t>(v * W<T>), acc[r][v]);
+  if (row_max == nullptr) return;
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    Vec<T> most = load(row_max + static_cast<std::size_t>(r) * W<T>);
+#pragma GCC unroll 4
+    for (int v = 0; v < NVC; ++v) most = most > acc[r][v] ? most : acc[r][v];
+    store(row_max + static_cast<std::size_t>(r) * W<T>, most);
+  }
 }
 
 // O[r][c..] = alpha[r]·O[r][c..] + Σ_j P[r][j]·V[j][c..] for R rows and NVC vectors of O's columns, over
@@ -175,7 +185,9 @@ T online_softmax_row(const FlashTileArgs<T>& a, std::size_t r, std::size_t used_
   // exp below: max(S·scale) = max(S)·scale, so this pass only reads
   const bool plain = whole && a.pos_q == nullptr && a.softcap == 0 && a.scale > 0;
   V running = splat(minus_inf<T>());
-  if (plain) {
+  if (plain && a.row_max != nullptr) {  // pass 1 took the maxima as it computed S
+    running = load(a.row_max + r * w) * a.scale;
+  } else if (plain) {
     // four maxima at once: one max waits for the one before it (4 cycles), so alone it held up the pass
     V m4[4] = {running, running, running, running};
     std::size_t c = 0;
@@ -277,14 +289,18 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
   const auto used = static_cast<std::size_t>(last);     // <= cols
   const std::size_t used_pad = (used + w - 1) / w * w;  // <= cols_pad
   // pass 1: S = Q_i·K_jᵀ, register blocks of SR rows × SNV vectors of keys; each block of keys' columns
-  // of Kᵀ (d_k × SNV vectors) stays in L1 while every block of rows reads it
+  // of Kᵀ (d_k × SNV vectors) stays in L1 while every block of rows reads it. The rows' maxima are taken
+  // on the way (row_max), which spared pass 2 a read of the whole tile per row.
+  if (a.row_max != nullptr)
+    for (std::size_t i = 0; i < a.rows_pad * w; i += w) store(a.row_max + i, splat(minus_inf<T>()));
   for (std::size_t c0 = 0; c0 < used_pad;) {
     const bool whole = c0 + SNV * w <= used_pad;
     for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += SR) {
       const T* q = a.q + r0 * a.d_k;
       T* s = a.s + r0 * a.cols_pad + c0;
-      if (whole) score_block<T, SR, SNV>(a.d_k, q, a.kt + c0, a.cols_pad, s);
-      else score_block<T, SR, 1>(a.d_k, q, a.kt + c0, a.cols_pad, s);
+      T* row_max = a.row_max != nullptr ? a.row_max + r0 * w : nullptr;
+      if (whole) score_block<T, SR, SNV>(a.d_k, q, a.kt + c0, a.cols_pad, s, row_max);
+      else score_block<T, SR, 1>(a.d_k, q, a.kt + c0, a.cols_pad, s, row_max);
     }
     c0 += whole ? SNV * w : w;
   }
