@@ -72,7 +72,7 @@ std::vector<T> in_type(std::span<const double> values) {
   return out;
 }
 
-// An input's values in T, in a buffer not zeroed first (kernel::Buffer).
+// An input's or a weight's values in T, in a buffer not zeroed first (kernel::Buffer).
 template <class T>
 kernel::Buffer<T> in_rows(std::span<const double> values) {
   kernel::Buffer<T> out(values.size());
@@ -139,7 +139,7 @@ Projected<T> project_all(const Problem& p, const FastOptions& o) {
   Projected<T> out;
   const auto project = [&](std::span<const T> rows_of, std::size_t rows, std::size_t d_in, const Tensor<double>& W,
                            std::size_t d_out, const std::vector<double>& bias) {
-    return project_rows<T>(rows_of, rows, d_in, in_type<T>(W.values()), d_out, in_type<T>(bias), o);
+    return project_rows<T>(rows_of, rows, d_in, in_rows<T>(W.values()), d_out, in_type<T>(bias), o);
   };
   out.Q = project(X, p.B * p.n, p.d_model, p.W_q, p.h * p.d_k, p.b_q);
   {
@@ -161,7 +161,7 @@ template <class T>
 Tensor<T> output_of(const Problem& p, const kernel::Buffer<T>& concat, const FastOptions& o) {
   if (!p.has_output_projection()) return Tensor<T>({p.B, p.n, p.d_out}, std::vector<T>(concat.begin(), concat.end()));
   std::vector<T> Y(p.B * p.n * p.d_out);
-  project_into<T>(concat, p.B * p.n, p.h * p.d_v, in_type<T>(p.W_o.values()), p.d_out, in_type<T>(p.b_o), o,
+  project_into<T>(concat, p.B * p.n, p.h * p.d_v, in_rows<T>(p.W_o.values()), p.d_out, in_type<T>(p.b_o), o,
                   std::span<T>(Y));
   return Tensor<T>({p.B, p.n, p.d_out}, std::move(Y));
 }
