@@ -50,8 +50,7 @@ void gemm(benchmark::State& state) {
   state.SetLabel(std::string(attn::kernel::name_of(isa_of(state))));
 }
 
-// One key tile folded into a query tile: the fast default tile, d = 64, nothing masked; row_max 1 with the
-// rows' maxima taken in pass 1 (as the engine runs it), 0 with pass 2 reading each row for its max.
+// One key tile folded into a query tile: the fast default tile, d = 64, nothing masked.
 void flash_tile(benchmark::State& state) {
   const attn::TileSize tiles = attn::fast_tiles(isa_of(state));
   const std::size_t d = 64;
@@ -82,7 +81,7 @@ void flash_tile(benchmark::State& state) {
   a.l = l.data();
   a.alpha = alpha.data();
   a.o = o.data();
-  a.row_max = state.range(1) != 0 ? row_max.data() : nullptr;
+  a.row_max = row_max.data();
   for (auto _ : state) {
     attn::kernel::flash_tile(isa_of(state), a);
     benchmark::DoNotOptimize(o.data());
@@ -151,11 +150,6 @@ void each_isa(benchmark::internal::Benchmark* b) {
   b->Args({static_cast<std::int64_t>(attn::kernel::isa()), 2});
 }
 
-void each_isa_row_max(benchmark::internal::Benchmark* b) {
-  for (const Isa isa : attn::kernel::runnable_isas())
-    for (const std::int64_t row_max : {0, 1}) b->Args({static_cast<std::int64_t>(isa), row_max});
-}
-
 void widest(benchmark::internal::Benchmark* b) {
   for (const std::int64_t threads : {1, 2})
     for (const attn::MaskKind mask : {attn::MaskKind::none, attn::MaskKind::causal})
@@ -165,7 +159,7 @@ void widest(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(gemm)->Apply(each_isa)->ArgNames({"isa", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(flash_tile)->Apply(each_isa_row_max)->ArgNames({"isa", "row_max"})->Unit(benchmark::kMicrosecond);
+BENCHMARK(flash_tile)->Apply(each_isa)->ArgNames({"isa", "-"})->Unit(benchmark::kMicrosecond);
 BENCHMARK(softmax_rows)->Apply(each_isa)->ArgNames({"isa", "-"})->Unit(benchmark::kMillisecond);
 BENCHMARK(flash_head)
     ->Apply(widest)

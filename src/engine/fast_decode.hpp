@@ -107,13 +107,13 @@ struct Part {
 
 template <class T>
 struct Scratch {
-  std::vector<T> q, s, alpha;
+  std::vector<T> q, s, alpha, row_max;
   std::vector<std::int64_t> lo, hi;
 };
 
 // The shape of a step: its query tile of `group` heads, the cache's tiles and chunks, the window's first key.
 struct StepShape {
-  std::size_t group = 1, rows_pad = 1, Bc = 1, dv_pad = 1, L = 0, tiles = 0, S = 1, first = 0;
+  std::size_t group = 1, rows_pad = 1, Bc = 1, dv_pad = 1, lanes = 1, L = 0, tiles = 0, S = 1, first = 0;
 };
 
 // Chunk `chunk` of key/value head kv of sequence b: the query heads that read it folded over the chunk's tiles,
@@ -126,6 +126,7 @@ void fold_chunk(const Problem& p, const StepShape& t, const FastKvCache<T>& cach
     w.q.resize(t.rows_pad * d_k);
     w.s.resize(t.rows_pad * t.Bc);
     w.alpha.resize(t.rows_pad);
+    w.row_max.resize(t.rows_pad * t.lanes);
     w.lo.resize(t.rows_pad);
     w.hi.resize(t.rows_pad);
   }
@@ -164,6 +165,7 @@ void fold_chunk(const Problem& p, const StepShape& t, const FastKvCache<T>& cach
     a.m = part.m.data();
     a.l = part.l.data();
     a.alpha = w.alpha.data();
+    a.row_max = w.row_max.data();
     a.o = part.O.data();
     kernel::flash_tile(isa, a);
   }
@@ -200,6 +202,7 @@ void fast_decode_step(const Problem& p, std::size_t position, const FastKvCache<
   StepShape t;
   t.group = p.h / g;
   t.rows_pad = fast::round_up(t.group, layout.row_block);
+  t.lanes = layout.lanes;
   t.Bc = cache.Bc();
   t.dv_pad = cache.dv_pad();
   t.L = cache.length();

@@ -73,8 +73,8 @@ struct FlashTileArgs {
   T* l = nullptr;           // (rows) running row sum, updated
   T* alpha = nullptr;       // (rows_pad) scratch
   T* o = nullptr;           // (rows_pad, dv_pad) running unnormalised output, updated
-  // (rows_pad, lanes) scratch, or none: each row's raw scores' maxima lane by lane, taken as S is
-  // computed, so that a row with nothing added to its scores needs no pass of its own for its max
+  // (rows_pad, lanes) scratch: each row's raw scores' maxima lane by lane, taken as S is computed, so
+  // that a row with nothing added to its scores needs no pass of its own for its max
   T* row_max = nullptr;
 };
 

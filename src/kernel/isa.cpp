@@ -112,8 +112,8 @@ void gemm_impl(const GemmArgs<T>& g) {
 
 // ------------------------------------------------------------------------------------------------ flash
 
-// S[r][c..] = Q[r]·Kt[.][c..] for R rows and NVC vectors of columns, and with row_max, row_max[r] = the
-// lanes' maxima of it and what row_max[r] held.
+// S[r][c..] = Q[r]·Kt[.][c..] for R rows and NVC vectors of columns, and row_max[r] = the lanes' maxima
+// of it and of what row_max[r] held.
 // S[r][c] = Σ_e Q[r][e] · Kt[e][c]
 // Out of line, as pv_block: inlined into flash_tile_impl, pass 1 took 8% longer (Intel Xeon, AVX-512).
 template <class T, int R, int NVC>
@@ -132,7 +132,6 @@ __attribute__((noinline)) void score_block(std::size_t d_k, const T* q, const T*
 #pragma GCC unroll 4
     for (int v = 0; v < NVC; ++v)
       store(s + static_cast<std::size_t>(r) * cols_pad + static_cast<std::size_t>(v * W<T>), acc[r][v]);
-  if (row_max == nullptr) return;
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     Vec<T> most = load(row_max + static_cast<std::size_t>(r) * W<T>);
@@ -182,32 +181,12 @@ T online_softmax_row(const FlashTileArgs<T>& a, std::size_t r, std::size_t used_
   // (the common case) skips the mask's lanes
   const bool whole = keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) == used_pad;
   // ... and with nothing added to the scaled scores and a positive scale, the scaling waits for the
-  // exp below: max(S·scale) = max(S)·scale, so this pass only reads
+  // exp below: max(S·scale) = max(S)·scale, from the maxima pass 1 took as it computed S
   const bool plain = whole && a.pos_q == nullptr && a.softcap == 0 && a.scale > 0;
-  V running = splat(minus_inf<T>());
-  if (plain && a.row_max != nullptr) {  // pass 1 took the maxima as it computed S
-    running = load(a.row_max + r * w) * a.scale;
-  } else if (plain) {
-    // four maxima at once: one max waits for the one before it (4 cycles), so alone it held up the pass
-    V m4[4] = {running, running, running, running};
-    std::size_t c = 0;
-    for (; c + 4 * w <= used_pad; c += 4 * w)
-#pragma GCC unroll 4
-      for (int u = 0; u < 4; ++u) {
-        const V x = load(row + c + static_cast<std::size_t>(u) * w);
-        m4[u] = m4[u] > x ? m4[u] : x;
-      }
-    for (; c < used_pad; c += w) {
-      const V x = load(row + c);
-      m4[0] = m4[0] > x ? m4[0] : x;
-    }
-    m4[0] = m4[0] > m4[1] ? m4[0] : m4[1];
-    m4[2] = m4[2] > m4[3] ? m4[2] : m4[3];
-    running = (m4[0] > m4[2] ? m4[0] : m4[2]) * a.scale;
-  } else {
-    running = scale_bias_mask<T>(row, used_pad, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
+  const V running =
+      plain ? load(a.row_max + r * w) * a.scale
+            : scale_bias_mask<T>(row, used_pad, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
                                  a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
-  }
   const T m_prev = a.m[r];
   const T row_max = lane_max<T>(running);
   const T m_new = row_max > m_prev ? row_max : m_prev;
@@ -291,14 +270,13 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
   // pass 1: S = Q_i·K_jᵀ, register blocks of SR rows × SNV vectors of keys; each block of keys' columns
   // of Kᵀ (d_k × SNV vectors) stays in L1 while every block of rows reads it. The rows' maxima are taken
   // on the way (row_max), which spared pass 2 a read of the whole tile per row.
-  if (a.row_max != nullptr)
-    for (std::size_t i = 0; i < a.rows_pad * w; i += w) store(a.row_max + i, splat(minus_inf<T>()));
+  for (std::size_t i = 0; i < a.rows_pad * w; i += w) store(a.row_max + i, splat(minus_inf<T>()));
   for (std::size_t c0 = 0; c0 < used_pad;) {
     const bool whole = c0 + SNV * w <= used_pad;
     for (std::size_t r0 = 0; r0 < a.rows_pad; r0 += SR) {
       const T* q = a.q + r0 * a.d_k;
       T* s = a.s + r0 * a.cols_pad + c0;
-      T* row_max = a.row_max != nullptr ? a.row_max + r0 * w : nullptr;
+      T* row_max = a.row_max + r0 * w;
       if (whole) score_block<T, SR, SNV>(a.d_k, q, a.kt + c0, a.cols_pad, s, row_max);
       else score_block<T, SR, 1>(a.d_k, q, a.kt + c0, a.cols_pad, s, row_max);
     }
