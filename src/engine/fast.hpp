@@ -65,9 +65,9 @@ namespace fast {
 
 inline std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
 
-template <class T>
-std::vector<T> in_type(std::span<const double> values) {
-  std::vector<T> out(values.size());
+template <class T, class Out = std::vector<T>>
+Out in_type(std::span<const double> values) {
+  Out out(values.size());
   std::transform(values.begin(), values.end(), out.begin(), [](double x) { return static_cast<T>(x); });
   return out;
 }
@@ -75,9 +75,7 @@ std::vector<T> in_type(std::span<const double> values) {
 // An input's or a weight's values in T, in a buffer not zeroed first (kernel::Buffer).
 template <class T>
 kernel::Buffer<T> in_rows(std::span<const double> values) {
-  kernel::Buffer<T> out(values.size());
-  std::transform(values.begin(), values.end(), out.begin(), [](double x) { return static_cast<T>(x); });
-  return out;
+  return in_type<T, kernel::Buffer<T>>(values);
 }
 
 // Y = X·W + b for the rows of X: X (rows, d_in), W (d_in, d_out), b (d_out) or empty -> Y (rows, d_out),
