@@ -25,6 +25,8 @@
 #   --threads LIST    thread counts, comma-separated            (default 1,2)
 #   --mask LIST       none, causal or none,causal               (default none,causal)
 #   --repeat R        runs of each; the median is compared      (default 3)
+#   --rounds N        the forward's runs N times over, ours then NumPy's in turn; each figure the median
+#                     over the rounds, each ratio the median of the rounds' own (default 1)
 #   --block-q B, --block-k B   NumPy tiled's blocks             (default numpy_attention.py's)
 #   --stat S          compare each run's median (default) or min, its fastest repeat
 #   --cache DIR       where the .deb files are kept and unpacked (default build/openblas)
@@ -36,7 +38,7 @@ set -euo pipefail
 here=$PWD
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-ns=4096 d_model=512 heads=8 threads=1,2 masks=none,causal repeat=3 stat=median cache=build/openblas json="" bin=""
+ns=4096 d_model=512 heads=8 threads=1,2 masks=none,causal repeat=3 rounds=1 stat=median cache=build/openblas json="" bin=""
 forward=1 backward=1
 block_args=()
 while (( $# )); do
@@ -47,6 +49,7 @@ while (( $# )); do
     --threads) threads=$2; shift 2 ;;
     --mask) masks=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --block-q|--block-k) block_args+=("$1" "$2"); shift 2 ;;
     --stat) stat=$2; shift 2 ;;
     --cache) cache=$2; shift 2 ;;
@@ -58,6 +61,7 @@ while (( $# )); do
     *) [ -z "$bin" ] || { echo "numpy_compare.sh: one attn-trace at most" >&2; exit 2; }; bin=$1; shift ;;
   esac
 done
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "numpy_compare.sh: --rounds takes a whole number from 1, not '$rounds'" >&2; exit 2; }
 # Paths given are the caller's; the defaults are the repository's.
 absolute() { case $1 in /*) echo "$1" ;; *) echo "$here/$1" ;; esac; }
 if [ -n "$bin" ]; then bin=$(absolute "$bin"); else bin=$root/build/release/attn-trace; fi
@@ -166,23 +170,29 @@ ours=() numpys=() ours_back=() numpys_back=()
 IFS=, read -r -a n_list <<< "$ns"
 IFS=, read -r -a thread_list <<< "$threads"
 IFS=, read -r -a mask_list <<< "$masks"
-for n in "${n_list[@]}"; do
-  for t in "${thread_list[@]}"; do
-    if (( forward )); then
+# The forward: per round, per size and thread count, ours (each mask) then NumPy's.
+for (( round = 1; forward && round <= rounds; ++round )); do
+  (( rounds == 1 )) || echo "round $round of $rounds" >&2
+  for n in "${n_list[@]}"; do
+    for t in "${thread_list[@]}"; do
       for mask in "${mask_list[@]}"; do
         echo "attn-trace bench: n = $n, $mask, $t thread(s)" >&2
-        out=$work/ours-$n-$t-$mask.json
+        out=$work/ours-$round-$n-$t-$mask.json
         "$bin" bench --n "$n" --d-model "$d_model" --heads "$heads" --mask "$mask" --engine both \
           --threads "$t" --repeat "$repeat" --color never --json "$out" > /dev/null
         ours+=("$out")
       done
       echo "NumPy + OpenBLAS: n = $n, $masks, $t thread(s)" >&2
-      out=$work/numpy-$n-$t.json
+      out=$work/numpy-$round-$n-$t.json
       "${numpy_env[@]}" OPENBLAS_NUM_THREADS="$t" OMP_NUM_THREADS="$t" \
         "$python" bench/numpy_attention.py --n "$n" --d-model "$d_model" --heads "$heads" --mask "$masks" \
           --repeat "$repeat" "${block_args[@]}" --json "$out" > /dev/null
       numpys+=("$out")
-    fi
+    done
+  done
+done
+for n in "${n_list[@]}"; do
+  for t in "${thread_list[@]}"; do
     if (( backward )); then
       echo "attn-trace bench --backward: n = $n, $t thread(s)" >&2
       out=$work/ours-back-$n-$t.json
@@ -201,7 +211,7 @@ done
 
 echo >&2
 if (( forward )); then
-  report=("$python" bench/numpy_report.py --ours "${ours[@]}" --numpy "${numpys[@]}"
+  report=("$python" bench/numpy_report.py --ours "${ours[@]}" --numpy "${numpys[@]}" --rounds "$rounds"
           --package "$package=$version" --unset "${unset_record[@]}" --env "${env_record[@]}" --stat "$stat")
   [ -z "$json" ] || report+=(--json "$json")
   "${report[@]}"

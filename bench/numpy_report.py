@@ -4,12 +4,17 @@ side, with the ratios, issue 14's targets and issue 44's (with, for one that is 
 what meeting it would take). Reads only the files named; times nothing.
 
 usage: numpy_report.py --ours FILE... --numpy FILE... [--package NAME=VERSION] [--unset VAR=VALUE...]
-                       [--json OUT]
+                       [--rounds R] [--json OUT]
+
+With --rounds R the files are R rounds in turn (each list R equal parts, in the order run): every figure
+is the median over the rounds, and every ratio the median of each round's own ratio, ours and NumPy's
+measured minutes apart rather than one before the other.
 """
 
 import argparse
 import json
 import os
+import statistics
 import sys
 
 CAUSAL_TARGET = 0.55  # ours flash, causal time ÷ unmasked time, at most
@@ -78,6 +83,8 @@ def collect(ours_files, numpy_files, stat):
                 ratios["flash_vs_best_numpy"] = flash["attention_gflops"] / best
             if naive and naive["attention_gflops"]:
                 ratios["naive_vs_best_numpy"] = naive["attention_gflops"] / best
+        if naive and naive["attention_gflops"] and "numpy_naive" in r:
+            ratios["naive_vs_numpy_naive"] = naive["attention_gflops"] / r["numpy_naive"]["attention_gflops"]
         mha = r.get("numpy_mha")
         if mha and flash:
             ratios["numpy_mha_vs_ours_flash"] = mha["total_s"] / flash["total_s"]
@@ -92,6 +99,41 @@ def collect(ours_files, numpy_files, stat):
             r["ratios"]["ours_flash_causal_vs_none_time"] = (r["ours_flash"]["attention_s"]
                                                             / plain["ours_flash"]["attention_s"])
     return [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[2] != "none", k[2], k[1]))]
+
+
+def merge_rounds(rounds):
+    """One row per key from the rows of every round: numbers the median over the rounds that have them, the
+    rest as the first round has them; `spread` keeps each ratio's lowest and highest."""
+    def key(r):
+        return (shape_key(r["n"], r["d_model"], r["heads"]), r["threads"], r["mask"])
+
+    def median_of(values):
+        if all(isinstance(v, dict) for v in values):
+            return {k: median_of([v[k] for v in values if k in v]) for k in dict.fromkeys(k for v in values for k in v)}
+        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        return statistics.median(numbers) if numbers and len(numbers) == len(values) else values[0]
+
+    by_key = {}
+    for rows in rounds:
+        for r in rows:
+            by_key.setdefault(key(r), []).append(r)
+    merged = []
+    for k in sorted(by_key, key=lambda k: (k[0], k[2] != "none", k[2], k[1])):
+        r = median_of(by_key[k])
+        r["spread"] = {name: [min(x["ratios"][name] for x in by_key[k] if name in x["ratios"]),
+                              max(x["ratios"][name] for x in by_key[k] if name in x["ratios"])]
+                       for name in r["ratios"]}
+        r["rounds"] = len(by_key[k])
+        merged.append(r)
+    return merged
+
+
+def spread(r, name):
+    """' (rounds: lo–hi)' for a ratio measured in more than one round."""
+    lo_hi = (r.get("spread") or {}).get(name)
+    if not lo_hi or r.get("rounds", 1) < 2:
+        return ""
+    return f" (rounds: {lo_hi[0]:.2f}–{lo_hi[1]:.2f})"
 
 
 def fmt(value, spec, suffix=""):
@@ -146,8 +188,8 @@ def print_table(rows, header):
                   f"{verdict(v <= CAUSAL_TARGET)}")
         if "numpy_mha_vs_ours_flash" in ratios:
             v = ratios["numpy_mha_vs_ours_flash"]
-            print(f"  {where}: multi-head attention {v:.2f}× faster than NumPy, at least {MHA_TARGET}× — "
-                  f"{verdict(v >= MHA_TARGET)}")
+            print(f"  {where}: multi-head attention {v:.2f}× faster than NumPy{spread(r, 'numpy_mha_vs_ours_flash')}, "
+                  f"at least {MHA_TARGET}× — {verdict(v >= MHA_TARGET)}")
     print_issue44(rows)
 
 
@@ -165,14 +207,16 @@ def print_issue44(rows):
             share, want = flash["peak_share"], PEAK_SHARE_TARGET[t]
             print(f"  {where}: flash at {100 * share:.0f}% of the peak ({flash['fma_peak_gflops']:.1f} GFLOP/s), "
                   f"at least {100 * want:.0f}% — {verdict(share >= want)}")
-        if naive and "numpy_naive" in r and naive["attention_gflops"]:
-            v = naive["attention_gflops"] / r["numpy_naive"]["attention_gflops"]
-            print(f"  {where}: naive {v:.2f}× as fast as NumPy's naive, at least 1× — {verdict(v >= 1.0)}")
+        ratios = r["ratios"]
+        if naive and "naive_vs_numpy_naive" in ratios:
+            v = ratios["naive_vs_numpy_naive"]
+            print(f"  {where}: naive {v:.2f}× as fast as NumPy's naive{spread(r, 'naive_vs_numpy_naive')}, "
+                  f"at least 1× — {verdict(v >= 1.0)}")
         mha = r.get("numpy_mha")
-        if flash and mha:
-            v, want = mha["total_s"] / flash["total_s"], LAYER_TARGET[t]
-            print(f"  {where}: multi-head attention {v:.2f}× faster than NumPy, at least {want}× — "
-                  f"{verdict(v >= want)}")
+        if flash and mha and "numpy_mha_vs_ours_flash" in ratios:
+            v, want = ratios["numpy_mha_vs_ours_flash"], LAYER_TARGET[t]
+            print(f"  {where}: multi-head attention {v:.2f}× faster than NumPy"
+                  f"{spread(r, 'numpy_mha_vs_ours_flash')}, at least {want}× — {verdict(v >= want)}")
             if v < want and flash.get("fma_peak_gflops"):
                 for line in layer_arithmetic(flash, mha["total_s"], want):
                     print(f"      {line}")
@@ -234,11 +278,18 @@ def main(argv):
                    help="which of each run's repeats to compare: the median (default) or the fastest")
     p.add_argument("--env", nargs="*", default=[], metavar="VAR=VALUE",
                    help="other variables of NumPy's runs worth recording (empty: not set)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="the files are this many rounds in turn: medians over the rounds (default 1)")
     p.add_argument("--json", metavar="OUT", help="also write the figures as JSON to this file")
     args = p.parse_args(argv)
 
     ours, numpy_docs = load(args.ours), load(args.numpy)
-    rows = collect(ours, numpy_docs, args.stat)
+    if args.rounds < 1 or len(ours) % args.rounds or len(numpy_docs) % args.rounds:
+        p.error(f"--rounds {args.rounds} does not split {len(ours)} + {len(numpy_docs)} files into equal rounds")
+    per_ours, per_numpy = len(ours) // args.rounds, len(numpy_docs) // args.rounds
+    round_rows = [collect(ours[i * per_ours:(i + 1) * per_ours], numpy_docs[i * per_numpy:(i + 1) * per_numpy],
+                          args.stat) for i in range(args.rounds)]
+    rows = merge_rounds(round_rows) if args.rounds > 1 else round_rows[0]
     blas = [{"threads": d["threads"], **d["blas"]} for d in numpy_docs]
     ob = next((b["openblas"] for b in blas if b.get("openblas")), None) or {}
     kernels = sorted({v["kernels"] for r in rows for k, v in r.items()
@@ -255,11 +306,14 @@ def main(argv):
         f"config: {ob.get('config', '?')}",
         f"library mapped into NumPy's process: {ob.get('library', '?')}",
         "2048² float32 product in NumPy: " + ", ".join(
-            f"{b['threads']} thread(s) {b['gemm_2048_gflops']:.1f} GFLOP/s" for b in blas),
+            f"{t} thread(s) " + "/".join(f"{b['gemm_2048_gflops']:.1f}" for b in blas if b["threads"] == t)
+            + " GFLOP/s" for t in dict.fromkeys(b["threads"] for b in blas)),
         "unset for NumPy's runs: " + (", ".join(f"{k} (was {shown(v)})" for k, v in unset.items()) or "—")
         + "".join(f"; {k} {shown(v)}" for k, v in kept.items()),
         f"float32, {'median' if args.stat == 'median' else 'fastest'} of {'/'.join(map(str, repeats))} runs, "
-        f"{os.cpu_count()} cores; "
+        + (f"{args.rounds} rounds of ours then NumPy's (each figure the median over the rounds, each ratio "
+           f"the median of the rounds' own), " if args.rounds > 1 else "")
+        + f"{os.cpu_count()} cores; "
         f"NumPy tiled blocks: {', '.join(sorted({str(d['block_q']) + '×' + str(d['block_k']) for d in numpy_docs}))}",
     ]
     print_table(rows, header)
@@ -272,8 +326,8 @@ def main(argv):
             "format": "attn-trace.numpy-compare", "version": 1,
             "openblas": {"package": args.package, "corename": ob.get("corename"), "config": ob.get("config"),
                          "library": ob.get("library")},
-            "stat": args.stat, "unset": unset, "env": kept, "warnings": warnings,
-            "rows": rows, "ours": ours, "numpy": numpy_docs,
+            "stat": args.stat, "unset": unset, "env": kept, "warnings": warnings, "rounds": args.rounds,
+            "rows": rows, "round_rows": round_rows if args.rounds > 1 else None, "ours": ours, "numpy": numpy_docs,
         }
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=2)
