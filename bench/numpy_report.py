@@ -37,6 +37,17 @@ def shape_key(n, d_model, heads):
     return (n, d_model, heads)
 
 
+def row_key(r):
+    """A row's key: its shape, thread count and mask."""
+    return (shape_key(r["n"], r["d_model"], r["heads"]), r["threads"], r["mask"])
+
+
+def row_order(key):
+    """The table's order: by shape, unmasked first, then by mask and thread count."""
+    shape, threads, mask = key
+    return (shape, mask != "none", mask, threads)
+
+
 def shape_label(n, d_model, heads):
     return f"n={n} d={d_model // heads} h={heads}"
 
@@ -46,9 +57,8 @@ def collect(ours_files, numpy_files, stat):
     rows = {}
 
     def row(n, d_model, heads, threads, mask):
-        key = (shape_key(n, d_model, heads), threads, mask)
-        return rows.setdefault(key, {"n": n, "d_model": d_model, "heads": heads, "d": d_model // heads,
-                                     "threads": threads, "mask": mask})
+        r = {"n": n, "d_model": d_model, "heads": heads, "d": d_model // heads, "threads": threads, "mask": mask}
+        return rows.setdefault(row_key(r), r)
 
     for doc in ours_files:
         peak = ((doc.get("machine") or {}).get("fma_peak") or {}).get("gflops")
@@ -98,15 +108,12 @@ def collect(ours_files, numpy_files, stat):
         if plain and "ours_flash" in plain and "ours_flash" in r:
             r["ratios"]["ours_flash_causal_vs_none_time"] = (r["ours_flash"]["attention_s"]
                                                             / plain["ours_flash"]["attention_s"])
-    return [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[2] != "none", k[2], k[1]))]
+    return [rows[k] for k in sorted(rows, key=row_order)]
 
 
 def merge_rounds(rounds):
     """One row per key from the rows of every round: numbers the median over the rounds that have them, the
     rest as the first round has them; `spread` keeps each ratio's lowest and highest."""
-    def key(r):
-        return (shape_key(r["n"], r["d_model"], r["heads"]), r["threads"], r["mask"])
-
     def median_of(values):
         if all(isinstance(v, dict) for v in values):
             return {k: median_of([v[k] for v in values if k in v]) for k in dict.fromkeys(k for v in values for k in v)}
@@ -116,9 +123,9 @@ def merge_rounds(rounds):
     by_key = {}
     for rows in rounds:
         for r in rows:
-            by_key.setdefault(key(r), []).append(r)
+            by_key.setdefault(row_key(r), []).append(r)
     merged = []
-    for k in sorted(by_key, key=lambda k: (k[0], k[2] != "none", k[2], k[1])):
+    for k in sorted(by_key, key=row_order):
         r = median_of(by_key[k])
         r["spread"] = {name: [min(x["ratios"][name] for x in by_key[k] if name in x["ratios"]),
                               max(x["ratios"][name] for x in by_key[k] if name in x["ratios"])]
