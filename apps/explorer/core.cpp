@@ -80,7 +80,8 @@ const CompareRecord* verdict_of(const Session& s) {
 }
 
 // What the page draws at once, and nothing it does not read: the steps (name, formula, shape, where
-// their numbers start in `values`), the tokens, compare's verdict and the flash walk in brief.
+// their numbers start in `values`, which explanation a click asks for), the tokens, compare's verdict and the flash
+// walk in brief.
 void make_view(Session& s) {
   const Trace& t = s.trace;
   const Problem& p = *s.problem;
@@ -89,8 +90,14 @@ void make_view(Session& s) {
   for (const StepRecord& r : t.steps) {
     const std::size_t offset = s.values.size();
     s.values.insert(s.values.end(), r.value.values().begin(), r.value.values().end());
-    steps.push_back(
-        {{"name", step_info(r.step).name}, {"formula", r.formula}, {"shape", r.value.shape()}, {"offset", offset}});
+    // which explanation a click on one of its numbers asks for, from the step table: a forward score step's
+    // number is a weight's story (explain --query --key), a gradient's is explain --grad's
+    const char* explains = is_gradient_step(r.step) ? "gradient" : is_score_step(r.step) ? "weight" : "none";
+    steps.push_back({{"name", step_info(r.step).name},
+                     {"formula", r.formula},
+                     {"shape", r.value.shape()},
+                     {"offset", offset},
+                     {"explains", explains}});
   }
   nlohmann::json view = {
       {"steps", steps}, {"tokens", p.tokens}, {"context_tokens", p.context_tokens}, {"cross", p.cross}};

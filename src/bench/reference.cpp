@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/score_chain.hpp"
 #include "ops/attention.hpp"
 
 namespace attn {
@@ -50,7 +51,10 @@ RowReference reference_rows(const Problem& p, std::size_t count) {
     K = rotate(K, p.rope->cos_k, p.rope->sin_k, p.rope->style);
   }
 
-  // O[b][hd][r] = Σ_j softmax_j(scale · q·k_j + bias_j, masked) · v_j, one row at a time
+  // O[b][hd][r] = Σ_j a_j·v_j, the weights of row i from the score chain (engine/score_chain.hpp): each
+  // score through its elementwise stages, the softmax with the head's sink when the input has sinks, each
+  // weight times dropout's factor. One row at a time, so nothing of size n × m is held.
+  const ScoreChain<double> chain(p, DType::float64);
   Tensor<double> O({B, h, R, d_v});  // (B, h, R, d_v)
   std::vector<double> s(m);
   for (std::size_t b = 0; b < B; ++b)
@@ -58,25 +62,24 @@ RowReference reference_rows(const Problem& p, std::size_t count) {
       const std::size_t kv = kv_head_of(hd, h, g);
       for (std::size_t r = 0; r < R; ++r) {
         const std::size_t i = ref.rows[r];
-        double max = -std::numeric_limits<double>::infinity();
+        const bool sink = chain.has(Stage::sinks);
+        double max = sink ? chain.sink(hd) : -std::numeric_limits<double>::infinity();
         for (std::size_t j = 0; j < m; ++j) {
-          s[j] = -std::numeric_limits<double>::infinity();
-          if (!p.mask.allows(b, i, j)) continue;
           double dot = 0;
           for (std::size_t e = 0; e < d_k; ++e) dot += Q(b, hd, r, e) * K(b, kv, j, e);
-          s[j] = dot * p.scale;
-          if (p.alibi) s[j] += alibi_term(p.alibi->slopes[hd], p.alibi->query_positions[i], p.alibi->key_positions[j]);
+          s[j] = chain.score({b, hd, i, j}, dot);
           max = std::max(max, s[j]);
         }
         if (max == -std::numeric_limits<double>::infinity()) continue;  // nothing to attend: zeros
-        double sum = 0;
+        double sum = sink ? std::exp(chain.sink(hd) - max) : 0;         // less the max, so exp never overflows
+        for (std::size_t j = 0; j < m; ++j)
+          s[j] = s[j] == -std::numeric_limits<double>::infinity() ? 0 : std::exp(s[j] - max);
+        for (std::size_t j = 0; j < m; ++j) sum += s[j];
         for (std::size_t j = 0; j < m; ++j) {
-          if (s[j] == -std::numeric_limits<double>::infinity()) continue;
-          const double w = std::exp(s[j] - max);  // less the max, so exp never overflows
-          sum += w;
-          for (std::size_t e = 0; e < d_v; ++e) O(b, hd, r, e) += w * V(b, kv, j, e);
+          if (s[j] == 0) continue;
+          const double a = s[j] / sum * (chain.has(Stage::dropout) ? chain.factor({b, hd, i, j}) : 1.0);
+          for (std::size_t e = 0; e < d_v; ++e) O(b, hd, r, e) += a * V(b, kv, j, e);
         }
-        for (std::size_t e = 0; e < d_v; ++e) O(b, hd, r, e) /= sum;
       }
     }
   Tensor<double> Y = merge_heads(O);  // (B, R, h·d_v)

@@ -7,7 +7,8 @@ It checks that
     the trace, and that they follow an edit of the structure (a head added: every head step gets one more);
   - clicking a weight's cell shows what `attn-trace explain input --query I --key J --head H` prints for
     it, and after an edit of X the explanation is the tool's for the edited input; with the backward pass
-    on, clicking a gradient shows `explain --grad STEP --index …`;
+    on, clicking a gradient shows `explain --grad STEP --index …`; clicking a number of ALiBi's `bias` step
+    shows the weight's story too;
   - the corner says how long the last edit took to draw, as the page measured it;
   - at 390 px wide (a phone) the page does not scroll sideways, the bar of controls stays at the top as
     the page scrolls and every control can be reached; screenshots at 1400 and 390 px are saved beside
@@ -155,6 +156,25 @@ def speed(driver, binary, source, work):
               f"(median of {len(measured)}; {measured[0]:.0f} to {measured[-1]:.0f})", flush=True)
 
 
+def alibi(driver, binary, cat_sat, work):
+    """A number of ALiBi's `bias` step clicked: the weight's story, as `attn-trace explain` tells it (the
+    page once named the step `biased` in a list of its own and explained nothing there)."""
+    text = json.dumps(dict(json.loads(cat_sat), alibi=[0.5]))
+    path = os.path.join(work, "alibi.json")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    html = os.path.join(work, "alibi.html")
+    page.tool(binary, "explore", path, "-o", html)
+    driver.get("file://" + html)
+    page.shown(driver, 1, "the ALiBi page opens")
+    driver.execute_script(CLICK, "bias", 0, 2, 0)
+    e = explained(driver, "an ALiBi bias clicked")
+    want = the_tools_explanation(binary, text, "--query", "2", "--key", "0", "--head", "0")
+    check(e["text"].rstrip("\n") == want.rstrip("\n"), "an ALiBi bias's explanation is `attn-trace explain`'s\n"
+          f"page:\n{e['text'][:400]}\ntool:\n{want[:400]}")
+    check(e["after"] == "bias", f"the explanation is under the bias step: after {e['after']}")
+
+
 def phone(driver, out_dir):
     """At 390 px: no sideways scroll of the page, the bar stays at the top, every control reachable."""
     driver.set_window_size(390, 844)
@@ -238,6 +258,8 @@ def main():
             want = the_tools_explanation(binary, state["input"], "--grad", "d_weights", "--index", "1,2,1")
             check(e["text"].rstrip("\n") == want.rstrip("\n"), "a gradient's explanation is `attn-trace explain --grad`'s\n"
                   f"page:\n{e['text'][:400]}\ntool:\n{want[:400]}")
+
+            alibi(driver, binary, cat_sat, work)
 
             corner = driver.find_element(By.ID, "timing").text
             check(corner.startswith("drawn in ") and " ms" in corner, f"the corner says the time: {corner!r}")

@@ -240,6 +240,19 @@ TEST_CASE("rounded_inputs rounds to the half type, and keeps the scale a float32
   CHECK(bf.scale == h.scale);
 }
 
+TEST_CASE("rounded_inputs rounds the sinks as the engines hold them, so the reference sees the engines' sinks",
+          "[half][compare][sinks]") {
+  // The engines hold a sink logit as an input, rounded to the run's type (float16: 1638 · 2^-14 for 0.1);
+  // a reference on the unrounded logit would judge the engines against another problem.
+  Problem p = *data_problem("sinks.json");
+  p.sinks[0] = 0.1;
+  CHECK(rounded_inputs<float>(p, DType::float32).sinks[0] == static_cast<double>(0.1f));
+  CHECK(rounded_inputs<float>(p, DType::float16).sinks[0] == 0.0999755859375);
+  CHECK(rounded_inputs<float>(p, DType::bfloat16).sinks[0] == 0.10009765625);
+  CHECK(rounded_inputs<double>(p, DType::float64).sinks[0] == 0.1);
+  CHECK(rounded_inputs<float>(p, DType::float32).sinks[1] == -2);
+}
+
 TEST_CASE("compare in float16 and bfloat16 passes on every bundled input, judged in the half type", "[half][compare]") {
   for (const DType dtype : {DType::float16, DType::bfloat16})
     for (const std::string& name : data_names()) {

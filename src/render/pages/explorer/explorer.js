@@ -202,9 +202,6 @@
 
   // -- the explanation of one number ------------------------------------------------------------------
 
-  // The steps of one weight's story: explain --query --key --head tells it.
-  var WEIGHT_STEPS = { scores: 1, scaled: 1, biased: 1, capped: 1, masked: 1, weights: 1, dropped: 1 };
-
   function explain(step, index) {
     if (!view.holds(step, index)) {  // an edit took the number away (a token removed, the backward pass off)
       picked = null;
@@ -214,14 +211,16 @@
     picked = { step: step, index: index };
     var what = view.describe(step, index);
     var status;
-    if (WEIGHT_STEPS[step]) {
+    // which explanation the step's numbers have is the core's to say (the step table's, in its view)
+    var explains = view.explains(step);
+    if (explains === 'weight') {
       var n = index.length;
       var b = n === 4 ? index[0] : 0;
       status = core.ccall('attn_explain', 'number', ['number', 'number', 'number', 'number'],
                           [b, index[n - 3], index[n - 2], index[n - 1]]);
       what = 'explain: the weight of query ' + index[n - 2] + ' on key ' + index[n - 1] + ', head ' + index[n - 3] +
         (n === 4 ? ', batch item ' + b : '') + ' (' + what + ')';
-    } else if (step.indexOf('d_') === 0) {
+    } else if (explains === 'gradient') {
       var at_ = core._malloc(4 * Math.max(1, index.length));
       core.HEAPU32.set(index, at_ >> 2);
       status = core.ccall('attn_explain_grad', 'number', ['string', 'number', 'number'], [step, at_, index.length]);

@@ -260,7 +260,14 @@ var AttnView = function (on) {  // eslint-disable-line no-unused-vars
     return !!s && s.shape.length === index.length && index.every(function (k, a) { return k >= 0 && k < s.shape[a]; });
   }
 
-  return { draw: draw, explain: explain, holds: holds, describe: function (step, index) {
+  // Which explanation a click on a number of `step` asks for: 'weight', 'gradient' or 'none' (the core's view says).
+  function explains(step) {
+    var s = null;
+    view.steps.forEach(function (x) { if (x.name === step) s = x; });
+    return s ? s.explains : 'none';
+  }
+
+  return { draw: draw, explain: explain, holds: holds, explains: explains, describe: function (step, index) {
     var s = null;
     view.steps.forEach(function (x) { if (x.name === step) s = x; });
     return s ? describe(s, index) : step;
