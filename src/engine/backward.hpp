@@ -128,32 +128,30 @@ AttentionResult<T> run_naive_backward(const Problem& p, Observer& observer, DTyp
   return {std::move(x[slot(Step::output)]), find_empty_rows(p), meter.peak(), Tensor<T>()};
 }
 
-// P = exp(S - lse_i), S = scale·Q_i·K_jᵀ (capped with softcap, + ALiBi's bias): one tile's forward weights
-// (P, rows × cols), recomputed from the one number per row that the forward kept, instead of an n × m
-// matrix stored; with softcap also the cap's slope 1 - tanh² of each score (`slope`).
-// P[r][c] = exp(scale · Σ_e Q[r0+r][e]·K[c0+c][e] + bias - lse[r0+r]), 0 where the mask forbids
+// P = exp(S - lse_i), S = Q_i·K_jᵀ through the score chain (ops/score_chain.hpp): one tile's forward
+// weights (P, rows × cols), recomputed from the one number per row that the forward kept, instead of an
+// n × m matrix stored; where a stage after the scale has a slope of its own (the cap's), also the slope of
+// each score with respect to S' (`slope`).
+// P[r][c] = exp(chain(Σ_e Q[r0+r][e]·K[c0+c][e]) - lse[r0+r]), 0 where the mask forbids
 template <class T>
 void recompute_tile_weights(const Problem& p, const Inputs<T>& in, const FlashForward<T>& f, std::size_t b,
                             std::size_t hd, std::size_t r0, std::size_t c0, Tensor<T>& P, Tensor<T>& slope,
                             DType storage) {
   const std::size_t kv = kv_head_of(hd, p.h, p.g), d_k = p.d_k, rows = P.dim(0), cols = P.dim(1);
-  const T scale = static_cast<T>(p.scale);
-  const T softcap = static_cast<T>(p.softcap.value_or(0));
+  const bool sloped = in.chain.sloped();
   for (std::size_t r = 0; r < rows; ++r) {
     const T lse = f.lse(b, hd, r0 + r);
     if (lse == -std::numeric_limits<T>::infinity()) continue;  // nothing to attend: P = 0
     const T* q = &f.heads.Q(b, hd, r0 + r, 0);
     for (std::size_t c = 0; c < cols; ++c) {
-      if (!p.mask.allows(b, r0 + r, c0 + c)) continue;
+      const Where w{b, hd, r0 + r, c0 + c};
+      if (!in.chain.allows(w)) continue;
       const T* k = &f.heads.K(b, kv, c0 + c, 0);
       T dot = 0;
       for (std::size_t e = 0; e < d_k; ++e) dot += q[e] * k[e];
-      T s = dot * scale;
-      if (p.softcap) {
-        s = softcap_term(s, softcap);
-        slope(r, c) = softcap_slope(s, softcap);
-      }
-      if (p.alibi) s += alibi_term(in.slopes[hd], in.pos_q[r0 + r], in.pos_k[c0 + c]);
+      T dS_ds = 1;
+      const T s = in.chain.score(w, dot, dS_ds);
+      if (sloped) slope(r, c) = dS_ds;
       P(r, c) = stored(storage, std::exp(s - lse));
     }
   }
@@ -168,7 +166,6 @@ void flash_backward_head(const Problem& p, const Inputs<T>& in, const FlashForwa
                          Observer& observer, ByteMeter& meter, DType storage) {
   const std::size_t h = p.h, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v, kv = kv_head_of(hd, h, p.g);
   const std::size_t Br = tiles.Br, Bc = tiles.Bc, Tr = (n + Br - 1) / Br, Tc = (m + Bc - 1) / Bc;
-  const T scale = static_cast<T>(p.scale);
   const bool watching = observer.wants_backward_tiles();
   const DropoutMask mask(p.dropout.value_or(Dropout{}));  // used with dropout only
   const Tensor<T>& Q = f.heads.Q;
@@ -185,7 +182,8 @@ void flash_backward_head(const Problem& p, const Inputs<T>& in, const FlashForwa
         continue;
       }
       Tensor<T> P({rows, cols}), dP({rows, cols}), dS({rows, cols}), dQ_add({rows, d_k});
-      Tensor<T> slope(p.softcap ? Shape{rows, cols} : Shape{0, 0});  // the cap's slope 1 - tanh² per score
+      // each score's slope with respect to S' (the cap's 1 - tanh²), where a stage has one
+      Tensor<T> slope(in.chain.sloped() ? Shape{rows, cols} : Shape{0, 0});
       meter.hold(bytes_of(P) + bytes_of(dP) + bytes_of(dS) + bytes_of(slope));
       recompute_tile_weights(p, in, f, b, hd, r0, c0, P, slope, storage);
       // dV_j += Pᵀ·dO_i      dV_j[c][e] += Σ_r P[r][c] · dO[r0+r][e]
@@ -208,7 +206,7 @@ void flash_backward_head(const Problem& p, const Inputs<T>& in, const FlashForwa
           }
           dP(r, c) = dot;
           T ds = P(r, c) * (dot - D(b, hd, r0 + r));
-          if (p.softcap) ds *= slope(r, c);
+          if (!slope.empty()) ds *= slope(r, c);
           dS(r, c) = stored(storage, ds);
           if (read == 0) continue;  // a masked (or dropped) key adds nothing
           for (std::size_t e = 0; e < d_v; ++e) dV_j(c, e) += read * dO[e];
@@ -219,7 +217,8 @@ void flash_backward_head(const Problem& p, const Inputs<T>& in, const FlashForwa
       for (std::size_t r = 0; r < rows; ++r) {
         const T* q = &Q(b, hd, r0 + r, 0);
         for (std::size_t c = 0; c < cols; ++c) {
-          const T ds = dS(r, c) * scale;
+          const T ds =
+              in.chain.backward(Stage::scale, {b, hd, r0 + r, c0 + c}, T{0}, dS(r, c));  // back through S' = S·scale
           if (ds == 0) continue;
           const T* k = &K(b, kv, c0 + c, 0);
           for (std::size_t e = 0; e < d_k; ++e) {
@@ -269,7 +268,8 @@ AttentionResult<T> run_flash_backward(const Problem& p, Observer& observer, Tile
   if (observer.wants_backward_tiles()) observer.on_backward_rows(D);
   // the sinks' gradients from D and lse alone: a_sink = exp(sink - lse), dsink = -Σ a_sink · D
   Tensor<T> d_sink;
-  if (!p.sinks.empty()) d_sink = Tensor<T>({p.h}, d_sinks_from_rows<T>(in.sinks, f.lse.values(), D.values(), p.n));
+  if (!p.sinks.empty())
+    d_sink = Tensor<T>({p.h}, d_sinks_from_rows<T>(in.chain.sinks(), f.lse.values(), D.values(), p.n));
 
   // passes 6 to 8, tile by tile, per head
   HeadGradients<T> g{Tensor<T>(f.heads.Q.shape()), Tensor<T>(f.heads.K.shape()), Tensor<T>(f.heads.V.shape())};

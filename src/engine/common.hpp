@@ -20,6 +20,7 @@
 #include "model/problem.hpp"
 #include "model/run.hpp"
 #include "ops/attention.hpp"
+#include "ops/score_chain.hpp"
 #include "tensor/tensor.hpp"
 #include "observe/observer.hpp"
 #include "observe/records.hpp"
@@ -109,10 +110,9 @@ struct Inputs {
   // RoPE's table (empty without rope): a precomputed input like a weight, so held as one.
   Tensor<T> cos_q, sin_q;  // (n, dims/2)
   Tensor<T> cos_k, sin_k;  // (m, dims/2)
-  // ALiBi (empty without alibi): the slopes held as inputs; the positions are whole numbers, exact in T.
-  std::vector<T> slopes;        // (h)
-  std::vector<T> pos_q, pos_k;  // (n), (m)
-  std::vector<T> sinks;         // (h) the sink logits, or empty
+  // The stages between the scores and the weights, with what they read (ALiBi's slopes, the sinks, held
+  // as inputs), ops/score_chain.hpp.
+  ScoreChain<T> chain;
 
   explicit Inputs(const Problem& p, DType storage = DType::float32)
       : X(held(p.X, storage)),
@@ -125,17 +125,12 @@ struct Inputs {
         b_k(held(p.b_k, storage)),
         b_v(held(p.b_v, storage)),
         b_o(held(p.b_o, storage)),
-        sinks(held(p.sinks, storage)) {
+        chain(p, storage) {
     if (p.rope) {
       cos_q = held(p.rope->cos_q, storage);
       sin_q = held(p.rope->sin_q, storage);
       cos_k = held(p.rope->cos_k, storage);
       sin_k = held(p.rope->sin_k, storage);
-    }
-    if (p.alibi) {
-      slopes = held(p.alibi->slopes, storage);
-      pos_q.assign(p.alibi->query_positions.begin(), p.alibi->query_positions.end());
-      pos_k.assign(p.alibi->key_positions.begin(), p.alibi->key_positions.end());
     }
   }
 

@@ -165,15 +165,19 @@ inline Tensor<double> projection_error(const Tensor<double>& X, const Tensor<dou
 }
 
 // Δs_j = |scale|·Σ_e ((d_k + 1)·u·|q_e|·|k_je| + Δq_e·|k_je| + |q_e|·Δk_je + Δq_e·Δk_je) + (d_k·|scale| + 1)·η
-// q, dq (d_k): one query row and its error; K, dK (m, d_k): the keys of its head, as magnitudes.
-// bias (m) or empty: ALiBi's b_j for this row, whose product and sum add their own rounding (above).
-// softcap c > 0: c·tanh(s/c) has a slope of at most 1, so it passes Δs on no larger, and adds its own
-// three roundings (s/c, tanh, the product by c): at most u·|s| + 2·u·c + η more (0: no cap).
-inline std::vector<double> score_error(std::span<const double> q, std::span<const double> dq, const double* K,
-                                       const double* dK, std::size_t m, double scale, Rounding r,
-                                       std::span<const double> bias = {}, double softcap = 0) {
+// q, dq (d_k): one query row (at `row`: b, hd, i) and its error; K, dK (m, d_k): the keys of its head, as
+// magnitudes. Each stage of the score chain (ops/score_chain.hpp) adds its own: the roundings it counts
+// with the product's (ALiBi's product and sum: one more u·|scale|·Σ|q|·|k|), and what it adds besides (the
+// cap's three roundings, u·|s| + 2·u·c + η, its slope at most 1 passing Δs on no larger; ALiBi's
+// 2·u·|b_j| + η).
+inline std::vector<double> score_error(const ScoreChain<double>& chain, const Where& row, std::span<const double> q,
+                                       std::span<const double> dq, const double* K, const double* dK, std::size_t m,
+                                       Rounding r) {
   const std::size_t d_k = q.size();
-  const double a = std::fabs(scale), dots = static_cast<double>(d_k) + (bias.empty() ? 1 : 2);
+  const double a = std::fabs(chain.scale());
+  double dots = static_cast<double>(d_k);
+  for (const StageInfo& s : chain_stages())
+    if (s.kind == StageKind::elementwise && chain.has(s.stage)) dots += s.dot_roundings;
   std::vector<double> ds(m);
   for (std::size_t j = 0; j < m; ++j) {
     const double* k = K + j * d_k;
@@ -184,8 +188,10 @@ inline std::vector<double> score_error(std::span<const double> q, std::span<cons
       size += q[e] * k[e];
     }
     ds[j] = a * sum + (static_cast<double>(d_k) * a + 1) * r.eta;
-    if (softcap > 0) ds[j] += r.u * (a * size + 2 * softcap) + r.eta;
-    if (!bias.empty()) ds[j] += 2 * r.u * std::fabs(bias[j]) + r.eta;
+    const Where w{row.b, row.hd, row.i, j};
+    for (const StageInfo& s : chain_stages())
+      if (s.kind == StageKind::elementwise && chain.has(s.stage))
+        ds[j] += chain.added_error(s.stage, w, a * size, r.u, r.eta);
   }
   return ds;
 }
@@ -309,8 +315,9 @@ class NoiseFloor final : public Observer {
   template <class U>
   void rows(const Tensor<U>& A) {
     const std::size_t m = p_.m, d_k = p_.d_k, d_v = p_.d_v;
-    if (m == 0) return;  // no keys: every output is 0 (or b_o) in both engines
-    std::vector<double> a(m), log_ratio(m), bias(p_.alibi ? m : 0);
+    if (m == 0) return;                                  // no keys: every output is 0 (or b_o) in both engines
+    const ScoreChain<double> chain(p_, DType::float64);  // on the T-rounded inputs
+    std::vector<double> a(m), log_ratio(m);
     for (std::size_t b = 0; b < p_.B; ++b)
       for (std::size_t hd = 0; hd < p_.h; ++hd) {
         const std::size_t kv = kv_head_of(hd, p_.h, p_.g);
@@ -326,13 +333,9 @@ class NoiseFloor final : public Observer {
             if (tiles == 0 || j / Bc_ != last_tile) ++tiles;
             last_tile = j / Bc_;
           }
-          if (p_.alibi)
-            for (std::size_t j = 0; j < m; ++j)
-              bias[j] = alibi_bias(p_.alibi->slopes[hd], p_.alibi->query_positions[i], p_.alibi->key_positions[j]);
           const std::vector<double> ds =
-              score_error(std::span<const double>(&Q_(b, hd, i, 0), d_k),
-                          std::span<const double>(&dQ_(b, hd, i, 0), d_k), &K_(b, kv, 0, 0), &dK_(b, kv, 0, 0), m,
-                          p_.scale, r_, std::span<const double>(bias), p_.softcap.value_or(0));
+              score_error(chain, {b, hd, i, 0}, std::span<const double>(&Q_(b, hd, i, 0), d_k),
+                          std::span<const double>(&dQ_(b, hd, i, 0), d_k), &K_(b, kv, 0, 0), &dK_(b, kv, 0, 0), m, r_);
           const RowError e =
               attention_row_error(a, log_ratio, N, tiles, ds, &V_(b, kv, 0, 0), &dV_(b, kv, 0, 0), d_v, r_);
           for (std::size_t c = 0; c < d_v; ++c) {

@@ -122,7 +122,7 @@ SplitState<T> split_row(const Inputs<T>& in, const Tensor<T>& masked, const Tens
   st.share = Tensor<T>({B, h, S});
   st.merged_lse = Tensor<T>({B, h});
   head_outputs = Tensor<T>({B, h, 1, d_v});
-  if (!in.sinks.empty()) sink_share = Tensor<T>({B, h, 1});
+  if (in.chain.has(Stage::sinks)) sink_share = Tensor<T>({B, h, 1});
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t hd = 0; hd < h; ++hd) {
       const std::size_t kv = kv_head_of(hd, h, g);
@@ -144,7 +144,7 @@ SplitState<T> split_row(const Inputs<T>& in, const Tensor<T>& masked, const Tens
         for (std::size_t c = 0; c < d_v; ++c) o_s(s, c) = folded.O(0, c);
       }
       // pass 2: the merge, every chunk weighted by its share of the whole row (the sink's too)
-      const MergedRow<T> row = merge_chunks<T>(lse_s, o_s, in.sinks.empty() ? minus_inf : in.sinks[hd]);
+      const MergedRow<T> row = merge_chunks<T>(lse_s, o_s, in.chain.has(Stage::sinks) ? in.chain.sink(hd) : minus_inf);
       for (std::size_t s = 0; s < S; ++s) {
         st.lse(b, hd, s) = lse_s[s];
         st.share(b, hd, s) = row.share[s];
@@ -152,7 +152,7 @@ SplitState<T> split_row(const Inputs<T>& in, const Tensor<T>& masked, const Tens
       }
       st.merged_lse(b, hd) = row.lse;
       for (std::size_t c = 0; c < d_v; ++c) head_outputs(b, hd, 0, c) = row.o[c];
-      if (!in.sinks.empty()) sink_share(b, hd, 0) = row.sink_share;
+      if (in.chain.has(Stage::sinks)) sink_share(b, hd, 0) = row.sink_share;
     }
   return st;
 }

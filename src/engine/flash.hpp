@@ -44,28 +44,21 @@ inline void require_tiles(const char* who, TileSize tiles) {
     throw std::invalid_argument(fmt::format("{}: tiles of {} × {}: both sides must be >= 1", who, tiles.Br, tiles.Bc));
 }
 
-// One tile's scores: S = Q_i·K_jᵀ · scale (capped with softcap, + ALiBi's bias of this block), -inf where the
-// mask forbids. S[r][c] = c·tanh(scale · Σ_e Q[r0+r][e] · K[c0+c][e] / c)  - s_hd·(pos_q[r0+r] - pos_k[c0+c])
+// One tile's scores: S = Q_i·K_jᵀ through the score chain (ops/score_chain.hpp: scaled, capped with softcap,
+// + ALiBi's bias of this block), -inf where the mask forbids.
+// S[r][c] = chain(Σ_e Q[r0+r][e] · K[c0+c][e]) at (b, hd, r0+r, c0+c)
 template <class T>
 Tensor<T> tile_scores(const Problem& p, const Inputs<T>& in, const Heads<T>& heads, std::size_t b, std::size_t hd,
                       std::size_t r0, std::size_t c0, std::size_t rows, std::size_t cols) {
   const std::size_t kv = kv_head_of(hd, p.h, p.g), d_k = p.d_k;
-  const T scale = static_cast<T>(p.scale);
-  const T softcap = static_cast<T>(p.softcap.value_or(0));
   Tensor<T> S({rows, cols});
   for (std::size_t r = 0; r < rows; ++r) {
     const T* q = &heads.Q(b, hd, r0 + r, 0);
     for (std::size_t c = 0; c < cols; ++c) {
-      if (!p.mask.allows(b, r0 + r, c0 + c)) {
-        S(r, c) = -std::numeric_limits<T>::infinity();
-        continue;
-      }
       const T* k = &heads.K(b, kv, c0 + c, 0);
       T dot = 0;
       for (std::size_t e = 0; e < d_k; ++e) dot += q[e] * k[e];
-      S(r, c) = dot * scale;
-      if (p.softcap) S(r, c) = softcap_term(S(r, c), softcap);
-      if (p.alibi) S(r, c) += alibi_term(in.slopes[hd], in.pos_q[r0 + r], in.pos_k[c0 + c]);
+      S(r, c) = in.chain.score({b, hd, r0 + r, c0 + c}, dot);
     }
   }
   return S;
@@ -77,7 +70,7 @@ void report_sink_weights(const Inputs<T>& in, const Tensor<T>& lse, Observer& ob
   Tensor<T> share(lse.shape());  // (B, h, n)
   for (std::size_t b = 0; b < lse.dim(0); ++b)
     for (std::size_t hd = 0; hd < lse.dim(1); ++hd)
-      for (std::size_t r = 0; r < lse.dim(2); ++r) share(b, hd, r) = std::exp(in.sinks[hd] - lse(b, hd, r));
+      for (std::size_t r = 0; r < lse.dim(2); ++r) share(b, hd, r) = std::exp(in.chain.sink(hd) - lse(b, hd, r));
   round_stored(share, storage);
   report(observer, Step::sink_weights, share);
 }
@@ -108,10 +101,10 @@ FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& o
         // The running row max and sum start empty (-inf, 0), or with the head's sink folded in (sink, 1): the
         // sink is one more key, of value 0, so it changes m and l but not O, and the online softmax gives the
         // same m, l and O whichever tile a key comes in; the sink must only come once, so it comes first.
-        const bool sink = !in.sinks.empty();
-        Tensor<T> m_i({rows}, sink ? in.sinks[hd] : minus_inf);  // running row max
-        Tensor<T> l_i({rows}, sink ? T{1} : T{0});               // running row sum
-        Tensor<T> O_i({rows, d_v}, T{0});                        // running unnormalised output
+        const bool sink = in.chain.has(Stage::sinks);
+        Tensor<T> m_i({rows}, sink ? in.chain.sink(hd) : minus_inf);  // running row max
+        Tensor<T> l_i({rows}, sink ? T{1} : T{0});                    // running row sum
+        Tensor<T> O_i({rows, d_v}, T{0});                             // running unnormalised output
         for (std::size_t j = 0; j < Tc; ++j) {
           const std::size_t c0 = j * Bc, c1 = std::min(m, c0 + Bc), cols = c1 - c0;
           if (tile_masked_out(p.mask, b, r0, r1, c0, c1)) {
@@ -158,7 +151,7 @@ FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& o
       }
     }
   observer.on_lse(lse);  // the result of the pass, like its output: reported whether or not tiles are watched
-  if (!in.sinks.empty() && observer.wants(Step::sink_weights)) report_sink_weights(in, lse, observer, storage);
+  if (in.chain.has(Stage::sinks) && observer.wants(Step::sink_weights)) report_sink_weights(in, lse, observer, storage);
   report(observer, Step::head_outputs, O_h);
 
   // pass 3: merge the heads and project out

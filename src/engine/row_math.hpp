@@ -89,21 +89,18 @@ void send(Gradients<T>& d, Step s, Tensor<T> g) {
   else into = add(g, into);  // the later path first: dQ + (dK + dV), the order the sum was written in
 }
 
-// The step a step reads in place of an optional one (q_rot for q_heads with RoPE; the last of scaled,
-// capped, bias before the mask; dropped for the weights with dropout).
+// The step a step reads in place of an optional one (q_rot for q_heads with RoPE; dropped for the weights
+// with dropout; a stage of the score chain reads the one before it, stage_reads below).
 inline Step queries_read(const Problem& p) { return p.rope ? Step::q_rot : Step::q_heads; }
 inline Step keys_read(const Problem& p) { return p.rope ? Step::k_rot : Step::k_heads; }
-inline Step before_mask(const Problem& p) { return p.alibi ? Step::bias : p.softcap ? Step::capped : Step::scaled; }
-inline Step before_bias(const Problem& p) { return p.softcap ? Step::capped : Step::scaled; }
-inline Step weights_read(const Problem& p) { return p.dropout ? Step::dropped : Step::weights; }
+inline Step weights_read(const Problem& p) { return chain_has(Stage::dropout, p) ? Step::dropped : Step::weights; }
 
 // What the backward of a row reads of the forward's values (RowSaves).
 inline std::vector<Step> saves_nothing(const Problem&) { return {}; }
 // the two factors of a product: Q and K for the scores, the weights and V for the weighted sum
 inline std::vector<Step> saves_factors(const Problem& p) { return {queries_read(p), keys_read(p)}; }
 inline std::vector<Step> saves_weighted(const Problem& p) { return {weights_read(p), Step::v_heads}; }
-// its own output: the cap's slope and the softmax's backward are written in it
-inline std::vector<Step> saves_capped(const Problem&) { return {Step::capped}; }
+// its own output: the softmax's backward is written in it
 inline std::vector<Step> saves_weights(const Problem& p) {
   if (p.sinks.empty()) return {Step::weights};
   return {Step::weights, Step::sink_weights};
@@ -223,50 +220,50 @@ void d_scores_row(const Tensor<T>& dS, const ForwardValues<T>& x, const RowConte
   send(d, keys_read(c.p), d_scores_keys(dS, x[slot(queries_read(c.p))], c.p.g));
 }
 
-// S' = S·scale
-template <class T>
-Tensor<T> scaled(const ForwardValues<T>& x, const RowContext<T>& c) {
-  return scale(x[slot(Step::scores)], static_cast<T>(c.p.scale));
-}
-template <class T>
-void d_scaled(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
-  send(d, Step::scores, scale(dy, static_cast<T>(c.p.scale)));
+// ---- the score chain's stages (ops/score_chain.hpp): each an elementwise map of the step it reads,
+// forward, back and on magnitudes, from the chain's own scalar forms
+
+// f(w, k) for every score of a (B, h, n, m) value: w where it sits, k its place in the values.
+template <class T, class F>
+void each_score(const Tensor<T>& S, F&& f) {
+  const std::size_t B = S.dim(0), h = S.dim(1), n = S.dim(2), m = S.dim(3);
+  std::size_t k = 0;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t hd = 0; hd < h; ++hd)
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < m; ++j) f(Where{b, hd, i, j}, k++);
 }
 
-// S_c = c·tanh(S'/c)
-template <class T>
-Tensor<T> capped(const ForwardValues<T>& x, const RowContext<T>& c) {
-  return softcap(x[slot(Step::scaled)], static_cast<T>(*c.p.softcap));
-}
-// dS' = dS_c ⊙ (1 − (S_c/c)²): the cap's slope, from its own output
-template <class T>
-void d_capped(const Tensor<T>& dy, const ForwardValues<T>& x, const RowContext<T>& c, Gradients<T>& d) {
-  send(d, Step::scaled, d_softcap(dy, x[slot(Step::capped)], static_cast<T>(*c.p.softcap)));
+// The step a stage reads: the step of the elementwise stage before it that the input has, else the scores;
+// dropout reads the weights.
+inline Step stage_reads(Stage s, const Problem& p) {
+  if (stage_info(s).kind == StageKind::weight_factor) return Step::weights;
+  const std::optional<Stage> before = stage_before(s, p);
+  return before ? stage_step(*before) : Step::scores;
 }
 
-// S'' = S' + ALiBi's bias: a constant added, so the gradient passes through unchanged
-template <class T>
-Tensor<T> bias(const ForwardValues<T>& x, const RowContext<T>& c) {
-  return add_alibi(x[slot(before_bias(c.p))], std::span<const T>(c.in.slopes), std::span<const T>(c.in.pos_q),
-                   std::span<const T>(c.in.pos_k));
+// Y[b][hd][i][j] = stage(X[b][hd][i][j]) at (b, hd, i, j)              X, Y (B, h, n, m)
+template <class T, Stage S>
+Tensor<T> stage_forward(const ForwardValues<T>& x, const RowContext<T>& c) {
+  const Tensor<T>& X = x[slot(stage_reads(S, c.p))];
+  Tensor<T> Y(X.shape());
+  each_score(X, [&](const Where& w, std::size_t k) { Y.values()[k] = c.in.chain.forward(S, w, X.values()[k]); });
+  return Y;
 }
-template <class T>
-void d_bias(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
-  send(d, before_bias(c.p), Tensor<T>(dy));
+// dX = the stage's backward of dY, from its own value Y where it reads it (the cap's slope)
+template <class T, Stage S>
+void stage_backward(const Tensor<T>& dY, const ForwardValues<T>& x, const RowContext<T>& c, Gradients<T>& d) {
+  const Tensor<T>* Y = stage_info(S).reads_own ? &x[slot(stage_step(S))] : nullptr;
+  Tensor<T> dX(dY.shape());
+  each_score(dY, [&](const Where& w, std::size_t k) {
+    dX.values()[k] = c.in.chain.backward(S, w, Y != nullptr ? Y->values()[k] : T{0}, dY.values()[k]);
+  });
+  send(d, stage_reads(S, c.p), std::move(dX));
 }
-
-// −∞ where the mask forbids a key; nothing flows back through a forbidden score
-template <class T>
-Tensor<T> masked(const ForwardValues<T>& x, const RowContext<T>& c) {
-  const Problem& p = c.p;
-  return apply_mask(x[slot(before_mask(p))],
-                    [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j); });
-}
-template <class T>
-void d_masked(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
-  const Problem& p = c.p;
-  send(d, before_mask(p),
-       d_apply_mask(dy, [&p](std::size_t b, std::size_t i, std::size_t j) { return p.mask.allows(b, i, j); }));
+template <Stage S>
+std::vector<Step> stage_saves(const Problem&) {
+  if (stage_info(S).reads_own) return {stage_step(S)};
+  return {};
 }
 
 // ---- the softmax, with the sinks' logits in its rows when the input has them
@@ -275,13 +272,13 @@ template <class T>
 Tensor<T> weights(const ForwardValues<T>& x, const RowContext<T>& c) {
   if (c.p.sinks.empty()) return softmax_rows(x[slot(Step::masked)]);
   Tensor<T> share;
-  return softmax_rows_with_sinks(x[slot(Step::masked)], std::span<const T>(c.in.sinks), share);
+  return softmax_rows_with_sinks(x[slot(Step::masked)], c.in.chain.sinks(), share);
 }
 // The sinks' shares of each row: the same softmax, its other result   -> (B, h, n)
 template <class T>
 Tensor<T> sink_weights(const ForwardValues<T>& x, const RowContext<T>& c) {
   Tensor<T> share;
-  (void)softmax_rows_with_sinks(x[slot(Step::masked)], std::span<const T>(c.in.sinks), share);
+  (void)softmax_rows_with_sinks(x[slot(Step::masked)], c.in.chain.sinks(), share);
   return share;
 }
 // dS'' = A ⊙ (dA − D), D = rowsum(dA ⊙ A); with sinks, the sinks' logits get −Σ a_sink·D
@@ -298,16 +295,6 @@ void d_sink_weights(const Tensor<T>& dy, const ForwardValues<T>& x, const RowCon
   const Tensor<T>& share = x[slot(Step::sink_weights)];
   send(d, Step::masked, d_sink_share_scores(dy, share, x[slot(Step::weights)]));
   send(d, Step::d_sinks, d_sink_share_sinks(dy, share));
-}
-
-// A_drop = A ⊙ Z/(1 − p), the keep mask Z drawn from the seed: the gradient goes back through the same mask
-template <class T>
-Tensor<T> dropped(const ForwardValues<T>& x, const RowContext<T>& c) {
-  return apply_dropout(x[slot(Step::weights)], DropoutMask(*c.p.dropout));
-}
-template <class T>
-void d_dropped(const Tensor<T>& dy, const ForwardValues<T>&, const RowContext<T>& c, Gradients<T>& d) {
-  send(d, Step::weights, apply_dropout(dy, DropoutMask(*c.p.dropout)));
 }
 
 // ---- the weighted sum, the heads merged, the output projection

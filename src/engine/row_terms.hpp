@@ -88,34 +88,24 @@ inline Terms scores_terms(ExactValues x, const Tensor<double>&, const Problem& p
   return {scores(magnitude(x[slot(queries_read(p))]), magnitude(x[slot(keys_read(p))])), static_cast<double>(p.d_k)};
 }
 
-// a scale, or dropout's product by 1/(1 − p) (or 0)
-inline Terms one_product(ExactValues, const Tensor<double>& own, const Problem&) { return as_summed(own, 1); }
-inline void d_scaled_terms(const Tensor<double>& dy, const ForwardValues<double>&, const RowContext<double>& c,
-                           Gradients<double>& d) {
-  send(d, Step::scores, scale(dy, std::fabs(c.p.scale)));
+// a stage of the score chain: its terms and their count, and its backward on magnitudes, the chain's own
+// (ops/score_chain.hpp)
+template <Stage S>
+Terms stage_terms(ExactValues x, const Tensor<double>& own, const Problem& p) {
+  const ScoreChain<double> chain(p, DType::float64);
+  const Tensor<double>& in = x[slot(stage_reads(S, p))];
+  Tensor<double> of(own.shape());
+  each_score(own, [&](const Where& w, std::size_t k) {
+    of.values()[k] = chain.terms(S, w, in.empty() ? 0.0 : in.values()[k], own.values()[k]);
+  });
+  return {std::move(of), stage_info(S).roundings};
 }
-
-inline Terms capped_terms(ExactValues, const Tensor<double>& own, const Problem&) { return as_summed(own, 3); }
-inline void d_capped_terms(const Tensor<double>& dy, const ForwardValues<double>&, const RowContext<double>&,
-                           Gradients<double>& d) {
-  send(d, Step::scaled, Tensor<double>(dy));
-}
-
-// S' + b: |S'| + |b| over two terms (the product of the bias and the sum)
-inline Terms bias_terms(ExactValues x, const Tensor<double>&, const Problem& p) {
-  Tensor<double> of = magnitude(x[slot(before_bias(p))]);
-  for (std::size_t b = 0; b < of.dim(0); ++b)
-    for (std::size_t hd = 0; hd < of.dim(1); ++hd)
-      for (std::size_t i = 0; i < of.dim(2); ++i)
-        for (std::size_t j = 0; j < of.dim(3); ++j)
-          of(b, hd, i, j) +=
-              std::fabs(alibi_bias(p.alibi->slopes[hd], p.alibi->query_positions[i], p.alibi->key_positions[j]));
-  return {std::move(of), 2};
-}
-
-inline void d_masked_terms(const Tensor<double>& dy, const ForwardValues<double>&, const RowContext<double>& c,
-                           Gradients<double>& d) {
-  send(d, before_mask(c.p), Tensor<double>(dy));
+template <Stage S>
+void stage_d_terms(const Tensor<double>& dy, const ForwardValues<double>&, const RowContext<double>& c,
+                   Gradients<double>& d) {
+  Tensor<double> dx(dy.shape());
+  each_score(dy, [&](const Where& w, std::size_t k) { dx.values()[k] = c.in.chain.d_terms(S, w, dy.values()[k]); });
+  send(d, stage_reads(S, c.p), std::move(dx));
 }
 
 // the softmax: m terms in each row's sum (and the sink's)
@@ -158,10 +148,6 @@ inline void d_sink_weights_terms(const Tensor<double>& dy, const ForwardValues<d
 
 // 1/(1 − p), the largest factor dropout multiplies a weight by (1 without dropout)
 inline double keep_factor(const Problem& p) { return p.dropout ? 1 / (1 - p.dropout->p) : 1; }
-inline void d_dropped_terms(const Tensor<double>& dy, const ForwardValues<double>&, const RowContext<double>& c,
-                            Gradients<double>& d) {
-  send(d, Step::weights, scale(dy, keep_factor(c.p)));
-}
 
 // |A|·|V| over m terms; back, |dO|·|V|ᵀ to the weights read and (A/(1 − p))ᵀ·|dO| to V
 inline Terms head_outputs_terms(ExactValues x, const Tensor<double>&, const Problem& p) {

@@ -27,6 +27,13 @@
 
 namespace attn {
 
+// The row of a stage of the score chain: the chain's forward, backward and terms, mapped over the scores.
+template <class T, Stage S>
+RowMath<T> stage_row() {
+  return {stage_step(S),        rows::stage_forward<T, S>, rows::stage_backward<T, S>,
+          rows::stage_saves<S>, rows::stage_terms<S>,      rows::stage_d_terms<S>};
+}
+
 // Every forward step's row, in the table's order: row k is step k. A step added to the table without
 // a row here fails to compile (the size), and one out of order fails the test of the rows.
 template <class T>
@@ -45,17 +52,15 @@ const std::array<RowMath<T>, step_count>& row_math() {
       {Step::k_rot, rows::k_rot<T>, rows::d_k_rot<T>, rows::saves_nothing, rows::k_rot_terms, rows::d_k_rot_terms},
       {Step::scores, rows::scores_row<T>, rows::d_scores_row<T>, rows::saves_factors, rows::scores_terms,
        rows::d_scores_row<double>},
-      {Step::scaled, rows::scaled<T>, rows::d_scaled<T>, rows::saves_nothing, rows::one_product, rows::d_scaled_terms},
-      {Step::capped, rows::capped<T>, rows::d_capped<T>, rows::saves_capped, rows::capped_terms, rows::d_capped_terms},
-      {Step::bias, rows::bias<T>, rows::d_bias<T>, rows::saves_nothing, rows::bias_terms, rows::d_bias<double>},
-      {Step::masked, rows::masked<T>, rows::d_masked<T>, rows::saves_nothing, rows::nothing_summed,
-       rows::d_masked_terms},
+      stage_row<T, Stage::scale>(),
+      stage_row<T, Stage::softcap>(),
+      stage_row<T, Stage::alibi>(),
+      stage_row<T, Stage::mask>(),
       {Step::weights, rows::weights<T>, rows::d_weights<T>, rows::saves_weights, rows::weights_terms,
        rows::d_weights_terms},
       {Step::sink_weights, rows::sink_weights<T>, rows::d_sink_weights<T>, rows::saves_shares, rows::weights_terms,
        rows::d_sink_weights_terms},
-      {Step::dropped, rows::dropped<T>, rows::d_dropped<T>, rows::saves_nothing, rows::one_product,
-       rows::d_dropped_terms},
+      stage_row<T, Stage::dropout>(),
       {Step::head_outputs, rows::head_outputs<T>, rows::d_head_outputs<T>, rows::saves_weighted,
        rows::head_outputs_terms, rows::d_head_outputs_terms},
       {Step::concat, rows::concat<T>, rows::d_concat<T>, rows::saves_nothing, rows::nothing_summed,

@@ -132,10 +132,10 @@ std::optional<Tensor<T>> mistaken_step(Step s, const ForwardValues<T>& x, const 
       return std::nullopt;
     // the mask: not yet (after the softmax), a large negative on purpose, or a mask of the wrong keys
     case Step::masked:
-      if (v == Mistake::mask_after_softmax) return at(rows::before_mask(p));
+      if (v == Mistake::mask_after_softmax) return at(rows::stage_reads(Stage::mask, p));
       if (v == Mistake::minus_1e9)
-        return fill_forbidden(at(rows::before_mask(p)), p.mask, static_cast<T>(lowest_written(storage)));
-      if (const auto allows = wrong_mask(p, v)) return apply_mask(at(rows::before_mask(p)), *allows);
+        return fill_forbidden(at(rows::stage_reads(Stage::mask, p)), p.mask, static_cast<T>(lowest_written(storage)));
+      if (const auto allows = wrong_mask(p, v)) return apply_mask(at(rows::stage_reads(Stage::mask, p)), *allows);
       return std::nullopt;
     // the softmax of the columns leaves the sinks out; the mask after the softmax zeroes the weights
     case Step::weights:

@@ -1,6 +1,7 @@
 #include "observe/steps.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
@@ -416,6 +417,26 @@ const std::array<Step, gradient_step_count>& gradient_steps() {
     return out;
   }();
   return steps;
+}
+
+Step stage_step(Stage stage) {
+  static const std::array<Step, stage_count> steps = [] {
+    std::array<Step, stage_count> out{};
+    for (const StageInfo& s : chain_stages()) {
+      const std::optional<Step> step = step_from_name(s.step);
+      if (!step)
+        throw std::logic_error(fmt::format("the score chain's stage makes a step '{}' the table lacks", s.step));
+      out[static_cast<std::size_t>(s.stage)] = *step;
+    }
+    return out;
+  }();
+  return steps[static_cast<std::size_t>(stage)];
+}
+
+std::optional<Stage> step_stage(Step step) {
+  for (const StageInfo& s : chain_stages())
+    if (stage_step(s.stage) == step) return s.stage;
+  return std::nullopt;
 }
 
 bool is_gradient_step(Step step) { return step_info(step).pass == Pass::backward; }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/problem.hpp"
+#include "ops/score_chain.hpp"
 #include "tensor/tensor.hpp"
 
 namespace attn {
@@ -168,6 +169,11 @@ const std::array<Step, step_count>& all_steps();
 const std::array<Step, gradient_step_count>& gradient_steps();
 // Every step of either pass by its name.
 std::optional<Step> step_from_name(std::string_view name);
+
+// The step a stage of the score chain makes (ops/score_chain.hpp): scaled for the scale, …, dropped for
+// dropout; and the stage that makes a step, if one does.
+Step stage_step(Stage stage);
+std::optional<Stage> step_stage(Step step);
 
 // d_output … d_b_o.
 bool is_gradient_step(Step step);

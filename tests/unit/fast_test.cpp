@@ -151,26 +151,22 @@ Tensor<double> lse_bound(const FastConfig& c, const Tensor<T>& lse) {
   K = magnitude(K);
   const std::size_t Tc = (p.m + c.tiles.Bc - 1) / c.tiles.Bc;
   Tensor<double> out({p.B, p.h, p.n});
-  std::vector<double> bias(p.alibi ? p.m : 0);
+  const ScoreChain<double> chain(p, DType::float64);
   for (std::size_t b = 0; b < p.B; ++b)
     for (std::size_t hd = 0; hd < p.h; ++hd)
       for (std::size_t i = 0; i < p.n; ++i) {
         const std::size_t kv = kv_head_of(hd, p.h, p.g);
-        if (p.alibi)
-          for (std::size_t j = 0; j < p.m; ++j)
-            bias[j] = alibi_bias(p.alibi->slopes[hd], p.alibi->query_positions[i], p.alibi->key_positions[j]);
-        const std::vector<double> ds = score_error(std::span<const double>(&Q(b, hd, i, 0), p.d_k),
-                                                   std::span<const double>(&dQ(b, hd, i, 0), p.d_k), &K(b, kv, 0, 0),
-                                                   &dK(b, kv, 0, 0), p.m, p.scale, r, std::span<const double>(bias));
-        // the cap c·tanh(s/c) has a slope of at most 1, and adds its division, tanh and product: 4u·c
-        // at most; a sink is one more term of the row sum
+        // the cap's and ALiBi's own roundings are the chain's share of Δs; a sink is one more term of the
+        // row sum
+        const std::vector<double> ds =
+            score_error(chain, {b, hd, i, 0}, std::span<const double>(&Q(b, hd, i, 0), p.d_k),
+                        std::span<const double>(&dQ(b, hd, i, 0), p.d_k), &K(b, kv, 0, 0), &dK(b, kv, 0, 0), p.m, r);
         double worst = 0, N = p.sinks.empty() ? 0 : 1;
         for (std::size_t j = 0; j < p.m; ++j)
           if (c.spec.allows(p, b, i, j)) {
             worst = std::max(worst, ds[j]);
             ++N;
           }
-        if (p.softcap) worst += 4 * r.u * *p.softcap;
         out(b, hd, i) =
             worst + (N + 2 * static_cast<double>(Tc) + 1) * r.u + r.u * std::abs(static_cast<double>(lse(b, hd, i)));
       }

@@ -50,12 +50,19 @@ TEST_CASE("score_error is |scale|·Σ_e ((d_k + 1)·u·|q_e||k_e| + Δq_e|k_e| +
   //   Δs_1 = 0.5·(0.5·1 + 1·0.25 + 0.5·0.25 + 0·1)   = 0.5·0.875 = 0.4375
   const std::vector<double> q = {1, 2}, dq = {0.5, 0};
   const std::vector<double> K = {3, 0, 1, 1}, dK = {0, 0, 0.25, 0};
-  const std::vector<double> ds = score_error(q, dq, K.data(), dK.data(), 2, -0.5, exact);
+  Problem p;  // one query, two keys, no mask: the chain is the scale alone
+  p.n = 1;
+  p.m = 2;
+  p.scale = -0.5;
+  p.mask.n = 1;
+  p.mask.m = 2;
+  const ScoreChain<double> chain(p, DType::float64);
+  const std::vector<double> ds = score_error(chain, {}, q, dq, K.data(), dK.data(), 2, exact);
   CHECK(ds == std::vector<double>{0.75, 0.4375});
   // with float32's rounding, the dot products' own term: (d_k + 1)·u·Σ|q||k| = 3u·3 for k_0, 3u·3 for k_1,
   // and (d_k·|scale| + 1)·η = 2η
   const std::vector<double> zero = {0, 0}, zeros = {0, 0, 0, 0};
-  const std::vector<double> rounded = score_error(q, zero, K.data(), zeros.data(), 2, -0.5, float32);
+  const std::vector<double> rounded = score_error(chain, {}, q, zero, K.data(), zeros.data(), 2, float32);
   CHECK(rounded[0] == 0.5 * (9 * float32.u) + 2 * float32.eta);
   CHECK(rounded[1] == 0.5 * (9 * float32.u) + 2 * float32.eta);
 }

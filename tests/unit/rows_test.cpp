@@ -292,7 +292,7 @@ void check_backward(const Case& c, Step step, Values x, Inputs<double> in, std::
     }
   }
   if ((step == Step::weights || step == Step::sink_weights) && !p.sinks.empty())
-    inputs.push_back({Step::d_sinks, std::span<double>(in.sinks)});
+    inputs.push_back({Step::d_sinks, in.chain.sinks()});
 
   for (const Perturbable& input : inputs) {
     INFO(c.name << ": the backward of " << step_info(step).name << " to " << step_info(input.gradient).name);
