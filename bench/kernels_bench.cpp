@@ -73,9 +73,9 @@ void flash_tile(benchmark::State& state) {
   a.q = q.data();
   a.kt = kt.data();
   a.v = v.data();
-  a.scale = 0.125f;
-  a.lo = lo.data();
-  a.hi = hi.data();
+  a.score.scale = 0.125f;
+  a.score.lo = lo.data();
+  a.score.hi = hi.data();
   a.s = s.data();
   a.m = m.data();
   a.l = l.data();
@@ -103,9 +103,9 @@ void softmax_rows(benchmark::State& state) {
   a.cols = cols;
   a.s = s.data();
   a.row_stride = cols;
-  a.scale = 0.125f;
-  a.lo = lo.data();
-  a.hi = hi.data();
+  a.score.scale = 0.125f;
+  a.score.lo = lo.data();
+  a.score.hi = hi.data();
   for (auto _ : state) {
     state.PauseTiming();
     s = scores;

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "ops/attention.hpp"
-#include "ops/score_chain.hpp"
+#include "model/score_chain.hpp"
 
 namespace attn {
 
@@ -51,7 +51,7 @@ RowReference reference_rows(const Problem& p, std::size_t count) {
     K = rotate(K, p.rope->cos_k, p.rope->sin_k, p.rope->style);
   }
 
-  // O[b][hd][r] = Σ_j a_j·v_j, the weights of row i from the score chain (ops/score_chain.hpp): each
+  // O[b][hd][r] = Σ_j a_j·v_j, the weights of row i from the score chain (model/score_chain.hpp): each
   // score through its elementwise stages, the softmax with the head's sink when the input has sinks, each
   // weight times dropout's factor. One row at a time, so nothing of size n × m is held.
   const ScoreChain<double> chain(p, DType::float64);

@@ -128,7 +128,7 @@ AttentionResult<T> run_naive_backward(const Problem& p, Observer& observer, DTyp
   return {std::move(x[slot(Step::output)]), find_empty_rows(p), meter.peak(), Tensor<T>()};
 }
 
-// P = exp(S - lse_i), S = Q_i·K_jᵀ through the score chain (ops/score_chain.hpp): one tile's forward
+// P = exp(S - lse_i), S = Q_i·K_jᵀ through the score chain (model/score_chain.hpp): one tile's forward
 // weights (P, rows × cols), recomputed from the one number per row that the forward kept, instead of an
 // n × m matrix stored; where a stage after the scale has a slope of its own (the cap's), also the slope of
 // each score with respect to S' (`slope`).

@@ -20,7 +20,7 @@
 #include "model/problem.hpp"
 #include "model/run.hpp"
 #include "ops/attention.hpp"
-#include "ops/score_chain.hpp"
+#include "model/score_chain.hpp"
 #include "tensor/tensor.hpp"
 #include "observe/observer.hpp"
 #include "observe/records.hpp"
@@ -111,7 +111,7 @@ struct Inputs {
   Tensor<T> cos_q, sin_q;  // (n, dims/2)
   Tensor<T> cos_k, sin_k;  // (m, dims/2)
   // The stages between the scores and the weights, with what they read (ALiBi's slopes, the sinks, held
-  // as inputs), ops/score_chain.hpp.
+  // as inputs), model/score_chain.hpp.
   ScoreChain<T> chain;
 
   explicit Inputs(const Problem& p, DType storage = DType::float32)

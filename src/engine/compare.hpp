@@ -166,7 +166,7 @@ inline Tensor<double> projection_error(const Tensor<double>& X, const Tensor<dou
 
 // Δs_j = |scale|·Σ_e ((d_k + 1)·u·|q_e|·|k_je| + Δq_e·|k_je| + |q_e|·Δk_je + Δq_e·Δk_je) + (d_k·|scale| + 1)·η
 // q, dq (d_k): one query row (at `row`: b, hd, i) and its error; K, dK (m, d_k): the keys of its head, as
-// magnitudes. Each stage of the score chain (ops/score_chain.hpp) adds its own: the roundings it counts
+// magnitudes. Each stage of the score chain (model/score_chain.hpp) adds its own: the roundings it counts
 // with the product's (ALiBi's product and sum: one more u·|scale|·Σ|q|·|k|), and what it adds besides (the
 // cap's three roundings, u·|s| + 2·u·c + η, its slope at most 1 passing Δs on no larger; ALiBi's
 // 2·u·|b_j| + η).

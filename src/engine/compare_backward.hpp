@@ -85,7 +85,7 @@ inline double largest_logit(const Problem& p, const Tensor<double>& Q, const Ten
     double bias = 0;
     for (const double slope : p.alibi->slopes)
       for (const double qi : p.alibi->query_positions)
-        for (const double kj : p.alibi->key_positions) bias = std::max(bias, std::fabs(alibi_bias(slope, qi, kj)));
+        for (const double kj : p.alibi->key_positions) bias = std::max(bias, std::fabs(alibi_term(slope, qi, kj)));
     largest += bias;
   }
   return largest + std::log(static_cast<double>(std::max<std::size_t>(p.m, 1))) + 1;

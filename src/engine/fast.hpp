@@ -31,7 +31,7 @@
 #include "engine/estimate.hpp"
 #include "kernel/kernels.hpp"
 #include "model/run.hpp"
-#include "ops/dropout.hpp"
+#include "model/dropout.hpp"
 
 namespace attn {
 
@@ -192,14 +192,23 @@ RowMask<T> row_mask(const Mask& mask, std::size_t b, std::size_t i, std::size_t 
   return r;
 }
 
-// ALiBi's positions in T, or empty.
+// The storage the fast path's T is: itself (the fast path has no half types), so the chain holds its inputs
+// as T converts them.
 template <class T>
-std::vector<T> positions(const std::optional<Alibi>& alibi, bool queries) {
-  if (!alibi) return {};
-  const auto& pos = queries ? alibi->query_positions : alibi->key_positions;
-  std::vector<T> out(pos.size());
-  std::transform(pos.begin(), pos.end(), out.begin(), [](auto x) { return static_cast<T>(x); });
-  return out;
+constexpr DType unrounded() {
+  return sizeof(T) == sizeof(float) ? DType::float32 : DType::float64;
+}
+
+// Dropout's factors of one block, rows [r0, r0 + rows) × keys [c0, c0 + cols) of head hd, into drop
+// (rows, cols_pad), the padding 0: the keep mask drawn from the seed, the numbers every engine draws.
+template <class T>
+void draw_dropout(const ScoreChain<T>& chain, std::size_t b, std::size_t hd, std::size_t r0, std::size_t rows,
+                  std::size_t c0, std::size_t cols, std::size_t cols_pad, T* drop) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    T* row = drop + r * cols_pad;
+    for (std::size_t c = 0; c < cols; ++c) row[c] = chain.factor({b, hd, r0 + r, c0 + c});
+    std::fill(row + cols, row + cols_pad, T{0});
+  }
 }
 
 // What an engine's attention leaves for the output projection: the head outputs merged, (B·n, h·d_v),
@@ -216,9 +225,7 @@ struct Attended {
 template <class T>
 Attended<T> attend_naive(const Problem& p, Projected<T> x, const FastOptions& o) {
   const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_k = p.d_k, d_v = p.d_v;
-  const std::vector<T> slopes = p.alibi ? in_type<T>(p.alibi->slopes) : std::vector<T>();
-  const std::vector<T> pos_q = positions<T>(p.alibi, true), pos_k = positions<T>(p.alibi, false);
-  const std::vector<T> sinks = in_type<T>(p.sinks);
+  const ScoreChain<T> chain(p, unrounded<T>());
 
   // S = Q·Kᵀ per head, all of it: (B, h, n, m)
   // S[b][hd][i][j] = Σ_e Q[b·n + i][hd·d_k + e] · K[b·m + j][kv·d_k + e]
@@ -257,23 +264,17 @@ Attended<T> attend_naive(const Problem& p, Projected<T> x, const FastOptions& o)
     a.cols = m;
     a.s = S.data() + ((b * h + hd) * n + i0) * m;
     a.row_stride = m;
-    a.scale = static_cast<T>(p.scale);
-    a.softcap = static_cast<T>(p.softcap.value_or(0));
-    if (p.alibi) {
-      a.slope = slopes[hd];
-      a.pos_q = pos_q.data() + i0;
-      a.pos_k = pos_k.data();
-    }
-    a.lo = lo.data();
-    a.hi = hi.data();
-    a.keep = gaps ? keep.data() : nullptr;
-    if (!sinks.empty()) a.sink = &sinks[hd];
+    chain.fill(a.score, {.hd = hd,
+                         .r0 = i0,
+                         .pos_k = chain.key_positions().data(),
+                         .lo = lo.data(),
+                         .hi = hi.data(),
+                         .keep = gaps ? keep.data() : nullptr});
     kernel::softmax_rows(o.isa, a);
-    if (p.dropout) {  // the weights after dropout, in place: kept ones times 1/(1 - p), the rest 0
-      const DropoutMask mask(*p.dropout);
+    if (chain.has(Stage::dropout)) {  // the weights after dropout, in place: kept ones times 1/(1 - p), the rest 0
       for (std::size_t r = 0; r < rows; ++r) {
         T* row = a.s + r * m;
-        for (std::size_t j = 0; j < m; ++j) row[j] *= mask.factor<T>(b, hd, i0 + r, j);
+        for (std::size_t j = 0; j < m; ++j) row[j] *= chain.factor({b, hd, i0 + r, j});
       }
     }
   });
@@ -348,29 +349,26 @@ PackedTiles<T> pack_tiles(const Problem& p, const FlashShape& t, const Projected
   return out;
 }
 
-// ALiBi's key positions in T, per key tile and padded: key c at (c / Bc)·cols_pad + c mod Bc; empty
-// without ALiBi.
+// ALiBi's key positions in T, per key tile of Bc and padded to cols_pad: key c at (c / Bc)·cols_pad + c mod Bc;
+// empty without ALiBi.
 template <class T>
-std::vector<T> tiled_key_positions(const Problem& p, const FlashShape& t) {
-  std::vector<T> pos_k(p.alibi ? t.Tc * t.cols_pad : 0);
+std::vector<T> tiled_key_positions(const Problem& p, std::size_t Tc, std::size_t Bc, std::size_t cols_pad) {
+  std::vector<T> pos_k(p.alibi ? Tc * cols_pad : 0);
   if (p.alibi)
-    for (std::size_t c = 0; c < p.m; ++c)
-      pos_k[c / t.Bc * t.cols_pad + c % t.Bc] = static_cast<T>(p.alibi->key_positions[c]);
+    for (std::size_t c = 0; c < p.m; ++c) pos_k[c / Bc * cols_pad + c % Bc] = static_cast<T>(p.alibi->key_positions[c]);
   return pos_k;
 }
 
-// What every query tile of the pass reads: the queries, K and V packed in tiles (made here), ALiBi's slopes and
-// positions in T (the key positions per key tile, padded), and whether the mask has gaps.
+// What every query tile of the pass reads: the queries, K and V packed in tiles (made here), the score chain
+// in T with ALiBi's key positions per key tile, padded, and whether the mask has gaps.
 template <class T>
 struct FlashInputs {
   const Problem& p;
   const FlashShape& t;
   std::span<const T> Q;  // (B·n, h·d_k)
   const PackedTiles<T> packed;
-  const std::vector<T> slopes;  // (h), or empty
-  const std::vector<T> pos_q;   // (n), or empty
-  const std::vector<T> pos_k;   // (Tc·cols_pad), or empty
-  const std::vector<T> sinks;   // (h), or empty
+  const ScoreChain<T> chain;
+  const std::vector<T> pos_k;  // (Tc·cols_pad), or empty
   const bool gaps;
 
   FlashInputs(const Problem& problem, const FlashShape& shape, const Projected<T>& x, const FastOptions& o)
@@ -378,10 +376,8 @@ struct FlashInputs {
         t(shape),
         Q(x.Q),
         packed(pack_tiles(problem, shape, x, o)),
-        slopes(problem.alibi ? in_type<T>(problem.alibi->slopes) : std::vector<T>()),
-        pos_q(positions<T>(problem.alibi, true)),
-        pos_k(tiled_key_positions<T>(problem, shape)),
-        sinks(in_type<T>(problem.sinks)),
+        chain(problem, unrounded<T>()),
+        pos_k(tiled_key_positions<T>(problem, shape.Tc, shape.Bc, shape.cols_pad)),
         gaps(mask_has_gaps(problem.mask)) {}
 };
 
@@ -435,8 +431,8 @@ void start_query_tile(const FlashInputs<T>& in, const QueryTile& qt, FlashScratc
     const T* q = in.Q.data() + ((qt.b * n + qt.r0 + r) * h + qt.hd) * d_k;
     std::copy(q, q + d_k, w.q.data() + r * d_k);
   }
-  const bool sink = !in.sinks.empty();
-  std::fill(w.m.begin(), w.m.end(), sink ? in.sinks[qt.hd] : -std::numeric_limits<T>::infinity());
+  const bool sink = in.chain.has(Stage::sinks);
+  std::fill(w.m.begin(), w.m.end(), sink ? in.chain.sink(qt.hd) : -std::numeric_limits<T>::infinity());
   std::fill(w.l.begin(), w.l.end(), sink ? T{1} : T{0});
   std::fill(w.o.begin(), w.o.end(), T{0});
 }
@@ -470,25 +466,15 @@ void fold_key_tile(const FlashInputs<T>& in, const QueryTile& qt, std::size_t j,
   const std::size_t tile = (qt.b * p.g + qt.kv) * t.Tc + j;
   a.kt = in.packed.Kt.data() + tile * t.kt_size;
   a.v = in.packed.Vp.data() + tile * t.v_size;
-  a.scale = static_cast<T>(p.scale);
-  a.softcap = static_cast<T>(p.softcap.value_or(0));
-  if (p.alibi) {
-    a.slope = in.slopes[qt.hd];
-    a.pos_q = in.pos_q.data() + qt.r0;
-    a.pos_k = in.pos_k.data() + j * t.cols_pad;
-  }
-  a.lo = w.lo.data();
-  a.hi = w.hi.data();
-  a.keep = in.gaps ? w.keep.data() : nullptr;
-  if (p.dropout) {  // the keep mask of these entries, drawn from the seed: the numbers naive draws
-    const DropoutMask mask(*p.dropout);
-    for (std::size_t r = 0; r < qt.rows; ++r) {
-      T* drop = w.drop.data() + r * t.cols_pad;
-      for (std::size_t c = 0; c < cols; ++c) drop[c] = mask.factor<T>(qt.b, qt.hd, qt.r0 + r, c0 + c);
-      std::fill(drop + cols, drop + t.cols_pad, T{0});
-    }
-    a.drop = w.drop.data();
-  }
+  if (in.chain.has(Stage::dropout))  // the keep mask of these entries, drawn from the seed: the numbers naive draws
+    draw_dropout(in.chain, qt.b, qt.hd, qt.r0, qt.rows, c0, cols, t.cols_pad, w.drop.data());
+  in.chain.fill(a.score, {.hd = qt.hd,
+                          .r0 = qt.r0,
+                          .pos_k = in.pos_k.data() + j * t.cols_pad,
+                          .lo = w.lo.data(),
+                          .hi = w.hi.data(),
+                          .keep = in.gaps ? w.keep.data() : nullptr,
+                          .drop = w.drop.data()});
   a.s = w.s.data();
   a.m = w.m.data();
   a.l = w.l.data();

@@ -96,7 +96,8 @@ struct BackwardInputs {
   const Tensor<T>& lse;      // (B, h, n)
   const std::vector<T>& dO;  // (B·n, h·d_v)
   const std::vector<T>& D;   // (B·h·n)
-  const std::vector<T> slopes, pos_q, pos_k;
+  const ScoreChain<T> chain;
+  const std::vector<T> pos_k;  // ALiBi's key positions per key tile, padded (Tc·cols_pad), or empty
   const bool gaps;
 };
 
@@ -169,25 +170,15 @@ bool backward_tile(const BackwardInputs<T>& in, std::size_t b, std::size_t hd, s
   a.kt = w.kt.data();
   a.k = w.k.data();
   a.vt = w.vt.data();
-  a.scale = static_cast<T>(p.scale);
-  a.softcap = static_cast<T>(p.softcap.value_or(0));
-  if (p.alibi) {
-    a.slope = in.slopes[hd];
-    a.pos_q = in.pos_q.data() + r0;
-    a.pos_k = in.pos_k.data() + j * t.cols_pad;
-  }
-  a.lo = w.lo.data();
-  a.hi = w.hi.data();
-  a.keep = in.gaps ? w.keep.data() : nullptr;
-  if (p.dropout) {  // the forward's keep mask, drawn again from the seed
-    const DropoutMask mask(*p.dropout);
-    for (std::size_t r = 0; r < rows; ++r) {
-      T* drop = w.drop.data() + r * t.cols_pad;
-      for (std::size_t c = 0; c < cols; ++c) drop[c] = mask.factor<T>(b, hd, r0 + r, c0 + c);
-      std::fill(drop + cols, drop + t.cols_pad, T{0});
-    }
-    a.drop = w.drop.data();
-  }
+  if (in.chain.has(Stage::dropout))  // the forward's keep mask, drawn again from the seed
+    draw_dropout(in.chain, b, hd, r0, rows, c0, cols, t.cols_pad, w.drop.data());
+  in.chain.fill(a.score, {.hd = hd,
+                          .r0 = r0,
+                          .pos_k = in.pos_k.data() + j * t.cols_pad,
+                          .lo = w.lo.data(),
+                          .hi = w.hi.data(),
+                          .keep = in.gaps ? w.keep.data() : nullptr,
+                          .drop = w.drop.data()});
   a.p = w.p.data();
   a.ds = w.ds.data();
   a.dq = w.dq.data();
@@ -227,20 +218,15 @@ HeadGradientRows<T> attend_flash_backward(const Problem& p, const Projected<T>& 
   // dsink = -Σ exp(sink - lse) · D
   const std::vector<T> D = row_dots(p, dO, O);
   std::vector<T> d_sinks;
-  if (!p.sinks.empty()) d_sinks = d_sinks_from_rows<T>(in_type<T>(p.sinks), lse.values(), D, n);
-  std::vector<T> pos_k(p.alibi ? t.Tc * t.cols_pad : 0);
-  if (p.alibi)
-    for (std::size_t c = 0; c < m; ++c)
-      pos_k[c / t.Bc * t.cols_pad + c % t.Bc] = static_cast<T>(p.alibi->key_positions[c]);
+  if (!p.sinks.empty()) d_sinks = d_sinks_from_rows<T>(ScoreChain<T>(p, unrounded<T>()).sinks(), lse.values(), D, n);
   const BackwardInputs<T> in{p,
                              t,
                              x,
                              lse,
                              dO,
                              D,
-                             p.alibi ? in_type<T>(p.alibi->slopes) : std::vector<T>(),
-                             positions<T>(p.alibi, true),
-                             std::move(pos_k),
+                             ScoreChain<T>(p, unrounded<T>()),
+                             tiled_key_positions<T>(p, t.Tc, t.Bc, t.cols_pad),
                              mask_has_gaps(p.mask)};
 
   // pass 2: per key tile j of each key/value head, the sweep over the query tiles of its query heads

@@ -119,7 +119,8 @@ struct StepShape {
 // Chunk `chunk` of key/value head kv of sequence b: the query heads that read it folded over the chunk's tiles,
 // from m = -inf, l = 0 (or from the sink, m = sink and l = 1, in chunk 0: it joins each row once).
 template <class T>
-void fold_chunk(const Problem& p, const StepShape& t, const FastKvCache<T>& cache, const T* q, std::size_t b,
+void fold_chunk(const Problem& p, const ScoreChain<T>& chain, const StepShape& t, const FastKvCache<T>& cache,
+                const T* q, std::size_t b,
                 std::size_t kv, std::size_t chunk, Scratch<T>& w, Part<T>& part, kernel::Isa isa) {
   const std::size_t h = p.h, d_k = p.d_k;
   if (w.q.empty()) {
@@ -133,12 +134,12 @@ void fold_chunk(const Problem& p, const StepShape& t, const FastKvCache<T>& cach
   std::fill(w.q.begin(), w.q.end(), T{0});
   for (std::size_t r = 0; r < t.group; ++r)
     std::copy_n(q + (b * h + kv * t.group + r) * d_k, d_k, w.q.data() + r * d_k);
-  const bool sink = !p.sinks.empty() && chunk == 0;
+  const bool sink = chain.has(Stage::sinks) && chunk == 0;
   part.m.assign(t.rows_pad, -std::numeric_limits<T>::infinity());
   part.l.assign(t.rows_pad, T{0});
   part.O.assign(t.rows_pad * t.dv_pad, T{0});
   for (std::size_t r = 0; r < t.group && sink; ++r) {
-    part.m[r] = static_cast<T>(p.sinks[kv * t.group + r]);
+    part.m[r] = chain.sink(kv * t.group + r);
     part.l[r] = T{1};
   }
   for (std::size_t j = chunk * t.tiles / t.S; j < (chunk + 1) * t.tiles / t.S; ++j) {
@@ -157,10 +158,7 @@ void fold_chunk(const Problem& p, const StepShape& t, const FastKvCache<T>& cach
     a.q = w.q.data();
     a.kt = cache.kt(b, kv, j);
     a.v = cache.v(b, kv, j);
-    a.scale = static_cast<T>(p.scale);
-    a.softcap = static_cast<T>(p.softcap.value_or(0));
-    a.lo = w.lo.data();
-    a.hi = w.hi.data();
+    chain.fill(a.score, {.hd = kv * t.group, .r0 = 0, .lo = w.lo.data(), .hi = w.hi.data()});
     a.s = w.s.data();
     a.m = part.m.data();
     a.l = part.l.data();
@@ -211,13 +209,16 @@ void fast_decode_step(const Problem& p, std::size_t position, const FastKvCache<
   // the keys the mask leaves to the token: all of them, or a sliding window's last w
   if (p.mask.kind == MaskKind::sliding_window && position + 1 > p.mask.window) t.first = position + 1 - p.mask.window;
 
+  const ScoreChain<T> chain(p, fast::unrounded<T>());
+
   // pass 1: every (sequence, key/value head, chunk) folds its chunk's tiles on its own, one work item each
   const std::size_t items = B * g * t.S;
   std::vector<Part<T>> parts(items);
   const std::size_t threads = std::min<std::size_t>(std::max<std::size_t>(opt.threads, 1), items);
   std::vector<Scratch<T>> scratch(threads);
   kernel::parallel_for(items, threads, [&](std::size_t item, std::size_t worker) {
-    fold_chunk(p, t, cache, q, item / (g * t.S), item / t.S % g, item % t.S, scratch[worker], parts[item], opt.isa);
+    fold_chunk(p, chain, t, cache, q, item / (g * t.S), item / t.S % g, item % t.S, scratch[worker], parts[item],
+               opt.isa);
   });
   // pass 2: the chunks merged
   for (std::size_t b = 0; b < B; ++b)

@@ -44,7 +44,7 @@ inline void require_tiles(const char* who, TileSize tiles) {
     throw std::invalid_argument(fmt::format("{}: tiles of {} × {}: both sides must be >= 1", who, tiles.Br, tiles.Bc));
 }
 
-// One tile's scores: S = Q_i·K_jᵀ through the score chain (ops/score_chain.hpp: scaled, capped with softcap,
+// One tile's scores: S = Q_i·K_jᵀ through the score chain (model/score_chain.hpp: scaled, capped with softcap,
 // + ALiBi's bias of this block), -inf where the mask forbids.
 // S[r][c] = chain(Σ_e Q[r0+r][e] · K[c0+c][e]) at (b, hd, r0+r, c0+c)
 template <class T>

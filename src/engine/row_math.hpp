@@ -21,7 +21,7 @@
 #include "ops/attention.hpp"
 #include "ops/attention_backward.hpp"
 #include "ops/bounds.hpp"
-#include "ops/dropout.hpp"
+#include "model/dropout.hpp"
 
 namespace attn {
 
@@ -220,7 +220,7 @@ void d_scores_row(const Tensor<T>& dS, const ForwardValues<T>& x, const RowConte
   send(d, keys_read(c.p), d_scores_keys(dS, x[slot(queries_read(c.p))], c.p.g));
 }
 
-// ---- the score chain's stages (ops/score_chain.hpp): each an elementwise map of the step it reads,
+// ---- the score chain's stages (model/score_chain.hpp): each an elementwise map of the step it reads,
 // forward, back and on magnitudes, from the chain's own scalar forms
 
 // f(w, k) for every score of a (B, h, n, m) value: w where it sits, k its place in the values.

@@ -89,7 +89,7 @@ inline Terms scores_terms(ExactValues x, const Tensor<double>&, const Problem& p
 }
 
 // a stage of the score chain: its terms and their count, and its backward on magnitudes, the chain's own
-// (ops/score_chain.hpp)
+// (model/score_chain.hpp)
 template <Stage S>
 Terms stage_terms(ExactValues x, const Tensor<double>& own, const Problem& p) {
   const ScoreChain<double> chain(p, DType::float64);

@@ -42,6 +42,32 @@ struct GemmArgs {
   T* b_pack = nullptr;
 };
 
+// The score chain's stages as the kernels apply them to one head's block of scores, in the chain's order
+// (model/score_chain.hpp, which fills this: ScoreChain::fill): S' = S·scale, c·tanh(S'/c) when softcap > 0,
+// + ALiBi's -slope·(pos_q[r] - pos_k[c]) when pos_q is given, -inf where the mask forbids; a sink logit in
+// each row's softmax; dropout's factor on each weight. kernel/simd.hpp's scale_bias_mask applies the
+// elementwise ones; a stage added to the chain adds its parameters here and its vector form there.
+template <class T>
+struct ScoreArgs {
+  T scale = 1;
+  T softcap = 0;  // c > 0: S·scale becomes c·tanh(S·scale/c) before the bias; 0: no cap
+  // ALiBi: S[r][c] += -slope·(pos_q[r] - pos_k[c]); pos_q null without it.
+  T slope = 0;
+  const T* pos_q = nullptr;  // (rows)
+  const T* pos_k = nullptr;  // (cols_pad)
+  // The mask: row r keeps the columns [lo[r], hi[r]) of the block, and of those only where keep[r][c] != 0
+  // when keep is given.
+  const std::int64_t* lo = nullptr;  // (rows)
+  const std::int64_t* hi = nullptr;  // (rows)
+  const T* keep = nullptr;           // (rows, cols_pad), or none
+  // A sink logit for every row (one head's rows): it joins the max and the denominator but takes no
+  // column; a row the mask empties then has all-zero weights. None: no sink. (The flash tiles take it as
+  // the rows' starting state instead: m = sink, l = 1.)
+  const T* sink = nullptr;
+  // Dropout: P·V reads P ⊙ drop (1/(1 - p) where kept, 0 where dropped) while l sums P; none: no dropout.
+  const T* drop = nullptr;  // (rows, cols_pad), or none
+};
+
 // One key tile folded into the running state of one query tile (FlashAttention-2, Algorithm 1,
 // lines 8-10): S = Q_i·K_jᵀ·scale, capped, + bias, masked; m_new = max(m_prev, rowmax S); P = exp(S - m_new);
 // l = alpha·l + rowsum P; O = diag(alpha)·O + P·V_j, alpha = exp(m_prev - m_new).
@@ -55,20 +81,8 @@ struct FlashTileArgs {
   const T* q = nullptr;             // (rows_pad, d_k)    the query tile, rows contiguous
   const T* kt = nullptr;            // (d_k, cols_pad)    the key tile transposed: kt[e·cols_pad + c] = K[c][e]
   const T* v = nullptr;             // (cols_pad, dv_pad) the value tile
-  T scale = 1;
-  T softcap = 0;  // c > 0: S·scale becomes c·tanh(S·scale/c) before the bias; 0: no cap
-  // ALiBi: S[r][c] += -slope·(pos_q[r] - pos_k[c]); pos_q null without it.
-  T slope = 0;
-  const T* pos_q = nullptr;  // (rows)
-  const T* pos_k = nullptr;  // (cols_pad)
-  // The mask: row r keeps the columns [lo[r], hi[r]) of the tile, and of those only where keep[r][c] != 0
-  // when keep is given.
-  const std::int64_t* lo = nullptr;  // (rows)
-  const std::int64_t* hi = nullptr;  // (rows)
-  const T* keep = nullptr;           // (rows, cols_pad), or none
-  // Dropout: P·V reads P ⊙ drop (1/(1 - p) where kept, 0 where dropped) while l sums P; none: no dropout.
-  const T* drop = nullptr;  // (rows, cols_pad), or none
-  T* s = nullptr;           // (rows_pad, cols_pad) scratch: S, then P
+  ScoreArgs<T> score;
+  T* s = nullptr;  // (rows_pad, cols_pad) scratch: S, then P
   T* m = nullptr;           // (rows) running row max, updated
   T* l = nullptr;           // (rows) running row sum, updated
   T* alpha = nullptr;       // (rows_pad) scratch
@@ -96,17 +110,10 @@ struct FlashBackwardTileArgs {
   const T* kt = nullptr;   // (d_k, cols_pad)  the key tile transposed
   const T* k = nullptr;    // (cols_pad, dk_pad)  the key tile
   const T* vt = nullptr;   // (d_v, cols_pad)  the value tile transposed
-  T scale = 1;
-  T softcap = 0;                     // as in FlashTileArgs; dS then carries the cap's slope 1 - (S_c/c)²
-  T slope = 0;                       // ALiBi as in FlashTileArgs; pos_q null without it
-  const T* pos_q = nullptr;          // (rows)
-  const T* pos_k = nullptr;          // (cols_pad)
-  const std::int64_t* lo = nullptr;  // (rows) the kept columns [lo, hi) of each row
-  const std::int64_t* hi = nullptr;  // (rows)
-  const T* keep = nullptr;           // (rows, cols_pad), or none
-  // Dropout, as in FlashTileArgs: dP becomes dP ⊙ drop before dS, and dV sums (P ⊙ drop)ᵀ·dO.
-  const T* drop = nullptr;  // (rows, cols_pad), or none
-  T* p = nullptr;           // (rows_pad, cols_pad) scratch: S, then P
+  // As in FlashTileArgs; with softcap dS carries the cap's slope 1 - (S_c/c)², and with dropout dP becomes
+  // dP ⊙ drop before dS, and dV sums (P ⊙ drop)ᵀ·dO.
+  ScoreArgs<T> score;
+  T* p = nullptr;  // (rows_pad, cols_pad) scratch: S, then P
   T* ds = nullptr;          // (rows_pad, cols_pad) scratch: dP, then dS
   T* dq = nullptr;          // (rows_pad, dk_pad) overwritten: this tile's share of dQ_i
   T* dk = nullptr;          // (cols_pad, dk_pad) running dK_j, updated
@@ -120,17 +127,8 @@ struct SoftmaxRowsArgs {
   std::size_t rows = 0, cols = 0;
   T* s = nullptr;  // (rows, cols), row r at s + r·row_stride
   std::size_t row_stride = 0;
-  T scale = 1;
-  T softcap = 0;  // as in FlashTileArgs
-  T slope = 0;
-  const T* pos_q = nullptr;          // (rows), or none: no ALiBi
-  const T* pos_k = nullptr;          // (cols)
-  const std::int64_t* lo = nullptr;  // (rows) the kept columns [lo, hi) of each row
-  const std::int64_t* hi = nullptr;  // (rows)
-  const T* keep = nullptr;           // (rows, cols) 0 where the mask forbids, or none
-  // A sink logit for every row (one head's rows): it joins the max and the denominator but takes no
-  // column; a row the mask empties then has all-zero weights. None: no sink.
-  const T* sink = nullptr;
+  // keep and pos_k are (rows, cols) and (cols) here; dropout is applied to the weights afterwards
+  ScoreArgs<T> score;
 };
 
 }  // namespace attn::kernel

@@ -175,18 +175,18 @@ T online_softmax_row(const FlashTileArgs<T>& a, std::size_t r, std::size_t used_
     for (std::size_t c = 0; c < used_pad; c += w) store(row + c, V{});
     return minus_inf<T>();
   }
-  const T lo = static_cast<T>(a.lo[r]), hi = static_cast<T>(a.hi[r]);
-  const T* keep = a.keep != nullptr ? a.keep + r * a.cols_pad : nullptr;
+  const T lo = static_cast<T>(a.score.lo[r]), hi = static_cast<T>(a.score.hi[r]);
+  const T* keep = a.score.keep != nullptr ? a.score.keep + r * a.cols_pad : nullptr;
   // S = Q·Kᵀ·scale + bias, -inf where the mask forbids; a row that keeps every column of the tile
   // (the common case) skips the mask's lanes
-  const bool whole = keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) == used_pad;
+  const bool whole = keep == nullptr && a.score.lo[r] == 0 && static_cast<std::size_t>(a.score.hi[r]) == used_pad;
   // ... and with nothing added to the scaled scores and a positive scale, the scaling waits for the
   // exp below: max(S·scale) = max(S)·scale, from the maxima pass 1 took as it computed S
-  const bool plain = whole && a.pos_q == nullptr && a.softcap == 0 && a.scale > 0;
+  const bool plain = whole && a.score.pos_q == nullptr && a.score.softcap == 0 && a.score.scale > 0;
   const V running =
-      plain ? load(a.row_max + r * w) * a.scale
-            : scale_bias_mask<T>(row, used_pad, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
-                                 a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
+      plain ? load(a.row_max + r * w) * a.score.scale
+            : scale_bias_mask<T>(row, used_pad, a.score.scale, a.score.softcap, a.score.slope, a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0},
+                                 a.score.pos_q != nullptr ? a.score.pos_k : nullptr, lo, hi, keep);
   const T m_prev = a.m[r];
   const T row_max = lane_max<T>(running);
   const T m_new = row_max > m_prev ? row_max : m_prev;
@@ -199,15 +199,15 @@ T online_softmax_row(const FlashTileArgs<T>& a, std::size_t r, std::size_t used_
     V sum2{};
     std::size_t c = 0;
     for (; c + 2 * w <= used_pad; c += 2 * w) {
-      const V p0 = exp_nonpositive<T>(load(row + c) * a.scale - m_new);
-      const V p1 = exp_nonpositive<T>(load(row + c + w) * a.scale - m_new);
+      const V p0 = exp_nonpositive<T>(load(row + c) * a.score.scale - m_new);
+      const V p1 = exp_nonpositive<T>(load(row + c + w) * a.score.scale - m_new);
       store(row + c, p0);
       store(row + c + w, p1);
       sum += p0;
       sum2 += p1;
     }
     for (; c < used_pad; c += w) {
-      const V p = exp_nonpositive<T>(load(row + c) * a.scale - m_new);
+      const V p = exp_nonpositive<T>(load(row + c) * a.score.scale - m_new);
       store(row + c, p);
       sum += p;
     }
@@ -264,7 +264,7 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
   // The columns some row keeps: past the last one nothing is computed (most of a causal mask's tile
   // on the diagonal).
   std::int64_t last = 0;
-  for (std::size_t r = 0; r < a.rows; ++r) last = a.hi[r] > last ? a.hi[r] : last;
+  for (std::size_t r = 0; r < a.rows; ++r) last = a.score.hi[r] > last ? a.score.hi[r] : last;
   const auto used = static_cast<std::size_t>(last);     // <= cols
   const std::size_t used_pad = (used + w - 1) / w * w;  // <= cols_pad
   // pass 1: S = Q_i·K_jᵀ, register blocks of SR rows × SNV vectors of keys; each block of keys' columns
@@ -294,10 +294,10 @@ void flash_tile_impl(const FlashTileArgs<T>& a) {
   }
 
   // dropout: P·V reads P ⊙ drop, while l summed P (the softmax's denominator)
-  if (a.drop != nullptr)
+  if (a.score.drop != nullptr)
     for (std::size_t r = 0; r < a.rows; ++r) {
       T* row = a.s + r * a.cols_pad;
-      const T* drop = a.drop + r * a.cols_pad;
+      const T* drop = a.score.drop + r * a.cols_pad;
       for (std::size_t c = 0; c < used_pad; c += w) store(row + c, load(row + c) * load(drop + c));
     }
 

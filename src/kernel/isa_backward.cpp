@@ -58,34 +58,34 @@ void weights_and_score_gradient(const FlashBackwardTileArgs<T>& a, std::size_t r
   constexpr std::size_t w = W<T>;
   T* p = a.p + r * a.cols_pad;
   T* ds = a.ds + r * a.cols_pad;
-  const T* keep = a.keep != nullptr ? a.keep + r * a.cols_pad : nullptr;
-  const bool whole = keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) == span;
-  if (whole && a.pos_q == nullptr && a.softcap == 0) {
-    for (std::size_t c = 0; c < span; c += w) store(p + c, load(p + c) * a.scale);
+  const T* keep = a.score.keep != nullptr ? a.score.keep + r * a.cols_pad : nullptr;
+  const bool whole = keep == nullptr && a.score.lo[r] == 0 && static_cast<std::size_t>(a.score.hi[r]) == span;
+  if (whole && a.score.pos_q == nullptr && a.score.softcap == 0) {
+    for (std::size_t c = 0; c < span; c += w) store(p + c, load(p + c) * a.score.scale);
   } else {
-    scale_bias_mask<T>(p, span, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
-                       a.pos_q != nullptr ? a.pos_k : nullptr, static_cast<T>(a.lo[r]), static_cast<T>(a.hi[r]), keep);
+    scale_bias_mask<T>(p, span, a.score.scale, a.score.softcap, a.score.slope, a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0},
+                       a.score.pos_q != nullptr ? a.score.pos_k : nullptr, static_cast<T>(a.score.lo[r]), static_cast<T>(a.score.hi[r]), keep);
   }
   // S - lse <= 0 up to rounding: the weights the forward normalised, without an n × m matrix kept
   const T lse = a.lse[r], D = a.D[r];
-  if (a.softcap > 0) {
-    const T c_cap = a.softcap, pos_q = a.pos_q != nullptr ? a.pos_q[r] : T{0};
+  if (a.score.softcap > 0) {
+    const T c_cap = a.score.softcap, pos_q = a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0};
     for (std::size_t c = 0; c < span; c += w) {
       const V x = load(p + c);
-      V capped = a.pos_q != nullptr ? x - -a.slope * (pos_q - load(a.pos_k + c)) : x;
+      V capped = a.score.pos_q != nullptr ? x - -a.score.slope * (pos_q - load(a.score.pos_k + c)) : x;
       capped = capped > c_cap ? splat(c_cap) : capped;
       capped = capped < -c_cap ? splat(-c_cap) : capped;
       const V t = capped / c_cap;
       const V weight = exp_nonpositive<T>(x - lse);
       store(p + c, weight);
-      store(ds + c, weight * (load(ds + c) - D) * (T{1} - t * t) * a.scale);
+      store(ds + c, weight * (load(ds + c) - D) * (T{1} - t * t) * a.score.scale);
     }
     return;
   }
   for (std::size_t c = 0; c < span; c += w) {
     const V weight = exp_nonpositive<T>(load(p + c) - lse);
     store(p + c, weight);
-    store(ds + c, weight * (load(ds + c) - D) * a.scale);
+    store(ds + c, weight * (load(ds + c) - D) * a.score.scale);
   }
 }
 
@@ -94,7 +94,7 @@ void flash_backward_tile_impl(const FlashBackwardTileArgs<T>& a) {
   // The columns some row keeps, padded to whole blocks: past them P and dS are 0 (most of a causal
   // mask's tile on the diagonal), and nothing is computed.
   std::int64_t last = 0;
-  for (std::size_t r = 0; r < a.rows; ++r) last = a.hi[r] > last ? a.hi[r] : last;
+  for (std::size_t r = 0; r < a.rows; ++r) last = a.score.hi[r] > last ? a.score.hi[r] : last;
   const std::size_t span = least(a.cols_pad, (static_cast<std::size_t>(last) + CB<T> - 1) / CB<T> * CB<T>);
 
   // pass 1: S = Q_i·K_jᵀ into p, dP = dO_i·V_jᵀ into ds
@@ -107,7 +107,7 @@ void flash_backward_tile_impl(const FlashBackwardTileArgs<T>& a) {
     if (r < a.rows && a.lse[r] != minus_inf<T>()) {
       T* p = a.p + r * a.cols_pad;
       T* ds = a.ds + r * a.cols_pad;
-      const T* drop = a.drop != nullptr ? a.drop + r * a.cols_pad : nullptr;
+      const T* drop = a.score.drop != nullptr ? a.score.drop + r * a.cols_pad : nullptr;
       // dropout: the gradient of the weights before it is dP ⊙ drop; dV sums what P·V read, P ⊙ drop
       if (drop != nullptr)
         for (std::size_t c = 0; c < span; c += W<T>) store(ds + c, load(ds + c) * load(drop + c));
@@ -138,24 +138,24 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
   const std::size_t full = a.cols / w * w;  // the columns whole vectors cover; the rest one by one
   for (std::size_t r = 0; r < a.rows; ++r) {
     T* row = a.s + r * a.row_stride;
-    const T* keep = a.keep != nullptr ? a.keep + r * a.cols : nullptr;
-    const T lo = static_cast<T>(a.lo[r]), hi = static_cast<T>(a.hi[r]);
+    const T* keep = a.score.keep != nullptr ? a.score.keep + r * a.cols : nullptr;
+    const T lo = static_cast<T>(a.score.lo[r]), hi = static_cast<T>(a.score.hi[r]);
     // S' = S·scale + bias, -inf where the mask forbids
     const auto score = [&](std::size_t c, T s) {
-      T x = s * a.scale;
-      if (a.softcap > 0) x = softcap_one(x, a.softcap);
-      if (a.pos_q != nullptr) x = x + -a.slope * (a.pos_q[r] - a.pos_k[c]);
+      T x = s * a.score.scale;
+      if (a.score.softcap > 0) x = softcap_one(x, a.score.softcap);
+      if (a.score.pos_q != nullptr) x = x + -a.score.slope * (a.score.pos_q[r] - a.score.pos_k[c]);
       const bool in = static_cast<T>(c) >= lo && static_cast<T>(c) < hi && (keep == nullptr || keep[c] != 0);
       return in ? x : minus_inf<T>();
     };
-    const V running = scale_bias_mask<T>(row, full, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
-                                         a.pos_q != nullptr ? a.pos_k : nullptr, lo, hi, keep);
+    const V running = scale_bias_mask<T>(row, full, a.score.scale, a.score.softcap, a.score.slope, a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0},
+                                         a.score.pos_q != nullptr ? a.score.pos_k : nullptr, lo, hi, keep);
     T row_max = lane_max<T>(running);
     for (std::size_t c = full; c < a.cols; ++c) {
       row[c] = score(c, row[c]);
       row_max = row[c] > row_max ? row[c] : row_max;
     }
-    if (a.sink != nullptr) row_max = *a.sink > row_max ? *a.sink : row_max;  // the sink joins the max
+    if (a.score.sink != nullptr) row_max = *a.score.sink > row_max ? *a.score.sink : row_max;  // the sink joins the max
     if (row_max == minus_inf<T>()) {  // nothing to attend: all-zero weights instead of 0/0
       for (std::size_t c = 0; c < a.cols; ++c) row[c] = 0;
       continue;
@@ -169,7 +169,7 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
       sum_lanes += p;
     }
     T sum = lane_sum<T>(sum_lanes);
-    if (a.sink != nullptr) sum += exp_one(*a.sink - row_max);
+    if (a.score.sink != nullptr) sum += exp_one(*a.score.sink - row_max);
     for (std::size_t c = full; c < a.cols; ++c) {
       row[c] = exp_one(row[c] - row_max);
       sum += row[c];

@@ -13,7 +13,7 @@
 
 #include "observe/steps.hpp"
 #include "ops/attention.hpp"
-#include "ops/dropout.hpp"
+#include "model/dropout.hpp"
 #include "ops/online_softmax.hpp"
 #include "trace/record.hpp"
 #include "trace/trace.hpp"
@@ -358,7 +358,7 @@ void explain_score(const Problem& p, const HeadSteps& kept, Explanation& e) {
   e.slope = in_dtype<T>(p.alibi->slopes[e.head]);
   e.alibi_pos_q = p.alibi->query_positions[i];
   e.alibi_pos_k = p.alibi->key_positions[j];
-  e.alibi = alibi_bias(e.slope, e.alibi_pos_q, e.alibi_pos_k);
+  e.alibi = alibi_term(e.slope, e.alibi_pos_q, e.alibi_pos_k);
   e.biased = kept.S_before_mask(b, 0, i, j);
 }
 

@@ -10,7 +10,7 @@
 #include "engine/backward.hpp"
 #include "engine/compare.hpp"
 #include "engine/compare_backward.hpp"
-#include "ops/dropout.hpp"
+#include "model/dropout.hpp"
 #include "trace/trace.hpp"
 
 namespace attn {

@@ -8,7 +8,7 @@
 #include "engine/rows.hpp"
 #include "ops/attention.hpp"
 #include "ops/attention_backward.hpp"
-#include "ops/dropout.hpp"
+#include "model/dropout.hpp"
 #include "tensor/half.hpp"
 
 namespace attn {

@@ -56,7 +56,4 @@ std::pair<Tensor<double>, Tensor<double>> rope_table(std::span<const double> pos
 // 2h' (the 1st, 3rd, …) until there are h.
 std::vector<double> alibi_slopes(std::size_t h);
 
-// The bias of query position pos_i and key position pos_j for a head of slope s: -s·(pos_i - pos_j).
-inline double alibi_bias(double slope, double pos_i, double pos_j) { return -slope * (pos_i - pos_j); }
-
 }  // namespace attn

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "model/mask.hpp"
 #include "model/positions.hpp"
+#include "model/score_chain.hpp"
 #include "tensor/tensor.hpp"
 
 namespace attn {
@@ -20,15 +20,9 @@ enum class Layout { in_out, out_in };
 // input's "dY", or a seeded standard normal (--grad-seed).
 enum class Upstream { ones, input, seeded };
 
-// Dropout on the attention weights (`dropout`): each weight kept with probability 1 − p and then scaled
-// by 1/(1 − p), or set to 0. Which ones is a pure function of (seed, batch, head, query, key): the keep
-// mask of ops/dropout.hpp, so every engine, tiling and thread count drops the same weights.
-struct Dropout {
-  double p = 0;            // in (0, 1): an input with p = 0 has no dropout at all
-  std::uint64_t seed = 0;  // 0 … 2^64 − 1
-};
-
-struct Problem {
+// What the score chain reads (the scale, the mask, ALiBi, softcap, sinks, dropout) is its own part of the
+// problem: ScoreInputs, model/score_chain.hpp.
+struct Problem : ScoreInputs {
   std::string description;
   bool batched = false;       // X was 3-D; otherwise B == 1 and traces drop the batch axis
   bool cross = false;         // keys and values come from `context`, not X
@@ -56,19 +50,8 @@ struct Problem {
   Tensor<double> W_o;                      // (h·d_v, d_out), empty when the input has none
   std::vector<double> b_q, b_k, b_v, b_o;  // empty when absent
 
-  double scale = 1.0;  // 1/sqrt(d_k) unless the input sets it
-  bool scale_given = false;
-  Mask mask;
   Layout layout = Layout::in_out;
-  std::optional<Rope> rope;    // rotary position embeddings of q and k, when the input has `rope`
-  std::optional<Alibi> alibi;  // ALiBi's bias on the scaled scores, when the input has `alibi`
-  // Soft-capping (`softcap`, c > 0): the scaled scores become c·tanh(S'/c) before ALiBi's bias and the
-  // mask, as Gemma 2 orders it.
-  std::optional<double> softcap;
-  // Attention sinks (`sinks`): one logit per query head that joins each row's softmax denominator but has
-  // no value, so a row can give weight to nothing. Empty: no sinks.
-  std::vector<double> sinks;
-  std::optional<Dropout> dropout;  // with p > 0 only
+  std::optional<Rope> rope;  // rotary position embeddings of q and k, when the input has `rope`
   // What the input says of the model its layer comes from (`model`), which no pass uses: a decode's
   // cache for the whole model (trace/decode.hpp). Each absent when the input does not say it.
   struct ModelFacts {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "model/problem.hpp"
-#include "ops/score_chain.hpp"
+#include "model/score_chain.hpp"
 #include "tensor/tensor.hpp"
 
 namespace attn {
@@ -117,7 +117,7 @@ enum class Op {
   mask,          // −∞ where forbidden: nothing computed
   softmax,       // exp and a sum along each row
   weighted_sum,  // A·V over the keys
-  dropout,       // kept × 1/(1 − p), 0 where dropped: the keep mask of ops/dropout.hpp
+  dropout,       // kept × 1/(1 − p), 0 where dropped: the keep mask of model/dropout.hpp
   // the backward pass's own
   softmax_backward,  // A ⊙ (dA − rowsum(dA ⊙ A)) along each row
   input_gradient,    // dY·Wᵀ: a row of gradients back through a weight matrix (summed over the paths)
@@ -170,7 +170,7 @@ const std::array<Step, gradient_step_count>& gradient_steps();
 // Every step of either pass by its name.
 std::optional<Step> step_from_name(std::string_view name);
 
-// The step a stage of the score chain makes (ops/score_chain.hpp): scaled for the scale, …, dropped for
+// The step a stage of the score chain makes (model/score_chain.hpp): scaled for the scale, …, dropped for
 // dropout; and the stage that makes a step, if one does.
 Step stage_step(Stage stage);
 std::optional<Stage> step_stage(Step step);

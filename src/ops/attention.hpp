@@ -14,7 +14,8 @@
 
 #include "model/heads.hpp"
 #include "model/positions.hpp"
-#include "ops/dropout.hpp"
+#include "model/dropout.hpp"
+#include "model/score_chain.hpp"
 #include "tensor/tensor.hpp"
 
 namespace attn {
@@ -121,13 +122,6 @@ Tensor<T> rotate(const Tensor<T>& X, const Tensor<T>& cos, const Tensor<T>& sin,
   return Y;
 }
 
-// ALiBi's bias of one score: a penalty linear in the distance from the query to the key.
-// bias = -s·(pos_i - pos_j); the positions are whole numbers, so their difference is exact.
-template <class T>
-T alibi_term(T slope, T pos_i, T pos_j) {
-  return -slope * (pos_i - pos_j);
-}
-
 // S'' = S' + bias per head                       S (B, h, n, m), slopes (h), pos_q (n), pos_k (m)
 // S''[b][hd][i][j] = S'[b][hd][i][j] - s_hd·(pos_q[i] - pos_k[j])               -> (B, h, n, m)
 template <class T>
@@ -176,13 +170,6 @@ Tensor<T> scale(const Tensor<T>& S, T factor) {
   Tensor<T> out = S;
   for (T& s : out.values()) s *= factor;
   return out;
-}
-
-// Logit soft-capping, one score: c·tanh(s/c), about s while |s| is well below c, never beyond ±c.
-// ref: Gemma 2 (arXiv:2408.00118), section 2, "logit soft-capping".
-template <class T>
-T softcap_term(T s, T c) {
-  return c * std::tanh(s / c);
 }
 
 // S_c = c·tanh(S'/c), element by element (any shape)      S' (B, h, n, m), c > 0 -> (B, h, n, m)
@@ -271,7 +258,7 @@ Tensor<T> softmax_rows_with_sinks(const Tensor<T>& S, std::span<const T> sinks, 
 }
 
 // Dropout of the weights: A[b][hd][i][j] · 1/(1 - p) where the keep mask keeps it, 0 where it drops it
-// (ops/dropout.hpp).                                              A (B, h, n, m) -> (B, h, n, m)
+// (model/dropout.hpp).                                              A (B, h, n, m) -> (B, h, n, m)
 template <class T>
 Tensor<T> apply_dropout(const Tensor<T>& A, const DropoutMask& mask) {
   detail::require(A.rank() == 4, "apply_dropout", "expects (B, h, n, m)");

@@ -160,14 +160,6 @@ Tensor<T> d_apply_mask(const Tensor<T>& dS, const Allows& allows) {
   return out;
 }
 
-// Soft-capping's backward, one score: the slope of c·tanh(x/c) is 1 - tanh²(x/c), written with the
-// capped value S_c = c·tanh(x/c) itself, as autograd's tanh backward reads its output.
-template <class T>
-T softcap_slope(T capped, T c) {
-  const T t = capped / c;
-  return 1 - t * t;
-}
-
 // S_c = c·tanh(S'/c), back to S':                          dS_c, S_c (B, h, n, m), c > 0 -> (B, h, n, m)
 // dS'[..] = dS_c[..] · (1 - (S_c[..]/c)²)
 template <class T>

@@ -17,7 +17,7 @@
 #include "engine/backward.hpp"
 #include "engine/fast.hpp"
 #include "engine/fast_backward.hpp"
-#include "ops/dropout.hpp"
+#include "model/dropout.hpp"
 #include "support.hpp"
 #include "trace/record.hpp"
 

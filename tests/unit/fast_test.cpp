@@ -436,10 +436,10 @@ TEMPLATE_TEST_CASE(
     a.cols = cols;
     a.s = got.data();
     a.row_stride = cols;
-    a.scale = 1;
-    a.lo = lo.data();
-    a.hi = hi.data();
-    a.keep = keep.data();
+    a.score.scale = 1;
+    a.score.lo = lo.data();
+    a.score.hi = hi.data();
+    a.score.keep = keep.data();
     kernel::softmax_rows(isa, a);
     const long double u = std::numeric_limits<T>::epsilon() / 2, tiny = std::numeric_limits<T>::denorm_min();
     std::size_t subnormal = 0;

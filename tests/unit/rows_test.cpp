@@ -29,7 +29,7 @@
 #include "engine/rows.hpp"
 #include "row_cases.hpp"
 #include "io/load.hpp"
-#include "ops/dropout.hpp"
+#include "model/dropout.hpp"
 
 namespace attn {
 

@@ -2,9 +2,10 @@
 // The score chain, described once: what happens to a score between the product Q·Kᵀ and the softmax,
 // and to a weight after it. Four elementwise stages in the order they apply (the scale, the soft cap,
 // ALiBi's bias, the mask), then the sinks' column, which joins each row's softmax, and dropout's keep
-// mask, which multiplies each weight. For each stage, here and nowhere else: the step it makes (by its
-// name in observe/steps.hpp), which inputs have it, its scalar forward, its backward (what its gradient
-// sends to its input), its error terms on magnitudes, and its share of compare's forward noise floor.
+// mask, which multiplies each weight. For each stage, here and nowhere else: what the input says of it
+// (ScoreInputs, a part of every Problem), which inputs have it, the step it makes (by its name in
+// observe/steps.hpp), its scalar forward, its backward (what its gradient sends to its input), its error
+// terms on magnitudes, and its share of compare's forward noise floor.
 //
 // Every pass that applies the chain takes it from here: the rows (engine/rows.hpp), flash's tiles and
 // their backward recompute, decoding, compare's forward floor, bench's float64 reference and explain.
@@ -12,19 +13,56 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
 
-#include "model/problem.hpp"
+#include "model/dropout.hpp"
+#include "model/mask.hpp"
+#include "model/positions.hpp"
 #include "model/run.hpp"
-#include "ops/attention.hpp"
-#include "ops/attention_backward.hpp"
-#include "ops/dropout.hpp"
 
 namespace attn {
+
+// What an input says of the chain's stages (docs/input-format.md); Problem is one of these.
+struct ScoreInputs {
+  double scale = 1.0;  // 1/sqrt(d_k) unless the input sets it
+  bool scale_given = false;
+  Mask mask;
+  // Soft-capping (`softcap`, c > 0): the scaled scores become c·tanh(S'/c) before ALiBi's bias and the
+  // mask, as Gemma 2 orders it.
+  std::optional<double> softcap;
+  std::optional<Alibi> alibi;  // ALiBi's bias on the scaled scores, when the input has `alibi`
+  // Attention sinks (`sinks`): one logit per query head that joins each row's softmax denominator but has
+  // no value, so a row can give weight to nothing. Empty: no sinks.
+  std::vector<double> sinks;
+  std::optional<Dropout> dropout;  // with p > 0 only
+};
+
+// ---- the stages' scalar forms
+
+// Logit soft-capping, one score: c·tanh(s/c), about s while |s| is well below c, never beyond ±c.
+// ref: Gemma 2 (arXiv:2408.00118), section 2, "logit soft-capping".
+template <class T>
+T softcap_term(T s, T c) {
+  return c * std::tanh(s / c);
+}
+// Its slope from its own output: d/ds c·tanh(s/c) = 1 − tanh² = 1 − (S_c/c)².
+template <class T>
+T softcap_slope(T capped, T c) {
+  const T t = capped / c;
+  return 1 - t * t;
+}
+
+// ALiBi's bias of one score: a penalty linear in the distance from the query to the key.
+// bias = -s·(pos_i - pos_j); the positions are whole numbers, so their difference is exact.
+template <class T>
+T alibi_term(T slope, T pos_i, T pos_j) {
+  return -slope * (pos_i - pos_j);
+}
 
 enum class Stage { scale, softcap, alibi, mask, sinks, dropout };
 inline constexpr std::size_t stage_count = 6;
@@ -67,7 +105,7 @@ inline const std::array<StageInfo, stage_count>& chain_stages() {
 inline const StageInfo& stage_info(Stage s) { return chain_stages()[static_cast<std::size_t>(s)]; }
 
 // Does `p` have the stage? The scale and the mask: every input.
-inline bool chain_has(Stage s, const Problem& p) {
+inline bool chain_has(Stage s, const ScoreInputs& p) {
   switch (s) {
     case Stage::scale:
     case Stage::mask: return true;
@@ -80,7 +118,7 @@ inline bool chain_has(Stage s, const Problem& p) {
 }
 
 // The elementwise stage before `s` that `p` has, if any (none: s reads the scores themselves).
-inline std::optional<Stage> stage_before(Stage s, const Problem& p) {
+inline std::optional<Stage> stage_before(Stage s, const ScoreInputs& p) {
   std::optional<Stage> before;
   for (const StageInfo& t : chain_stages()) {
     if (t.stage == s) break;
@@ -90,7 +128,7 @@ inline std::optional<Stage> stage_before(Stage s, const Problem& p) {
 }
 
 // The last elementwise stage of `p`: what the softmax reads (the mask, which every input has).
-inline Stage last_score_stage(const Problem& p) {
+inline Stage last_score_stage(const ScoreInputs& p) {
   Stage last = Stage::scale;
   for (const StageInfo& t : chain_stages())
     if (t.kind == StageKind::elementwise && chain_has(t.stage, p)) last = t.stage;
@@ -102,13 +140,25 @@ struct Where {
   std::size_t b = 0, hd = 0, i = 0, j = 0;
 };
 
+// Where the fast path has laid out one block of scores (one head, rows r0 … of its queries, a run of keys):
+// the arrays of its own layout that the kernels read, padded as they read them.
+template <class T>
+struct ScoreBlock {
+  std::size_t hd = 0, r0 = 0;        // the head and the block's first query
+  const T* pos_k = nullptr;          // ALiBi's positions of the block's keys
+  const std::int64_t* lo = nullptr;  // the mask: each row's kept keys [lo, hi) of the block,
+  const std::int64_t* hi = nullptr;
+  const T* keep = nullptr;  // and of those only where keep is not 0, or none
+  const T* drop = nullptr;  // dropout's factor of each score of the block, or none
+};
+
 // The chain's parameters for one problem, in T: the scale and the cap as T numbers, ALiBi's slopes and
 // the sinks rounded as inputs (to the half type a run stores in), the positions (whole numbers, exact),
-// the mask and dropout's keep mask as the problem has them. Valid while the problem is.
+// the mask and dropout's keep mask as the input has them. Valid while `p` is.
 template <class T>
 class ScoreChain {
  public:
-  ScoreChain(const Problem& p, DType storage)
+  ScoreChain(const ScoreInputs& p, DType storage)
       : p_(&p), scale_(static_cast<T>(p.scale)), drop_(p.dropout.value_or(Dropout{})) {
     for (const StageInfo& s : chain_stages()) {
       present_[static_cast<std::size_t>(s.stage)] = chain_has(s.stage, p);
@@ -210,6 +260,32 @@ class ScoreChain {
   std::span<const T> key_positions() const { return pos_k_; }
   const DropoutMask& keep_mask() const { return drop_; }
 
+  // The fast kernels' parameters for one block (kernel/args.hpp's ScoreArgs, the struct `a`): every stage
+  // the input has, each setting its own. The switch names every stage, so a stage added to the chain
+  // without its kernel parameters does not compile (-Wswitch, an error in CI).
+  template <class Args>
+  void fill(Args& a, const ScoreBlock<T>& block) const {
+    for (const StageInfo& s : chain_stages()) {
+      if (!has(s.stage)) continue;
+      switch (s.stage) {
+        case Stage::scale: a.scale = scale_; break;
+        case Stage::softcap: a.softcap = cap_; break;
+        case Stage::alibi:
+          a.slope = slopes_[block.hd];
+          a.pos_q = pos_q_.data() + block.r0;
+          a.pos_k = block.pos_k;
+          break;
+        case Stage::mask:
+          a.lo = block.lo;
+          a.hi = block.hi;
+          a.keep = block.keep;
+          break;
+        case Stage::sinks: a.sink = &sinks_[block.hd]; break;
+        case Stage::dropout: a.drop = block.drop; break;
+      }
+    }
+  }
+
   // ---- the error terms, on magnitudes (a chain in double, on the exact values)
 
   // The size of what the stage's value at w sums (Σ|terms|), from its input x and its own value y; its
@@ -263,7 +339,7 @@ class ScoreChain {
     return out;
   }
 
-  const Problem* p_;
+  const ScoreInputs* p_;
   std::array<bool, stage_count> present_{};
   T scale_;
   T cap_ = 0;

@@ -6,11 +6,18 @@
 // it. ref: Salmon, Moraes, Dror and Shaw, "Parallel random numbers: as easy as 1, 2, 3" (SC 2011).
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
-#include "model/problem.hpp"
-
 namespace attn {
+
+// Dropout on the attention weights (`dropout`): each weight kept with probability 1 − p and then scaled
+// by 1/(1 − p), or set to 0. Which ones is a pure function of (seed, batch, head, query, key): the keep
+// mask below, so every engine, tiling and thread count drops the same weights.
+struct Dropout {
+  double p = 0;            // in (0, 1): an input with p = 0 has no dropout at all
+  std::uint64_t seed = 0;  // 0 … 2^64 − 1
+};
 
 using Philox4x32 = std::array<std::uint32_t, 4>;
 
