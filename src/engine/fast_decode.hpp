@@ -120,8 +120,8 @@ struct StepShape {
 // from m = -inf, l = 0 (or from the sink, m = sink and l = 1, in chunk 0: it joins each row once).
 template <class T>
 void fold_chunk(const Problem& p, const ScoreChain<T>& chain, const StepShape& t, const FastKvCache<T>& cache,
-                const T* q, std::size_t b,
-                std::size_t kv, std::size_t chunk, Scratch<T>& w, Part<T>& part, kernel::Isa isa) {
+                const T* q, std::size_t b, std::size_t kv, std::size_t chunk, Scratch<T>& w, Part<T>& part,
+                kernel::Isa isa) {
   const std::size_t h = p.h, d_k = p.d_k;
   if (w.q.empty()) {
     w.q.resize(t.rows_pad * d_k);

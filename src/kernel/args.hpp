@@ -82,11 +82,11 @@ struct FlashTileArgs {
   const T* kt = nullptr;            // (d_k, cols_pad)    the key tile transposed: kt[e·cols_pad + c] = K[c][e]
   const T* v = nullptr;             // (cols_pad, dv_pad) the value tile
   ScoreArgs<T> score;
-  T* s = nullptr;  // (rows_pad, cols_pad) scratch: S, then P
-  T* m = nullptr;           // (rows) running row max, updated
-  T* l = nullptr;           // (rows) running row sum, updated
-  T* alpha = nullptr;       // (rows_pad) scratch
-  T* o = nullptr;           // (rows_pad, dv_pad) running unnormalised output, updated
+  T* s = nullptr;      // (rows_pad, cols_pad) scratch: S, then P
+  T* m = nullptr;      // (rows) running row max, updated
+  T* l = nullptr;      // (rows) running row sum, updated
+  T* alpha = nullptr;  // (rows_pad) scratch
+  T* o = nullptr;      // (rows_pad, dv_pad) running unnormalised output, updated
   // (rows_pad, lanes) scratch: each row's raw scores' maxima lane by lane, taken as S is computed, so
   // that a row with nothing added to its scores needs no pass of its own for its max
   T* row_max = nullptr;
@@ -113,11 +113,11 @@ struct FlashBackwardTileArgs {
   // As in FlashTileArgs; with softcap dS carries the cap's slope 1 - (S_c/c)², and with dropout dP becomes
   // dP ⊙ drop before dS, and dV sums (P ⊙ drop)ᵀ·dO.
   ScoreArgs<T> score;
-  T* p = nullptr;  // (rows_pad, cols_pad) scratch: S, then P
-  T* ds = nullptr;          // (rows_pad, cols_pad) scratch: dP, then dS
-  T* dq = nullptr;          // (rows_pad, dk_pad) overwritten: this tile's share of dQ_i
-  T* dk = nullptr;          // (cols_pad, dk_pad) running dK_j, updated
-  T* dv = nullptr;          // (cols_pad, dv_pad) running dV_j, updated
+  T* p = nullptr;   // (rows_pad, cols_pad) scratch: S, then P
+  T* ds = nullptr;  // (rows_pad, cols_pad) scratch: dP, then dS
+  T* dq = nullptr;  // (rows_pad, dk_pad) overwritten: this tile's share of dQ_i
+  T* dk = nullptr;  // (cols_pad, dk_pad) running dK_j, updated
+  T* dv = nullptr;  // (cols_pad, dv_pad) running dV_j, updated
 };
 
 // The naive engine's rows of scores, in place: S' = S·scale, capped, + bias, masked to -inf, then

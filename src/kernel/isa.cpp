@@ -183,10 +183,10 @@ T online_softmax_row(const FlashTileArgs<T>& a, std::size_t r, std::size_t used_
   // ... and with nothing added to the scaled scores and a positive scale, the scaling waits for the
   // exp below: max(S·scale) = max(S)·scale, from the maxima pass 1 took as it computed S
   const bool plain = whole && a.score.pos_q == nullptr && a.score.softcap == 0 && a.score.scale > 0;
-  const V running =
-      plain ? load(a.row_max + r * w) * a.score.scale
-            : scale_bias_mask<T>(row, used_pad, a.score.scale, a.score.softcap, a.score.slope, a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0},
-                                 a.score.pos_q != nullptr ? a.score.pos_k : nullptr, lo, hi, keep);
+  const V running = plain ? load(a.row_max + r * w) * a.score.scale
+                          : scale_bias_mask<T>(row, used_pad, a.score.scale, a.score.softcap, a.score.slope,
+                                               a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0},
+                                               a.score.pos_q != nullptr ? a.score.pos_k : nullptr, lo, hi, keep);
   const T m_prev = a.m[r];
   const T row_max = lane_max<T>(running);
   const T m_new = row_max > m_prev ? row_max : m_prev;

@@ -63,8 +63,10 @@ void weights_and_score_gradient(const FlashBackwardTileArgs<T>& a, std::size_t r
   if (whole && a.score.pos_q == nullptr && a.score.softcap == 0) {
     for (std::size_t c = 0; c < span; c += w) store(p + c, load(p + c) * a.score.scale);
   } else {
-    scale_bias_mask<T>(p, span, a.score.scale, a.score.softcap, a.score.slope, a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0},
-                       a.score.pos_q != nullptr ? a.score.pos_k : nullptr, static_cast<T>(a.score.lo[r]), static_cast<T>(a.score.hi[r]), keep);
+    scale_bias_mask<T>(p, span, a.score.scale, a.score.softcap, a.score.slope,
+                       a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0},
+                       a.score.pos_q != nullptr ? a.score.pos_k : nullptr, static_cast<T>(a.score.lo[r]),
+                       static_cast<T>(a.score.hi[r]), keep);
   }
   // S - lse <= 0 up to rounding: the weights the forward normalised, without an n × m matrix kept
   const T lse = a.lse[r], D = a.D[r];
@@ -148,7 +150,8 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
       const bool in = static_cast<T>(c) >= lo && static_cast<T>(c) < hi && (keep == nullptr || keep[c] != 0);
       return in ? x : minus_inf<T>();
     };
-    const V running = scale_bias_mask<T>(row, full, a.score.scale, a.score.softcap, a.score.slope, a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0},
+    const V running = scale_bias_mask<T>(row, full, a.score.scale, a.score.softcap, a.score.slope,
+                                         a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0},
                                          a.score.pos_q != nullptr ? a.score.pos_k : nullptr, lo, hi, keep);
     T row_max = lane_max<T>(running);
     for (std::size_t c = full; c < a.cols; ++c) {
