@@ -44,10 +44,11 @@ template <class T>
 void traced_projections(const Problem& p, DType dtype) {
   NullObserver nobody;
   const Inputs<T> in(p, dtype);
-  const Heads<T> heads = project_heads(p, in, nobody, dtype);
-  const Tensor<T> O_h({p.B, p.h, p.n, p.d_v});
-  const Tensor<T> Y = merge_and_project(p, in, O_h, nobody, dtype);
-  sink = sink + static_cast<double>(Y.values()[0]) + static_cast<double>(heads.V.values()[0]);
+  const ForwardValues<T> x = walk_around_attention(p, in, Keeper<T>(nobody, dtype), [&p](const ForwardValues<T>&) {
+    return AttentionOut<T>{Tensor<T>({p.B, p.h, p.n, p.d_v}), Tensor<T>()};
+  });
+  sink = sink + static_cast<double>(x[slot(Step::output)].values()[0]) +
+         static_cast<double>(x[slot(Step::v_heads)].values()[0]);
 }
 
 // One timed run: the engine's whole call, the projections around the attention, and the attention.

@@ -1,6 +1,6 @@
 #pragma once
-// What both engines share: the inputs in the run's scalar type, the projections before attention and
-// after it, the rows with nothing to attend, and the result.
+// What both engines share: the inputs in the run's scalar type, how a step is kept, the rows with nothing
+// to attend, and the result.
 //
 // Storage: every engine function takes the dtype its values are stored in (`storage`). A half type
 // (float16, bfloat16) is computed with T = float: the inputs and every stored intermediate are rounded
@@ -147,45 +147,5 @@ struct Inputs {
     return values;
   }
 };
-
-template <class T>
-struct Heads {
-  Tensor<T> Q;  // (B, h, n, d_k)
-  Tensor<T> K;  // (B, g, m, d_k)
-  Tensor<T> V;  // (B, g, m, d_v)
-};
-
-// Project the tokens into queries, keys and values, split them into heads (steps q … v_heads), and
-// with RoPE turn the queries and keys by their positions (q_rot, k_rot), once, before any score.
-// The heads are a relayout of values already stored; the turned ones are stored anew.
-template <class T>
-Heads<T> project_heads(const Problem& p, const Inputs<T>& in, Observer& observer, DType storage = DType::float32) {
-  const Keeper<T> keep(observer, storage);
-  const Tensor<T> Q = keep(Step::q, project(in.X, in.W_q, std::span<const T>(in.b_q)));  // (B, n, h·d_k)
-  const Tensor<T> K = keep(Step::k, project(in.C, in.W_k, std::span<const T>(in.b_k)));  // (B, m, g·d_k)
-  const Tensor<T> V = keep(Step::v, project(in.C, in.W_v, std::span<const T>(in.b_v)));  // (B, m, g·d_v)
-
-  Heads<T> heads{split_heads(Q, p.h), split_heads(K, p.g), split_heads(V, p.g)};
-  report(observer, Step::q_heads, heads.Q);
-  report(observer, Step::k_heads, heads.K);
-  report(observer, Step::v_heads, heads.V);
-  if (p.rope) {
-    heads.Q = keep(Step::q_rot, rotate(heads.Q, in.cos_q, in.sin_q, p.rope->style));  // (B, h, n, d_k)
-    heads.K = keep(Step::k_rot, rotate(heads.K, in.cos_k, in.sin_k, p.rope->style));  // (B, g, m, d_k)
-  }
-  return heads;
-}
-
-// Merge the heads' outputs and project them out (steps concat, output).
-// O_h is stored already, so the concatenation is too.
-template <class T>
-Tensor<T> merge_and_project(const Problem& p, const Inputs<T>& in, const Tensor<T>& O_h, Observer& observer,
-                            DType storage = DType::float32) {
-  const Keeper<T> keep(observer, storage);
-  Tensor<T> O = merge_heads(O_h);  // (B, n, h·d_v)
-  report(observer, Step::concat, O);
-  if (!p.has_output_projection()) return keep(Step::output, std::move(O));    // (B, n, d_out): O itself
-  return keep(Step::output, project(O, in.W_o, std::span<const T>(in.b_o)));  // (B, n, d_out)
-}
 
 }  // namespace attn

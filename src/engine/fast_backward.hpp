@@ -294,7 +294,7 @@ Tensor<T> d_weight_rows(const Problem& p, std::span<const T> X, std::size_t rows
   const auto in = static_cast<std::ptrdiff_t>(d_in), out = static_cast<std::ptrdiff_t>(d_out);
   kernel::gemm(o.isa, kernel::product(d_in, d_out, rows, X.data(), 1, in, dY.data(), out, 1, dW.data(), out),
                o.threads);
-  return in_layout(p, Tensor<T>({d_in, d_out}, std::move(dW)));
+  return rows::in_file_layout(p, Tensor<T>({d_in, d_out}, std::move(dW)));
 }
 
 // dX (+)= dY·Wᵀ: dY (rows, d_out), W (d_in, d_out) -> dX (rows, d_in)

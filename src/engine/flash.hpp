@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "engine/common.hpp"
+#include "engine/rows.hpp"
 #include "model/run.hpp"
 #include "ops/online_softmax.hpp"
 
@@ -28,14 +29,13 @@ inline bool tile_masked_out(const Mask& mask, std::size_t b, std::size_t r0, std
   return true;
 }
 
-// What the flash forward pass leaves for its backward pass: the heads as the scores read them, the
-// head outputs, the log-sum-exp of every row, the output and the most score-tile bytes held at once.
+// What the flash forward pass leaves for its backward pass: the values of the steps it forms whole (the
+// rows before the scores and after the head outputs, the sinks' shares, the head outputs), the log-sum-exp
+// of every row and the most score-tile bytes held at once.
 template <class T>
 struct FlashForward {
-  Heads<T> heads;  // Q (B, h, n, d_k), K (B, g, m, d_k) turned with RoPE; V (B, g, m, d_v)
-  Tensor<T> O_h;   // (B, h, n, d_v)
-  Tensor<T> lse;   // (B, h, n)
-  Tensor<T> Y;     // (B, n, d_out)
+  ForwardValues<T> x;  // by slot; the score steps, which flash never forms whole, empty
+  Tensor<T> lse;       // (B, h, n)
   std::size_t peak_bytes = 0;
 };
 
@@ -44,18 +44,18 @@ inline void require_tiles(const char* who, TileSize tiles) {
     throw std::invalid_argument(fmt::format("{}: tiles of {} × {}: both sides must be >= 1", who, tiles.Br, tiles.Bc));
 }
 
-// One tile's scores: S = Q_i·K_jᵀ through the score chain (model/score_chain.hpp: scaled, capped with softcap,
-// + ALiBi's bias of this block), -inf where the mask forbids.
+// One tile's scores: S = Q_i·K_jᵀ through the score chain (model/score_chain.hpp: scaled, capped with
+// softcap, + ALiBi's bias of this block), -inf where the mask forbids. Q (B, h, n, d_k), K (B, g, m, d_k).
 // S[r][c] = chain(Σ_e Q[r0+r][e] · K[c0+c][e]) at (b, hd, r0+r, c0+c)
 template <class T>
-Tensor<T> tile_scores(const Problem& p, const Inputs<T>& in, const Heads<T>& heads, std::size_t b, std::size_t hd,
+Tensor<T> tile_scores(const Inputs<T>& in, const Tensor<T>& Q, const Tensor<T>& K, std::size_t b, std::size_t hd,
                       std::size_t r0, std::size_t c0, std::size_t rows, std::size_t cols) {
-  const std::size_t kv = kv_head_of(hd, p.h, p.g), d_k = p.d_k;
+  const std::size_t kv = kv_head_of(hd, Q.dim(1), K.dim(1)), d_k = Q.dim(3);
   Tensor<T> S({rows, cols});
   for (std::size_t r = 0; r < rows; ++r) {
-    const T* q = &heads.Q(b, hd, r0 + r, 0);
+    const T* q = &Q(b, hd, r0 + r, 0);
     for (std::size_t c = 0; c < cols; ++c) {
-      const T* k = &heads.K(b, kv, c0 + c, 0);
+      const T* k = &K(b, kv, c0 + c, 0);
       T dot = 0;
       for (std::size_t e = 0; e < d_k; ++e) dot += q[e] * k[e];
       S(r, c) = in.chain.score({b, hd, r0 + r, c0 + c}, dot);
@@ -64,35 +64,29 @@ Tensor<T> tile_scores(const Problem& p, const Inputs<T>& in, const Heads<T>& hea
   return S;
 }
 
-// Each sink's share of its row, from what the pass keeps: exp(sink - M) / l = exp(sink - lse).
+// Each sink's share of its row, from what the pass keeps: exp(sink - M) / l = exp(sink - lse).  -> (B, h, n)
 template <class T>
-void report_sink_weights(const Inputs<T>& in, const Tensor<T>& lse, Observer& observer, DType storage) {
-  Tensor<T> share(lse.shape());  // (B, h, n)
+Tensor<T> sink_shares(const Inputs<T>& in, const Tensor<T>& lse) {
+  Tensor<T> share(lse.shape());
   for (std::size_t b = 0; b < lse.dim(0); ++b)
     for (std::size_t hd = 0; hd < lse.dim(1); ++hd)
       for (std::size_t r = 0; r < lse.dim(2); ++r) share(b, hd, r) = std::exp(in.chain.sink(hd) - lse(b, hd, r));
-  round_stored(share, storage);
-  report(observer, Step::sink_weights, share);
+  return share;
 }
 
+// The tiles: per query tile, a sweep over the key tiles with the online softmax. Q (B, h, n, d_k) and
+// K (B, g, m, d_k) as the scores read them, V (B, g, m, d_v) -> the head outputs O_h (B, h, n, d_v), and
+// the log-sum-exp of every row into lse (B, h, n).
 template <class T>
-FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& observer, TileSize tiles,
-                              DType storage) {
+Tensor<T> flash_tiles(const Problem& p, const Inputs<T>& in, const Tensor<T>& Q, const Tensor<T>& K, const Tensor<T>& V,
+                      Observer& observer, TileSize tiles, DType storage, Tensor<T>& lse, ByteMeter& meter) {
   const std::size_t B = p.B, h = p.h, g = p.g, n = p.n, m = p.m, d_v = p.d_v;
   const std::size_t Br = tiles.Br, Bc = tiles.Bc;
   const std::size_t Tr = (n + Br - 1) / Br, Tc = (m + Bc - 1) / Bc;  // the last tiles may be partial
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   const bool watching = observer.wants_tiles();
-  const DropoutMask mask(p.dropout.value_or(Dropout{}));
-  ByteMeter meter;
-
-  // pass 1: project the tokens into queries, keys and values, split them into heads, and turn the
-  // queries and keys by their positions (RoPE) once, before the tiles, as rotary kernels do
-  Heads<T> heads = project_heads(p, in, observer, storage);
-
-  // pass 2: per query tile, sweep the key tiles with the online softmax
   Tensor<T> O_h({B, h, n, d_v});  // normalised head outputs
-  Tensor<T> lse({B, h, n});       // log-sum-exp of each row: what a backward pass would keep
+  lse = Tensor<T>({B, h, n});     // log-sum-exp of each row: what a backward pass would keep
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t hd = 0; hd < h; ++hd) {
       const std::size_t kv = kv_head_of(hd, h, g);
@@ -111,27 +105,27 @@ FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& o
             if (watching) observer.on_tile(TileEvent<T>{b, hd, i, j, r0, r1, c0, c1, true});
             continue;
           }
-          Tensor<T> S = tile_scores(p, in, heads, b, hd, r0, c0, rows, cols);
+          Tensor<T> S = tile_scores(in, Q, K, b, hd, r0, c0, rows, cols);
           Tensor<T> V_j({cols, d_v});  // (Bc, d_v) this tile's values
           for (std::size_t c = 0; c < cols; ++c)
-            for (std::size_t e = 0; e < d_v; ++e) V_j(c, e) = heads.V(b, kv, c0 + c, e);
+            for (std::size_t e = 0; e < d_v; ++e) V_j(c, e) = V(b, kv, c0 + c, e);
 
           // dropout: this tile's keep mask, 1/(1 - p) where kept and 0 where dropped, drawn from the seed and
           // the entries' positions, the same numbers naive draws
           Tensor<T> drop;
-          if (p.dropout) {
+          if (in.chain.has(Stage::dropout)) {
             drop = Tensor<T>({rows, cols});
             for (std::size_t r = 0; r < rows; ++r)
-              for (std::size_t c = 0; c < cols; ++c) drop(r, c) = mask.factor<T>(b, hd, r0 + r, c0 + c);
+              for (std::size_t c = 0; c < cols; ++c) drop(r, c) = in.chain.factor({b, hd, r0 + r, c0 + c});
           }
           OnlineSoftmaxStep<T> step =
-              online_softmax_update(S, m_i, l_i, O_i, V_j, storage, p.dropout ? &drop : nullptr);
+              online_softmax_update(S, m_i, l_i, O_i, V_j, storage, drop.empty() ? nullptr : &drop);
           const std::size_t tile_bytes = bytes_of(S) + bytes_of(step.P) + bytes_of(step.P_drop) + bytes_of(drop);
           meter.hold(tile_bytes);
           if (watching) {
             TileEvent<T> e{b,  hd,   i,           j,           r0,      r1,   c0,          c1,     false,
                            &S, &m_i, &step.m_new, &step.alpha, &step.P, &l_i, &step.l_new, &step.O};
-            if (p.dropout) e.P_drop = &step.P_drop;
+            if (!drop.empty()) e.P_drop = &step.P_drop;
             observer.on_tile(e);
           }
           meter.release(tile_bytes);
@@ -150,13 +144,28 @@ FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& o
         }
       }
     }
-  observer.on_lse(lse);  // the result of the pass, like its output: reported whether or not tiles are watched
-  if (in.chain.has(Stage::sinks) && observer.wants(Step::sink_weights)) report_sink_weights(in, lse, observer, storage);
-  report(observer, Step::head_outputs, O_h);
+  return O_h;
+}
 
-  // pass 3: merge the heads and project out
-  Tensor<T> Y = merge_and_project(p, in, O_h, observer, storage);
-  return {std::move(heads), std::move(O_h), std::move(lse), std::move(Y), meter.peak()};
+// The forward pass: the rows of engine/rows.hpp around the attention (walk_around_attention: the
+// projections, the heads and RoPE before it, the merge and the output projection after it), each kept as
+// naive keeps it, and in place of the score steps, which flash never forms whole, the tiles; the sinks'
+// shares from lse.
+template <class T>
+FlashForward<T> flash_forward(const Problem& p, const Inputs<T>& in, Observer& observer, TileSize tiles,
+                              DType storage) {
+  FlashForward<T> f;
+  ByteMeter meter;
+  f.x = walk_around_attention(p, in, Keeper<T>(observer, storage), [&](const ForwardValues<T>& x) {
+    AttentionOut<T> out;
+    out.head_outputs = flash_tiles(p, in, x[slot(rows::queries_read(p))], x[slot(rows::keys_read(p))],
+                                   x[slot(Step::v_heads)], observer, tiles, storage, f.lse, meter);
+    observer.on_lse(f.lse);  // the result of the pass, like its output: reported whether or not tiles are watched
+    if (in.chain.has(Stage::sinks)) out.sink_weights = sink_shares(in, f.lse);
+    return out;
+  });
+  f.peak_bytes = meter.peak();
+  return f;
 }
 
 template <class T>
@@ -165,7 +174,7 @@ AttentionResult<T> run_flash(const Problem& p, Observer& observer, TileSize tile
   require_storage<T>("run_flash", storage);
   const Inputs<T> in(p, storage);
   FlashForward<T> f = flash_forward(p, in, observer, tiles, storage);
-  return {std::move(f.Y), find_empty_rows(p), f.peak_bytes, std::move(f.lse)};
+  return {std::move(f.x[slot(Step::output)]), find_empty_rows(p), f.peak_bytes, std::move(f.lse)};
 }
 
 // Compiled once, in engine/instances.cpp, rather than in every file that runs the engine.

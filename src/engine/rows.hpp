@@ -84,6 +84,37 @@ void walk_forward(const Problem& p, ForwardValues<T>& x, Compute&& compute, Keep
     if (step_applies(s, p)) x[slot(s)] = keep(s, compute(s, static_cast<const ForwardValues<T>&>(x)));
 }
 
+// What an engine's attention gives the rows after it (walk_around_attention): the head outputs, and with
+// sinks each row's share of its head's sink.
+template <class T>
+struct AttentionOut {
+  Tensor<T> head_outputs;  // (B, h, n, d_v)
+  Tensor<T> sink_weights;  // (B, h, n), or empty
+};
+
+// The forward rows of every step an engine forms whole around its attention: the projections, the heads
+// and RoPE before it, the merge and the output projection after it, each kept by `keep` (a Keeper: rounded
+// to the storage, reported). `attend(x)` stands for the score steps, which such an engine never forms
+// whole: called once, in the place of the scores, with the values the scores read, it returns what the rows
+// after them read. Returns the values of the steps formed, by slot (the score steps empty).
+template <class T, class Attend>
+ForwardValues<T> walk_around_attention(const Problem& p, const Inputs<T>& in, const Keeper<T>& keep, Attend&& attend) {
+  const RowContext<T> c{p, in};
+  ForwardValues<T> x;
+  AttentionOut<T> out;
+  walk_forward<T>(
+      p, x,
+      [&](Step s, const ForwardValues<T>& v) -> Tensor<T> {
+        if (s == Step::scores) out = attend(v);
+        if (s == Step::sink_weights) return std::move(out.sink_weights);
+        if (s == Step::head_outputs) return std::move(out.head_outputs);
+        if (is_score_step(s)) return {};
+        return row_of<T>(s).forward(v, c);
+      },
+      [&keep](Step s, Tensor<T> value) { return value.empty() ? value : keep(s, std::move(value)); });
+  return x;
+}
+
 // How many steps of `p` read each step's value (the step table's inputs_of), by slot.
 inline std::array<std::size_t, step_count> reader_counts(const Problem& p) {
   std::array<std::size_t, step_count> count{};

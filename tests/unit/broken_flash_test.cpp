@@ -23,12 +23,13 @@ namespace {
 
 // FlashAttention-2's forward pass with one mistake: when a key tile raises a row's max, the output
 // accumulated so far is not multiplied by alpha = exp(m_prev - m_new). The running sum l still is,
-// so rows whose max never rises are right, and rows whose max rises are not.
+// so rows whose max never rises are right, and rows whose max rises are not. The head outputs
+// (B, h, n, d_v), from the heads the scores read in v.
 template <class T>
-AttentionResult<T> flash_without_rescale(const Problem& p, TileSize tiles) {
-  NullObserver none;
-  const Inputs<T> in(p);
-  const Heads<T> heads = project_heads(p, in, none);
+Tensor<T> heads_without_rescale(const Problem& p, const ForwardValues<T>& v, TileSize tiles) {
+  const Tensor<T>& Q = v[slot(rows::queries_read(p))];
+  const Tensor<T>& K = v[slot(rows::keys_read(p))];
+  const Tensor<T>& V = v[slot(Step::v_heads)];
   constexpr T minus_inf = -std::numeric_limits<T>::infinity();
   Tensor<T> O_h({p.B, p.h, p.n, p.d_v});
   for (std::size_t b = 0; b < p.B; ++b)
@@ -44,7 +45,7 @@ AttentionResult<T> flash_without_rescale(const Problem& p, TileSize tiles) {
           for (std::size_t c = c0; c < c1; ++c) {
             if (!p.mask.allows(b, r, c)) continue;
             T dot = 0;
-            for (std::size_t e = 0; e < p.d_k; ++e) dot += heads.Q(b, hd, r, e) * heads.K(b, kv, c, e);
+            for (std::size_t e = 0; e < p.d_k; ++e) dot += Q(b, hd, r, e) * K(b, kv, c, e);
             s[c - c0] = dot * static_cast<T>(p.scale);
             m_new = std::max(m_new, s[c - c0]);
           }
@@ -53,14 +54,26 @@ AttentionResult<T> flash_without_rescale(const Problem& p, TileSize tiles) {
           for (std::size_t c = c0; c < c1; ++c) {
             const T w = std::exp(s[c - c0] - m_new);
             l += w;
-            for (std::size_t e = 0; e < p.d_v; ++e) o[e] += w * heads.V(b, kv, c, e);  // ... the output is not
+            for (std::size_t e = 0; e < p.d_v; ++e) o[e] += w * V(b, kv, c, e);  // ... the output is not
           }
           m = m_new;
         }
         for (std::size_t e = 0; e < p.d_v; ++e) O_h(b, hd, r, e) = l == 0 ? T{0} : o[e] / l;
       }
     }
-  return {merge_and_project(p, in, O_h, none), find_empty_rows(p), 0, Tensor<T>()};
+  return O_h;
+}
+
+// That pass with the rows around it, as flash has them.
+template <class T>
+AttentionResult<T> flash_without_rescale(const Problem& p, TileSize tiles) {
+  NullObserver none;
+  const Inputs<T> in(p);
+  const ForwardValues<T> x =
+      walk_around_attention(p, in, Keeper<T>(none, DType::float32), [&](const ForwardValues<T>& v) {
+        return AttentionOut<T>{heads_without_rescale(p, v, tiles), Tensor<T>()};
+      });
+  return {x[slot(Step::output)], find_empty_rows(p), 0, Tensor<T>()};
 }
 
 std::shared_ptr<const Problem> cat_sat() {
