@@ -54,12 +54,15 @@ set(ATTN_CORE_SOURCES
   src/json/reader.cpp
   src/json/quoted.cpp
   src/text/nearest.cpp
+  src/text/utf8.cpp
+  src/text/visible.cpp
   src/io/examples.cpp
   src/io/new_input.cpp
   src/io/steps_json.cpp
   src/io/trace_write.cpp
   src/io/decode_write.cpp
   src/io/trace_read.cpp
+  src/io/trace_read_decode.cpp
   src/io/properties_json.cpp
   src/io/output.cpp
   src/io/read.cpp
@@ -114,7 +117,6 @@ set(ATTN_CORE_SOURCES
   src/render/pages/trace/compare_section.cpp
   src/render/pages/trace/decode_section.cpp
   src/render/pages/properties_page.cpp
-  src/render/draw/visible.cpp
   src/render/draw/colormap.cpp
   src/render/draw/panel.cpp
   src/render/draw/text.cpp

@@ -9,6 +9,7 @@
 #include "formats/dump_folder.hpp"
 #include "io/read.hpp"
 #include "options.hpp"
+#include "render/pages/diff_page.hpp"
 #include "request/diffing.hpp"
 #include "request/memory.hpp"
 #include "request/terminal_caps.hpp"
@@ -28,10 +29,9 @@ int run(DiffCommand& o) {
   o.diff.dtype_given = o.dtype->count() > 0;
   const TraceOptions& t = o.diff.trace;
   const std::shared_ptr<const Problem> problem = diff_problem(o.diff, std::nullopt);
-  const Diffed d = diff_for(o.diff, problem, read_dumps(o.dumps, o.bfloat16, memory_limit(t)), display_name(o.dumps),
-                            render_options(t));
+  const Diffed d = diff_for(o.diff, problem, read_dumps(o.dumps, o.bfloat16, memory_limit(t)), display_name(o.dumps));
   if (!t.json_out.empty()) write_result(t.json_out, d.json);
-  if (t.json_out != "-") write_result("", d.text);
+  if (t.json_out != "-") write_result("", render_diff(d.result, d.title, render_options(t)));
   return d.differs ? 1 : 0;
 }
 

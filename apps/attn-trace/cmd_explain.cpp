@@ -8,6 +8,7 @@
 
 #include "command.hpp"
 #include "options.hpp"
+#include "render/pages/explain_page.hpp"
 #include "request/explaining.hpp"
 #include "request/terminal_caps.hpp"
 
@@ -21,9 +22,9 @@ struct ExplainCommand {
 };
 
 int run(const ExplainCommand& o) {
-  const Explained e = explain_for(o.request, std::nullopt, render_options(o.request.trace));
+  const Explained e = explain_for(o.request, std::nullopt);
   if (!o.json_out.empty()) write_result(o.json_out, e.json);
-  if (o.json_out != "-") write_result("", e.text);
+  if (o.json_out != "-") write_result("", render_explained(e.what, e.title, render_options(o.request.trace)));
   return 0;
 }
 

@@ -18,7 +18,7 @@
 #include "io/read.hpp"
 #include "json/error.hpp"
 #include "options.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 #include "text/nearest.hpp"
 
 namespace attn::cli {

@@ -41,7 +41,7 @@ struct RunOptions {
 // run --mistake NAME: the intended naive computation beside the mistaken one; --steps shows those steps
 // side by side, --head that head. The options that choose an engine or its tiles have no meaning here
 // and are refused.
-int run_mistake(const TraceOptions& o, const std::string& name, const CLI::App& cmd) {
+int run_with_mistake(const TraceOptions& o, const std::string& name, const CLI::App& cmd) {
   const Mistake mistake = mistake_by_name(name);
   for (const char* option : {"--engine", "--block-q", "--block-k", "--format", "--backward", "--grad-seed"})
     if (cmd.count(option) != 0)
@@ -118,7 +118,7 @@ Runner add_run(CLI::App& app) {
       return 0;
     }
     if (o.file.empty()) throw UsageError("FILE is required: the input JSON to trace (attn-trace run --help)");
-    return all->mistake.empty() ? run(o) : run_mistake(o, all->mistake, *cmd);
+    return all->mistake.empty() ? run(o) : run_with_mistake(o, all->mistake, *cmd);
   };
 }
 

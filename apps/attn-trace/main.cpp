@@ -16,7 +16,7 @@
 #include "options.hpp"
 #include "parse_errors.hpp"
 #include "render/draw/text.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 
 namespace {
 

@@ -26,6 +26,8 @@
 #include "io/read.hpp"
 #include "io/trace_json.hpp"
 #include "json/error.hpp"
+#include "render/pages/diff_page.hpp"
+#include "render/pages/explain_page.hpp"
 #include "render/pages/report/report.hpp"
 #include "render/pages/trace/terminal.hpp"
 #include "request/diffing.hpp"
@@ -133,8 +135,8 @@ std::pair<std::string, std::string> explain(const std::optional<std::string>& te
   }
   e.trace = options_from(rest);
   e.trace.color = ColorMode::never;
-  const Explained out = explain_for(e, text, render_options(e.trace));
-  return {out.text, out.json};
+  const Explained out = explain_for(e, text);
+  return {render_explained(out.what, out.title, render_options(e.trace)), out.json};
 }
 
 // One dumped tensor: its name (a step's, an alias, or a name `names` maps), its values as float64 and
@@ -171,8 +173,8 @@ std::tuple<std::string, std::string, bool> diff(const std::optional<std::string>
     else tensor.dtype = DumpDType::float64;
     dumps.push_back({name, fmt::format("{}[\"{}\"]", dumps_name, name), std::move(tensor)});
   }
-  const Diffed d = diff_for(o, problem, std::move(dumps), dumps_name, render_options(o.trace));
-  return {d.text, d.json, d.differs};
+  const Diffed d = diff_for(o, problem, std::move(dumps), dumps_name);
+  return {render_diff(d.result, d.title, render_options(o.trace)), d.json, d.differs};
 }
 
 // What the command prints to a pipe in this environment (COLUMNS, LANG), without colour: run's steps,

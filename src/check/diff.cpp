@@ -94,7 +94,7 @@ struct WithUpstream {
   std::string note;
 };
 
-WithUpstream with_upstream(const Problem& input, const std::vector<DumpedStep>& dumped) {
+WithUpstream with_dumped_upstream(const Problem& input, const std::vector<DumpedStep>& dumped) {
   WithUpstream w{input, "ones",
                  "the upstream gradient dY is 1 everywhere (L = ΣY): the input has no \"dY\" and the dump no "
                  "d_output"};
@@ -128,7 +128,7 @@ DiffResult diff_dump(const Problem& input, const std::vector<DumpedStep>& dumped
   result.dtype = dtype;
   const bool gradients =
       std::any_of(dumped.begin(), dumped.end(), [](const DumpedStep& d) { return is_gradient_step(d.step); });
-  const WithUpstream dY = gradients ? with_upstream(input, dumped) : WithUpstream{};
+  const WithUpstream dY = gradients ? with_dumped_upstream(input, dumped) : WithUpstream{};
   const Problem& p = gradients ? dY.problem : input;
   result.upstream = dY.upstream;
 

@@ -90,7 +90,7 @@ struct FastDecodeOptions {
   kernel::Isa isa = kernel::isa();
 };
 
-// Why the fast decode cannot run `p`, or nothing: it takes causal self-attention (engine/decode.hpp) in float32
+// Why the fast decode cannot run `p`, or nothing: it takes causal self-attention (engine/decoder.hpp) in float32
 // or float64, and no ALiBi (whose slope differs between the query heads it puts in one tile).
 inline std::optional<std::string> fast_decode_refusal(const Problem& p) {
   if (p.alibi) return "the fast decode path has no ALiBi";

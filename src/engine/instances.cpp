@@ -5,7 +5,7 @@
 #include "engine/backward.hpp"
 #include "engine/compare.hpp"
 #include "engine/compare_backward.hpp"
-#include "engine/decode.hpp"
+#include "engine/decoder.hpp"
 #include "engine/flash.hpp"
 #include "engine/naive.hpp"
 

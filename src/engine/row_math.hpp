@@ -30,8 +30,6 @@ using ForwardValues = std::array<Tensor<T>, step_count>;
 template <class T>
 using Gradients = std::array<Tensor<T>, table_size>;
 
-constexpr std::size_t slot(Step s) { return static_cast<std::size_t>(s); }
-
 // What a row reads besides the steps: the problem and its inputs in T (rounded to the run's storage).
 template <class T>
 struct RowContext {

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <optional>
 #include <stdexcept>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -35,10 +36,11 @@ RowMath<T> stage_row() {
 }
 
 // Every forward step's row, in the table's order: row k is step k. A step added to the table without
-// a row here fails to compile (the size), and one out of order fails the test of the rows.
+// a row here does not compile (std::to_array counts the rows written, and the static_assert holds the
+// count to step_count); one out of order fails the test of the rows (tests/unit/rows_test.cpp).
 template <class T>
 const std::array<RowMath<T>, step_count>& row_math() {
-  static const std::array<RowMath<T>, step_count> table = {{
+  static const auto table = std::to_array<RowMath<T>>({
       {Step::q, rows::q<T>, rows::d_q<T>, rows::saves_nothing, rows::q_terms, rows::d_q_terms},
       {Step::k, rows::k<T>, rows::d_k<T>, rows::saves_nothing, rows::k_terms, rows::d_k_terms},
       {Step::v, rows::v<T>, rows::d_v<T>, rows::saves_nothing, rows::v_terms, rows::d_v_terms},
@@ -66,7 +68,8 @@ const std::array<RowMath<T>, step_count>& row_math() {
       {Step::concat, rows::concat<T>, rows::d_concat<T>, rows::saves_nothing, rows::nothing_summed,
        rows::d_concat<double>},
       {Step::output, rows::output<T>, rows::d_output<T>, rows::saves_merged, rows::output_terms, rows::d_output_terms},
-  }};
+  });
+  static_assert(std::tuple_size_v<std::remove_const_t<decltype(table)>> == step_count, "one row per forward step");
   return table;
 }
 

@@ -112,7 +112,7 @@ ProductSum row_times_column(const Tensor<double>& X, std::size_t b, std::size_t 
 
 // Row `i` of batch item `b` of a (B, rows, width) tensor, in T.
 template <class T>
-std::vector<double> row_of(const Tensor<double>& X, std::size_t b, std::size_t i) {
+std::vector<double> token_row(const Tensor<double>& X, std::size_t b, std::size_t i) {
   std::vector<double> row(X.dim(2));
   for (std::size_t r = 0; r < row.size(); ++r) row[r] = in_dtype<T>(X(b, i, r));
   return row;
@@ -266,15 +266,15 @@ RunRequest weight_run(const Problem& p, const ExplainRequest& r) {
 
 // The steps of the one head that weight_run keeps: the head axis has extent 1.
 struct HeadSteps {
-  Tensor<double> Q, K, V;        // (B, 1, n, d_k), (B, 1, m, d_k), (B, 1, m, d_v)
-  Tensor<double> S, S_scaled;    // (B, 1, n, m)
-  Tensor<double> Q_dot, K_dot;   // (B, 1, n, d_k), (B, 1, m, d_k) what the score reads: with RoPE the turned heads
-  Tensor<double> S_capped;       // (B, 1, n, m) the capped scores with softcap, else the scaled ones
-  Tensor<double> S_before_mask;  // (B, 1, n, m) what the mask applies to: the biased scores with ALiBi
-  Tensor<double> S_masked, A;    // (B, 1, n, m)
-  Tensor<double> sink_share;     // (B, 1, n) with sinks: each row's share of the head's sink
-  Tensor<double> A_drop;         // (B, 1, n, m) with dropout: the dropped weights
-  Tensor<double> O;              // (B, 1, n, d_v)
+  Tensor<double> Q, K, V;       // (B, 1, n, d_k), (B, 1, m, d_k), (B, 1, m, d_v)
+  Tensor<double> S, S_scaled;   // (B, 1, n, m)
+  Tensor<double> Q_dot, K_dot;  // (B, 1, n, d_k), (B, 1, m, d_k) what the score reads: with RoPE the turned heads
+  Tensor<double> S_capped;      // (B, 1, n, m) the capped scores with softcap, else the scaled ones
+  Tensor<double> S_mask_input;  // (B, 1, n, m) what the mask applies to: the biased scores with ALiBi
+  Tensor<double> S_masked, A;   // (B, 1, n, m)
+  Tensor<double> sink_share;    // (B, 1, n) with sinks: each row's share of the head's sink
+  Tensor<double> A_drop;        // (B, 1, n, m) with dropout: the dropped weights
+  Tensor<double> O;             // (B, 1, n, d_v)
 
   HeadSteps(const Trace& trace, const Problem& p)
       : Q(recorded(trace, Step::q_heads)),
@@ -285,7 +285,7 @@ struct HeadSteps {
         Q_dot(p.rope ? recorded(trace, Step::q_rot) : Q),
         K_dot(p.rope ? recorded(trace, Step::k_rot) : K),
         S_capped(p.softcap ? recorded(trace, Step::capped) : S_scaled),
-        S_before_mask(p.alibi ? recorded(trace, Step::bias) : S_capped),
+        S_mask_input(p.alibi ? recorded(trace, Step::bias) : S_capped),
         S_masked(recorded(trace, Step::masked)),
         A(recorded(trace, Step::weights)),
         sink_share(p.sinks.empty() ? Tensor<double>() : recorded(trace, Step::sink_weights)),
@@ -320,8 +320,8 @@ Explanation weight_named(const Problem& p, const ExplainRequest& r) {
 template <class T>
 void explain_projections(const Problem& p, const HeadSteps& kept, Explanation& e) {
   const std::size_t b = e.batch, i = e.query, j = e.key;
-  e.x = row_of<T>(p.X, b, i);
-  e.c = row_of<T>(p.C, b, j);
+  e.x = token_row<T>(p.X, b, i);
+  e.c = token_row<T>(p.C, b, j);
   for (std::size_t c = 0; c < p.d_k; ++c) {
     e.q.push_back(row_times_column<T>(p.X, b, i, p.W_q, e.head * p.d_k + c, p.b_q, kept.Q(b, 0, i, c)));
     e.k.push_back(row_times_column<T>(p.C, b, j, p.W_k, e.kv_head * p.d_k + c, p.b_k, kept.K(b, 0, j, c)));
@@ -359,7 +359,7 @@ void explain_score(const Problem& p, const HeadSteps& kept, Explanation& e) {
   e.alibi_pos_q = p.alibi->query_positions[i];
   e.alibi_pos_k = p.alibi->key_positions[j];
   e.alibi = alibi_term(e.slope, e.alibi_pos_q, e.alibi_pos_k);
-  e.biased = kept.S_before_mask(b, 0, i, j);
+  e.biased = kept.S_mask_input(b, 0, i, j);
 }
 
 // Whether the mask lets query i see key j, and if not, why.
@@ -405,7 +405,7 @@ void explain_softmax(const Problem& p, const HeadSteps& kept, Explanation& e) {
   for (std::size_t k = 0; k < p.m; ++k) {
     SoftmaxEntry& entry = e.row[k];
     entry.allowed = p.mask.allows(b, i, k);
-    entry.scaled = kept.S_before_mask(b, 0, i, k);
+    entry.scaled = kept.S_mask_input(b, 0, i, k);
     entry.weight = kept.A(b, 0, i, k);
     // a row with nothing to attend: shifted -inf, exp 0 (the tile's P), zero weights
     entry.shifted = e.empty_row ? minus_inf : static_cast<double>(s(0, k) - max);

@@ -129,7 +129,7 @@ struct Explanation {
   double slope = 0, alibi_pos_q = 0, alibi_pos_k = 0;
   double biased = 0;  // s + b
   // What the mask applies to: s, capped, plus ALiBi's bias, as the input has them.
-  double before_mask() const { return alibi ? biased : (softcap ? capped : scaled); }
+  double mask_input() const { return alibi ? biased : (softcap ? capped : scaled); }
   // 4. the mask
   bool allowed = true;
   std::string mask;         // Mask::summary()

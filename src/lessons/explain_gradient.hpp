@@ -8,8 +8,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "lessons/explain.hpp"
 #include "model/problem.hpp"
 #include "model/run.hpp"
 #include "observe/steps.hpp"
@@ -52,5 +54,8 @@ Shape gradient_index_shape(Step step, const Problem& p);
 // Runs the naive backward pass on `problem` in request.dtype and explains one entry of request.step.
 // The step must be a gradient that applies to the problem and the index in range (std::invalid_argument).
 GradientExplanation explain_gradient(const std::shared_ptr<const Problem>& problem, const GradientRequest& request);
+
+// What `attn-trace explain` explains: one weight, one output number or one gradient entry.
+using ExplainedNumber = std::variant<Explanation, OutputExplanation, GradientExplanation>;
 
 }  // namespace attn

@@ -1,6 +1,6 @@
 #pragma once
 // How a decode is asked for (attn-trace decode's --prompt, --split-kv, --page-size): plain values, so that
-// what records, writes and draws a decode knows them without the engine (engine/decode.hpp).
+// what records, writes and draws a decode knows them without the engine (engine/decoder.hpp).
 
 #include <cstddef>
 #include <cstdint>

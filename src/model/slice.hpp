@@ -1,6 +1,6 @@
 #pragma once
 // A part of a causal self-attention problem: some of its queries against the keys up to the last of them.
-// Decoding (engine/decode.hpp) is made of such parts: the prompt against itself (prefill), and each later
+// Decoding (engine/decoder.hpp) is made of such parts: the prompt against itself (prefill), and each later
 // token against every key so far.
 
 #include <cstddef>

@@ -61,13 +61,13 @@ std::string alibi_formula(const Problem& p) {
 std::string softcap_formula(const Problem& p) { return fmt::format("S_c = {}·tanh(S'/{})", *p.softcap, *p.softcap); }
 
 // What the mask reads: the scaled scores, soft-capped, plus ALiBi's bias, as the input has them.
-std::string before_mask(const Problem& p) {
+std::string mask_input(const Problem& p) {
   const std::string_view scores = p.softcap ? "S_c" : "S'";
   return p.alibi ? fmt::format("{} + B", scores) : std::string(scores);
 }
 
 std::string mask_formula(const Problem& p) {
-  const std::string before = before_mask(p);
+  const std::string before = mask_input(p);
   return p.mask.kind == MaskKind::none
              ? fmt::format("S'' = {} (mask: none)", before)
              : fmt::format("S'' = {} where allowed, -inf elsewhere (mask: {})", before, p.mask.summary());

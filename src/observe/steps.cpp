@@ -1,7 +1,9 @@
 #include "observe/steps.hpp"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -13,8 +15,6 @@
 namespace attn {
 
 namespace {
-
-constexpr std::size_t slot(Step s) { return static_cast<std::size_t>(s); }
 
 Axis axis_of(Dim dim) {
   switch (dim) {
@@ -32,7 +32,8 @@ std::array<StepInfo, gradient_step_count> gradient_rows();
 std::array<StepInfo, table_size> rows() {  // NOLINT(readability-function-size)
   using enum Dim;
   using S = Step;
-  const std::array<StepInfo, step_count> forward = {{
+  // std::to_array counts the rows written, so a step of the enum without its row does not compile
+  const auto forward = std::to_array<StepInfo>({
       {S::q,
        "q",
        "Q = X·W_q + b_q",
@@ -195,7 +196,9 @@ std::array<StepInfo, table_size> rows() {  // NOLINT(readability-function-size)
        {query, d_out},
        {S::concat},
        Op::projection},
-  }};
+  });
+  static_assert(std::tuple_size_v<std::remove_const_t<decltype(forward)>> == step_count,
+                "one row of the table per forward step");
   std::array<StepInfo, table_size> steps;
   std::copy(forward.begin(), forward.end(), steps.begin());
   const std::array<StepInfo, gradient_step_count> backward = gradient_rows();
@@ -225,7 +228,7 @@ std::array<StepInfo, gradient_step_count> gradient_rows() {  // NOLINT(readabili
     info.parameter = true;
     return info;
   };
-  return {{
+  auto backward = std::to_array<StepInfo>({
       grad(S::d_output, "d_output", "dY = ∂L/∂Y",
            "the upstream gradient: how much the loss L = Σ Y ⊙ dY changes with each output number", {query, d_out}, {},
            Op::relayout),
@@ -303,7 +306,9 @@ std::array<StepInfo, gradient_step_count> gradient_rows() {  // NOLINT(readabili
             "each sink's gradient: the softmax backward at the sink's column, whose dA is 0 (it has no value), "
             "summed over every query of every batch item",
             {head}, {S::sink_weights, S::weights, S::d_weights}, Op::softmax_backward, Needs::sinks),
-  }};
+  });
+  static_assert(std::tuple_size_v<decltype(backward)> == gradient_step_count, "one row of the table per gradient step");
+  return backward;
 }
 
 const std::array<StepInfo, table_size>& table() {

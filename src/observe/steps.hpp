@@ -72,6 +72,9 @@ enum class Step {
   d_sinks
 };
 
+// A step's place in the table, and in every array kept by step (one value or one row per step).
+constexpr std::size_t slot(Step s) { return static_cast<std::size_t>(s); }
+
 // The forward steps, q … output: the first step_count of the table, in every forward trace.
 inline constexpr std::size_t step_count = 19;
 // The backward steps, d_output … d_sinks, after them.

@@ -13,8 +13,7 @@
 #include "io/load.hpp"
 #include "io/read.hpp"
 #include "io/trace_json.hpp"
-#include "render/draw/visible.hpp"
-#include "render/pages/diff_page.hpp"
+#include "text/visible.hpp"
 #include "request/memory.hpp"
 #include "request/request.hpp"
 #include "text/number.hpp"
@@ -74,7 +73,7 @@ std::shared_ptr<const Problem> diff_problem(const DiffOptions& o, const std::opt
 }
 
 Diffed diff_for(const DiffOptions& o, const std::shared_ptr<const Problem>& problem, std::vector<NamedDump> dumps,
-                const std::string& dumps_name, const RenderOptions& render) {
+                const std::string& dumps_name) {
   const TraceOptions& t = o.trace;
   const Problem& p = *problem;
   const std::map<std::string, Step> names = name_map(o.names);
@@ -83,10 +82,10 @@ Diffed diff_for(const DiffOptions& o, const std::shared_ptr<const Problem>& prob
   const DType dtype = o.dtype_given ? t.dtype : dumped.least;
   check_range(p, display_name(t.file), dtype);
 
-  const DiffResult result = diff_dump(p, dumped.steps, dtype);
-  return {render_diff(result, fmt::format("{} against {}", display_name(t.file), dumps_name), render),
-          diff_to_json(result, fmt::format("attn-trace {}", version), display_name(t.file), dumps_name),
-          result.first.has_value()};
+  DiffResult result = diff_dump(p, dumped.steps, dtype);
+  std::string json = diff_to_json(result, fmt::format("attn-trace {}", version), display_name(t.file), dumps_name);
+  const bool differs = result.first.has_value();
+  return {std::move(result), fmt::format("{} against {}", display_name(t.file), dumps_name), std::move(json), differs};
 }
 
 }  // namespace attn

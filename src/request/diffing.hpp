@@ -11,7 +11,7 @@
 
 #include "formats/dump_folder.hpp"
 #include "model/problem.hpp"
-#include "render/draw/options.hpp"
+#include "check/diff.hpp"
 #include "request/trace_options.hpp"
 
 namespace attn {
@@ -24,7 +24,8 @@ struct DiffOptions {
 };
 
 struct Diffed {
-  std::string text;      // as diff prints it, with `render`
+  DiffResult result;     // the judgement, which render/pages/diff_page.hpp draws (render_diff)
+  std::string title;     // its page's title: the input against the dumps
   std::string json;      // as diff --json writes it (format attn-trace.diff)
   bool differs = false;  // a step differs: diff's exit code 1
 };
@@ -36,6 +37,6 @@ std::shared_ptr<const Problem> diff_problem(const DiffOptions& options, const st
 
 // `dumps` (named `dumps_name` in messages) judged against `problem`.
 Diffed diff_for(const DiffOptions& options, const std::shared_ptr<const Problem>& problem, std::vector<NamedDump> dumps,
-                const std::string& dumps_name, const RenderOptions& render);
+                const std::string& dumps_name);
 
 }  // namespace attn

@@ -14,8 +14,7 @@
 #include "json/error.hpp"
 #include "lessons/explain_gradient.hpp"
 #include "model/slice.hpp"
-#include "render/draw/visible.hpp"
-#include "render/pages/explain_page.hpp"
+#include "text/visible.hpp"
 #include "request/memory.hpp"
 #include "request/request.hpp"
 #include "text/words.hpp"
@@ -53,8 +52,7 @@ void check_ranges(const ExplainOptions& o, const Problem& p) {
 }
 
 // explain --grad STEP --index I,J,…: one gradient entry of the naive backward pass, term by term.
-Explained explain_gradient_entry(const ExplainOptions& o, const std::optional<std::string>& text,
-                                 const RenderOptions& render) {
+Explained explain_gradient_entry(const ExplainOptions& o, const std::optional<std::string>& text) {
   const TraceOptions& t = o.trace;
   for (const auto& [given, option] :
        {std::pair{o.query.has_value(), "--query"}, std::pair{o.key.has_value(), "--key"},
@@ -95,16 +93,16 @@ Explained explain_gradient_entry(const ExplainOptions& o, const std::optional<st
   check_memory(t, request, p, {.naive = true, .flash = false, .runs = 2});
   const GradientExplanation e = explain_gradient(problem, {.step = step, .index = o.index, .dtype = t.dtype});
   const std::string title = fmt::format("{}, {}, naive backward", display_name(t.file), name_of(t.dtype));
-  return {render_gradient_explanation(e, title, render), gradient_explanation_to_json(e, generator())};
+  return {e, title, gradient_explanation_to_json(e, generator())};
 }
 
 }  // namespace
 
-Explained explain_for(const ExplainOptions& o, const std::optional<std::string>& text, const RenderOptions& render) {
+Explained explain_for(const ExplainOptions& o, const std::optional<std::string>& text) {
   const TraceOptions& t = o.trace;
   if (!o.grad.empty() && o.decode)
     throw UsageError("--decode: a decode step runs no backward pass; drop --decode or --grad");
-  if (!o.grad.empty()) return explain_gradient_entry(o, text, render);
+  if (!o.grad.empty()) return explain_gradient_entry(o, text);
   if (!o.index.empty()) throw UsageError("--index: it places a --grad entry; add --grad STEP");
   if (t.grad_seed) throw UsageError("--grad-seed: it draws the upstream gradient of --grad; add --grad STEP");
   check_tiles_need_flash(t);
@@ -149,7 +147,7 @@ Explained explain_for(const ExplainOptions& o, const std::optional<std::string>&
                                                          .engine = t.engine,
                                                          .dtype = t.dtype,
                                                          .tile_size = request.tile_size});
-    return {render_output_explanation(e, title, render), output_explanation_to_json(e, generator())};
+    return {e, title, output_explanation_to_json(e, generator())};
   }
 
   const std::size_t j = token_index("--key", *o.key, whole->context_tokens[b], whole->cross ? "context" : "key");
@@ -169,7 +167,7 @@ Explained explain_for(const ExplainOptions& o, const std::optional<std::string>&
                                                  .engine = t.engine,
                                                  .dtype = t.dtype,
                                                  .tile_size = request.tile_size});
-  return {render_explanation(e, title, render), explanation_to_json(e, generator())};
+  return {e, title, explanation_to_json(e, generator())};
 }
 
 }  // namespace attn

@@ -1,14 +1,15 @@
 #pragma once
 // `attn-trace explain` as values: one attention weight, one output number or one gradient entry
-// explained, every operation with its numbers (lessons/), checked against the input and rendered as
-// text and as JSON. The command line and the Python module ask here; each writes the result its way.
+// explained, every operation with its numbers (lessons/), checked against the input, and its JSON. The
+// command line and the Python module ask here; each draws the result (render_explained) and writes it
+// its way.
 
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "render/draw/options.hpp"
+#include "lessons/explain_gradient.hpp"
 #include "request/trace_options.hpp"
 
 namespace attn {
@@ -20,19 +21,19 @@ struct ExplainOptions {
   std::string grad;                // --grad STEP: a gradient entry instead
   std::vector<std::size_t> index;  // --index I,J,…: the entry
   // --decode: the weight or output number as the decode step of the query computes it, its one row against
-  // the cache of every key so far (engine/decode.hpp); the input must be causal self-attention.
+  // the cache of every key so far (engine/decoder.hpp); the input must be causal self-attention.
   bool decode = false;
 };
 
 struct Explained {
-  std::string text;  // as explain prints it, with `render`
-  std::string json;  // as explain --json writes it (format attn-trace.explain)
+  ExplainedNumber what;  // the explanation, which render/pages/explain_page.hpp draws (render_explained)
+  std::string title;     // its page's title: the input, the dtype, the engine
+  std::string json;      // as explain --json writes it (format attn-trace.explain)
 };
 
 // The explanation `request` asks for, of the input's text `text`, or, with none, of the file the
 // request names (read within --max-memory). A request the input cannot answer is a UsageError that
 // says why; a refused input an InputError.
-Explained explain_for(const ExplainOptions& request, const std::optional<std::string>& text,
-                      const RenderOptions& render);
+Explained explain_for(const ExplainOptions& request, const std::optional<std::string>& text);
 
 }  // namespace attn

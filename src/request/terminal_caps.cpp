@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "attn/version.hpp"
-#include "render/draw/text.hpp"
+#include "text/utf8.hpp"
 
 namespace attn {
 

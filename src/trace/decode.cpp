@@ -1,4 +1,4 @@
-// Decode and record: the collector that keeps what engine/decode.hpp reports, and the check of its rows.
+// Decode and record: the collector that keeps what engine/decoder.hpp reports, and the check of its rows.
 
 #include "trace/decode.hpp"
 
@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "engine/compare.hpp"
-#include "engine/decode.hpp"
+#include "engine/decoder.hpp"
 #include "engine/naive.hpp"
 #include "tensor/bits.hpp"
 #include "trace/collector.hpp"

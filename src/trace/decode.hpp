@@ -1,6 +1,6 @@
 #pragma once
 // A recorded decode (attn-trace decode): the prefill's steps, each decode step's steps with its cache, its
-// chunks and its pages, and the check of every output row against the plain causal pass (engine/decode.hpp).
+// chunks and its pages, and the check of every output row against the plain causal pass (engine/decoder.hpp).
 
 #include <cstddef>
 #include <memory>

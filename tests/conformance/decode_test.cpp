@@ -19,7 +19,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/decode.hpp"
+#include "engine/decoder.hpp"
 #include "io/load.hpp"
 
 using namespace attn;

@@ -1,4 +1,4 @@
-// Decoding (engine/decode.hpp): the prefill and the decode steps give every token's output row. Unsplit, each
+// Decoding (engine/decoder.hpp): the prefill and the decode steps give every token's output row. Unsplit, each
 // row is the plain causal pass's row bit for bit (the same sums in the same order; the keys after a token are
 // -inf there and add exactly 0); split into chunks and merged (flash-decoding), within rounding of it; paged,
 // the same bits as contiguous. The plain pass (run_naive) is the independent computation; the merge and the
@@ -15,7 +15,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include "engine/decode.hpp"
+#include "engine/decoder.hpp"
 #include "engine/naive.hpp"
 #include "io/examples.hpp"
 #include "io/load.hpp"

@@ -1,4 +1,4 @@
-// The fast path's decode step (engine/fast_decode.hpp) against the traced decode (engine/decode.hpp, itself
+// The fast path's decode step (engine/fast_decode.hpp) against the traced decode (engine/decoder.hpp, itself
 // checked bit for bit against the plain causal pass and against PyTorch): the same head outputs, on every
 // instruction set this machine runs, on 1 and 2 threads, unsplit and split into chunks, for GQA, MQA, RoPE,
 // softcap, a sliding window with sinks and a batch.
@@ -11,7 +11,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include "engine/decode.hpp"
+#include "engine/decoder.hpp"
 #include "engine/fast_decode.hpp"
 #include "io/examples.hpp"
 #include "io/load.hpp"

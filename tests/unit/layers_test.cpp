@@ -104,3 +104,30 @@ TEST_CASE("docs/architecture.md shows the layers of src/layers.txt in the same o
   for (const Layer& l : read_layers()) listed.push_back(l.name);
   CHECK(shown == listed);
 }
+
+TEST_CASE("src/request reads only the options the pages share of render, as docs/architecture.md says", "[layers]") {
+  // request works out what a command asks for and returns it as data; render draws it. Of render it may read
+  // render/draw/options.hpp, the options both sides hold, and nothing else.
+  const fs::path src = fs::path(ATTN_SOURCE_DIR) / "src";
+  const std::regex include(R"re(^\s*#\s*include\s*"(render/[^"]+)")re");
+  std::vector<std::string> wrong;
+  std::size_t files = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(src / "request")) {
+    if (!e.is_regular_file()) continue;
+    ++files;
+    std::ifstream in(e.path());
+    std::size_t number = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++number;
+      std::smatch m;
+      if (std::regex_search(line, m, include) && m[1] != "render/draw/options.hpp")
+        wrong.push_back("src/request/" + e.path().filename().string() + ":" + std::to_string(number) + " includes " +
+                        m[1].str());
+    }
+  }
+  CHECK(files > 4);
+  std::string all;
+  for (const std::string& w : wrong) all += w + "\n";
+  INFO(all);
+  CHECK(wrong.empty());
+}

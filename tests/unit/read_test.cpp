@@ -1,4 +1,4 @@
-// Reading within a limit (src/io/read.hpp) and making file text safe to print (src/render/draw/visible.hpp).
+// Reading within a limit (src/io/read.hpp) and making file text safe to print (src/text/visible.hpp).
 // Expected counts and strings are worked out by hand from the texts beside them.
 
 #include <algorithm>
@@ -14,7 +14,7 @@
 
 #include "io/read.hpp"
 #include "json/error.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 
 using namespace attn;
 

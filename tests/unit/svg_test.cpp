@@ -15,7 +15,7 @@
 
 #include "io/load.hpp"
 #include "render/pages/svg.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 #include "trace/record.hpp"
 
 using namespace attn;

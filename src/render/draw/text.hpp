@@ -8,11 +8,9 @@
 #include <string_view>
 #include <vector>
 
-namespace attn {
+#include "text/utf8.hpp"
 
-// The length of the UTF-8 sequence that starts at text[at] and its code point, or 0 when the bytes
-// there are not well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF).
-std::size_t utf8_sequence(std::string_view text, std::size_t at, char32_t& code);
+namespace attn {
 
 // The number of terminal columns `text` takes: East Asian wide and fullwidth characters (猫, ｘ, most
 // emoji) two, combining marks and zero-width characters none, the others one. ANSI escape sequences
@@ -31,8 +29,5 @@ std::vector<std::string> wrap(std::string_view text, std::size_t width, std::str
 // ᵀ ^T, Σ sum, − -), every other character that is not ASCII written as \uXXXX (\UXXXXXXXX above
 // U+FFFF), so a token stays recognisable and nothing needs a UTF-8 terminal.
 std::string to_ascii(std::string_view text);
-
-// Whether a locale name (LC_ALL, else LC_CTYPE, else LANG) says its characters are UTF-8.
-bool utf8_locale(std::string_view name);
 
 }  // namespace attn

@@ -10,7 +10,7 @@
 #include "text/number.hpp"
 #include "render/draw/page.hpp"
 #include "render/draw/text.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 
 namespace attn {
 

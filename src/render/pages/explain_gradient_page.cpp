@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "render/draw/page.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 #include "render/pages/explain_page.hpp"
 #include "text/number.hpp"
 

@@ -15,7 +15,7 @@
 #include "render/draw/page.hpp"
 #include "render/pages/explain_text.hpp"
 #include "render/draw/text.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 #include "text/number.hpp"
 
 namespace attn {
@@ -124,10 +124,10 @@ void mask(Page& page, const Explanation& e, const Numbers& num) {
                                 e.mask, e.mask_reason, e.query));
   } else if (e.mask == "none") {
     paragraph(page,
-              fmt::format("No mask: query {} may attend to every key, so s stays {}.", e.query, num(e.before_mask())));
+              fmt::format("No mask: query {} may attend to every key, so s stays {}.", e.query, num(e.mask_input())));
   } else {
     paragraph(page, fmt::format("The mask ({}) allows query {} to see key {}, so s stays {}.", e.mask, e.query, e.key,
-                                num(e.before_mask())));
+                                num(e.mask_input())));
   }
   page.line();
 }
@@ -506,6 +506,13 @@ std::string render_explanation(const Explanation& e, std::string_view title, con
 
 std::string render_output_explanation(const OutputExplanation& e, std::string_view title, const RenderOptions& o) {
   return explain_text::output_explanation_page(e, title, o);
+}
+
+std::string render_explained(const ExplainedNumber& e, std::string_view title, const RenderOptions& options) {
+  if (const auto* weight = std::get_if<Explanation>(&e)) return render_explanation(*weight, title, options);
+  if (const auto* output = std::get_if<OutputExplanation>(&e))
+    return render_output_explanation(*output, title, options);
+  return render_gradient_explanation(std::get<GradientExplanation>(e), title, options);
 }
 
 }  // namespace attn

@@ -21,4 +21,7 @@ std::string render_output_explanation(const OutputExplanation& e, std::string_vi
 std::string render_gradient_explanation(const GradientExplanation& e, std::string_view title,
                                         const RenderOptions& options);
 
+// Whichever of the three `e` is (what `attn-trace explain` was asked for), as its page.
+std::string render_explained(const ExplainedNumber& e, std::string_view title, const RenderOptions& options);
+
 }  // namespace attn

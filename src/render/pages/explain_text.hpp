@@ -16,7 +16,7 @@
 #include "render/draw/options.hpp"
 #include "render/draw/page.hpp"
 #include "render/draw/text.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 
 namespace attn::explain_text {
 

@@ -10,7 +10,7 @@
 
 #include "render/draw/page.hpp"
 #include "render/draw/text.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 #include "text/number.hpp"
 
 namespace attn {

@@ -14,7 +14,7 @@
 #include "text/number.hpp"
 #include "render/draw/text.hpp"
 #include "render/draw/panel.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 
 namespace attn {
 

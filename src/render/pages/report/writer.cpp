@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "render/draw/escape.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 
 namespace attn::report_detail {
 

@@ -18,7 +18,7 @@
 namespace attn::report_detail {
 
 // A string from the trace (a token, a formula, a description) as page text: control characters written
-// out (render/draw/visible.hpp), then escaped for HTML.
+// out (text/visible.hpp), then escaped for HTML.
 std::string page_text(std::string_view text);
 // The same string inside the page's JSON, where report.js only ever puts it into textContent.
 std::string data_text(std::string_view text);

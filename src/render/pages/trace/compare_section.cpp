@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "text/number.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 
 namespace attn::render_detail {
 

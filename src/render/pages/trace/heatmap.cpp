@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 
 namespace attn::render_detail {
 

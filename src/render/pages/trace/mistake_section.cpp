@@ -12,11 +12,11 @@
 #include "text/number.hpp"
 #include "render/draw/page.hpp"
 #include "render/pages/trace/renderer.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 
 namespace attn::render_detail {
 
-std::string Renderer::run_mistake(const MistakeResult& r) {
+std::string Renderer::mistake_page(const MistakeResult& r) {
   const MistakeInfo& info = mistake_info(r.mistake);
   header();
   line("");
@@ -216,7 +216,7 @@ std::optional<DifferencePanels> difference_panels(const MistakeResult& r, Step s
 }
 
 std::string render_mistake(const MistakeResult& result, const RenderOptions& options) {
-  return render_detail::Renderer(result.intended, options).run_mistake(result);
+  return render_detail::Renderer(result.intended, options).mistake_page(result);
 }
 
 std::string render_mistake_list(const RenderOptions& options) {

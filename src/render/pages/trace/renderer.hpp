@@ -93,7 +93,7 @@ class Renderer {
   std::string run();
   // run --mistake: the input's header, then the intended and the mistaken computation compared
   // (mistake_section.cpp). The renderer's trace is the intended one.
-  std::string run_mistake(const MistakeResult& result);
+  std::string mistake_page(const MistakeResult& result);
   // A decode's part (decode_section.cpp): this trace's steps alone, under a heading when `heading_name` is
   // not empty; or one step under another name (k_cache, v_cache).
   std::string steps_only(std::string_view heading_name);
@@ -113,7 +113,7 @@ class Renderer {
   std::string text(std::string_view s) const;
   std::string_view ellipsis() const { return o_.unicode ? "…" : "..."; }
   std::string_view vdots() const { return o_.unicode ? "⋮" : ":"; }
-  // A token as a label: control characters made visible (render/draw/visible.hpp), then cut to fit.
+  // A token as a label: control characters made visible (text/visible.hpp), then cut to fit.
   std::string label(std::string_view token) const;
   std::vector<std::string> labels(const std::vector<std::string>& raw) const;
 

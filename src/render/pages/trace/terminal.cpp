@@ -13,7 +13,7 @@
 
 #include "text/number.hpp"
 #include "render/draw/notes.hpp"
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 
 namespace attn::render_detail {
 

@@ -1,8 +1,8 @@
-#include "render/draw/visible.hpp"
+#include "text/visible.hpp"
 
 #include <fmt/format.h>
 
-#include "render/draw/text.hpp"
+#include "text/utf8.hpp"
 
 namespace attn {
 
