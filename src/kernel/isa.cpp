@@ -175,18 +175,12 @@ T online_softmax_row(const FlashTileArgs<T>& a, std::size_t r, std::size_t used_
     for (std::size_t c = 0; c < used_pad; c += w) store(row + c, V{});
     return minus_inf<T>();
   }
-  const T lo = static_cast<T>(a.score.lo[r]), hi = static_cast<T>(a.score.hi[r]);
   const T* keep = a.score.keep != nullptr ? a.score.keep + r * a.cols_pad : nullptr;
-  // S = Q·Kᵀ·scale + bias, -inf where the mask forbids; a row that keeps every column of the tile
-  // (the common case) skips the mask's lanes
-  const bool whole = keep == nullptr && a.score.lo[r] == 0 && static_cast<std::size_t>(a.score.hi[r]) == used_pad;
-  // ... and with nothing added to the scaled scores and a positive scale, the scaling waits for the
-  // exp below: max(S·scale) = max(S)·scale, from the maxima pass 1 took as it computed S
-  const bool plain = whole && a.score.pos_q == nullptr && a.score.softcap == 0 && a.score.scale > 0;
-  const V running = plain ? load(a.row_max + r * w) * a.score.scale
-                          : scale_bias_mask<T>(row, used_pad, a.score.scale, a.score.softcap, a.score.slope,
-                                               a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0},
-                                               a.score.pos_q != nullptr ? a.score.pos_k : nullptr, lo, hi, keep);
+  // S = Q·Kᵀ through the score chain's stages, -inf where the mask forbids; with the scale alone (a row
+  // that keeps every column of the tile, nothing added, the common case) and a positive scale, the scaling
+  // waits for the exp below: max(S·scale) = max(S)·scale, from the maxima pass 1 took as it computed S
+  const bool plain = scale_only(a.score, r, used_pad, keep) && a.score.scale > 0;
+  const V running = plain ? load(a.row_max + r * w) * a.score.scale : score_lanes<T>(row, used_pad, a.score, r, keep);
   const T m_prev = a.m[r];
   const T row_max = lane_max<T>(running);
   const T m_new = row_max > m_prev ? row_max : m_prev;

@@ -59,28 +59,19 @@ void weights_and_score_gradient(const FlashBackwardTileArgs<T>& a, std::size_t r
   T* p = a.p + r * a.cols_pad;
   T* ds = a.ds + r * a.cols_pad;
   const T* keep = a.score.keep != nullptr ? a.score.keep + r * a.cols_pad : nullptr;
-  const bool whole = keep == nullptr && a.score.lo[r] == 0 && static_cast<std::size_t>(a.score.hi[r]) == span;
-  if (whole && a.score.pos_q == nullptr && a.score.softcap == 0) {
+  if (scale_only(a.score, r, span, keep)) {
     for (std::size_t c = 0; c < span; c += w) store(p + c, load(p + c) * a.score.scale);
   } else {
-    scale_bias_mask<T>(p, span, a.score.scale, a.score.softcap, a.score.slope,
-                       a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0},
-                       a.score.pos_q != nullptr ? a.score.pos_k : nullptr, static_cast<T>(a.score.lo[r]),
-                       static_cast<T>(a.score.hi[r]), keep);
+    score_lanes<T>(p, span, a.score, r, keep);
   }
   // S - lse <= 0 up to rounding: the weights the forward normalised, without an n × m matrix kept
   const T lse = a.lse[r], D = a.D[r];
-  if (a.score.softcap > 0) {
-    const T c_cap = a.score.softcap, pos_q = a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0};
+  if (sloped(a.score)) {  // dS also carries the slope of the score before the softmax with respect to S'
     for (std::size_t c = 0; c < span; c += w) {
       const V x = load(p + c);
-      V capped = a.score.pos_q != nullptr ? x - -a.score.slope * (pos_q - load(a.score.pos_k + c)) : x;
-      capped = capped > c_cap ? splat(c_cap) : capped;
-      capped = capped < -c_cap ? splat(-c_cap) : capped;
-      const V t = capped / c_cap;
       const V weight = exp_nonpositive<T>(x - lse);
       store(p + c, weight);
-      store(ds + c, weight * (load(ds + c) - D) * (T{1} - t * t) * a.score.scale);
+      store(ds + c, weight * (load(ds + c) - D) * slope_lanes<T>(a.score, r, c, x) * a.score.scale);
     }
     return;
   }
@@ -141,21 +132,11 @@ void softmax_rows_impl(const SoftmaxRowsArgs<T>& a) {
   for (std::size_t r = 0; r < a.rows; ++r) {
     T* row = a.s + r * a.row_stride;
     const T* keep = a.score.keep != nullptr ? a.score.keep + r * a.cols : nullptr;
-    const T lo = static_cast<T>(a.score.lo[r]), hi = static_cast<T>(a.score.hi[r]);
-    // S' = S·scale + bias, -inf where the mask forbids
-    const auto score = [&](std::size_t c, T s) {
-      T x = s * a.score.scale;
-      if (a.score.softcap > 0) x = softcap_one(x, a.score.softcap);
-      if (a.score.pos_q != nullptr) x = x + -a.score.slope * (a.score.pos_q[r] - a.score.pos_k[c]);
-      const bool in = static_cast<T>(c) >= lo && static_cast<T>(c) < hi && (keep == nullptr || keep[c] != 0);
-      return in ? x : minus_inf<T>();
-    };
-    const V running = scale_bias_mask<T>(row, full, a.score.scale, a.score.softcap, a.score.slope,
-                                         a.score.pos_q != nullptr ? a.score.pos_q[r] : T{0},
-                                         a.score.pos_q != nullptr ? a.score.pos_k : nullptr, lo, hi, keep);
+    // S' = S through the score chain's stages, -inf where the mask forbids: whole vectors, then the rest
+    const V running = score_lanes<T>(row, full, a.score, r, keep);
     T row_max = lane_max<T>(running);
     for (std::size_t c = full; c < a.cols; ++c) {
-      row[c] = score(c, row[c]);
+      row[c] = score_one<T>(a.score, r, c, row[c], keep);
       row_max = row[c] > row_max ? row[c] : row_max;
     }
     if (a.score.sink != nullptr) row_max = *a.score.sink > row_max ? *a.score.sink : row_max;  // the sink joins the max

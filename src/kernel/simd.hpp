@@ -1,6 +1,7 @@
 #pragma once
 // The vectors of the fast path's kernels and what every kernel builds on: the register and cache
-// blocking, loads, stores, lanes, exp and the soft cap on vectors. Included only by the files compiled
+// blocking, loads, stores, lanes, exp, and the score chain's stages on vectors (ScoreArgs, the one place
+// the kernels apply them). Included only by the files compiled
 // once per instruction set (kernel/isa.cpp, kernel/isa_backward.cpp; CMakeLists.txt), where ATTN_ISA
 // names the namespace and ATTN_VBYTES the vector width; everything stays in an anonymous namespace, for
 // the reason isa.cpp gives.
@@ -8,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+
+#include "kernel/args.hpp"
 
 #if ATTN_VBYTES == 64 && defined(__AVX512F__)
 #include <immintrin.h>
@@ -337,6 +340,59 @@ inline Vec<T> scale_bias_mask(T* row, std::size_t end, T scale, T softcap, T slo
     running = running > x ? running : x;
   }
   return running;
+}
+
+// ---- the score chain's stages, as the kernels apply them (kernel/args.hpp's ScoreArgs, filled by
+// model/score_chain.hpp). A stage added to the chain adds its parameters to ScoreArgs and its forms here:
+// the kernels themselves call nothing else of it.
+
+// Does row r get the scale alone over [0, end)? The mask keeps every column (no gaps, `keep` none) and no
+// stage adds to the scaled scores or bends them: the common case, which skips the mask's lanes.
+template <class T>
+inline bool scale_only(const ScoreArgs<T>& a, std::size_t r, std::size_t end, const T* keep) {
+  const bool whole = keep == nullptr && a.lo[r] == 0 && static_cast<std::size_t>(a.hi[r]) == end;
+  return whole && a.pos_q == nullptr && a.softcap == 0;
+}
+
+// Row r of the scores through every stage, in place over the whole vectors of [0, end): S·scale, capped,
+// + ALiBi's bias, -inf where the mask forbids (`keep`: the row's own gaps, or none). Returns the lanes'
+// running max.
+template <class T>
+inline Vec<T> score_lanes(T* row, std::size_t end, const ScoreArgs<T>& a, std::size_t r, const T* keep) {
+  return scale_bias_mask<T>(row, end, a.scale, a.softcap, a.slope, a.pos_q != nullptr ? a.pos_q[r] : T{0},
+                            a.pos_q != nullptr ? a.pos_k : nullptr, static_cast<T>(a.lo[r]), static_cast<T>(a.hi[r]),
+                            keep);
+}
+
+// The same for one score s at column c of row r (`keep`: the row's gaps, or none): the scalar tail of a row.
+template <class T>
+inline T score_one(const ScoreArgs<T>& a, std::size_t r, std::size_t c, T s, const T* keep) {
+  T x = s * a.scale;
+  if (a.softcap > 0) x = softcap_one(x, a.softcap);
+  if (a.pos_q != nullptr) x = x + -a.slope * (a.pos_q[r] - a.pos_k[c]);
+  const T lo = static_cast<T>(a.lo[r]), hi = static_cast<T>(a.hi[r]);
+  const bool in = static_cast<T>(c) >= lo && static_cast<T>(c) < hi && (keep == nullptr || keep[c] != 0);
+  return in ? x : minus_inf<T>();
+}
+
+// Does a stage bend the scores, so that the score before the softmax has a slope other than 1 with respect
+// to S' (the cap's)? Then the backward multiplies dS by slope_lanes.
+template <class T>
+inline bool sloped(const ScoreArgs<T>& a) {
+  return a.softcap > 0;
+}
+
+// That slope at columns [c, c + W) of row r, from the scores there before the softmax x: the cap's
+// 1 - (S_c/c)², S_c read back as x less ALiBi's bias, clamped to ±c (so a masked -inf gives slope 0, not
+// NaN).
+template <class T>
+inline Vec<T> slope_lanes(const ScoreArgs<T>& a, std::size_t r, std::size_t c, Vec<T> x) {
+  const T c_cap = a.softcap, pos_q = a.pos_q != nullptr ? a.pos_q[r] : T{0};
+  Vec<T> capped = a.pos_q != nullptr ? x - -a.slope * (pos_q - load(a.pos_k + c)) : x;
+  capped = capped > c_cap ? splat(c_cap) : capped;
+  capped = capped < -c_cap ? splat(-c_cap) : capped;
+  const Vec<T> t = capped / c_cap;
+  return T{1} - t * t;
 }
 
 }  // namespace
