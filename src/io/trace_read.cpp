@@ -194,14 +194,7 @@ FlashTile TraceReader::flash_tile(const json& t, const std::string& at, bool flo
                  {},
                  {},
                  {}};
-  std::tie(tile.row_begin, tile.row_end) = range(t, at, "rows");
-  std::tie(tile.col_begin, tile.col_end) = range(t, at, "cols");
-  if (tile.batch >= p.B || tile.head >= p.h || tile.row_begin >= tile.row_end || tile.row_end > p.n ||
-      tile.col_begin >= tile.col_end || tile.col_end > p.m)
-    fail(at, "the tile lies outside the input's batch, heads, queries or keys");
-  if (!t.contains("skipped") || !t.at("skipped").is_boolean())
-    fail(pointer_key(at, "skipped"), "expected true or false");
-  tile.skipped = t.at("skipped").get<bool>();
+  place_tile(t, at, tile);
   if (!tile.skipped) {
     const std::size_t r = tile.row_end - tile.row_begin, c = tile.col_end - tile.col_begin;
     for (const TileField<FlashTile>& field : tile_fields())
@@ -210,6 +203,17 @@ FlashTile TraceReader::flash_tile(const json& t, const std::string& at, bool flo
             values(t, at, std::string(field.name).c_str(), tile_field_shape(field.rows, field.cols, r, c, p), float32);
   }
   return tile;
+}
+
+// /compare/tolerance and /decode/check/tolerance at ptr: the rule's noise, its bound and its verdict.
+void TraceReader::tolerance(const json& c, const std::string& ptr, CompareRecord& out) const {
+  const std::string tol = pointer_key(ptr, "tolerance");
+  if (!c.contains("tolerance") || !c.at("tolerance").is_object()) fail(tol, "expected an object");
+  out.noise = real(c.at("tolerance"), tol, "noise");
+  out.bound = real(c.at("tolerance"), tol, "bound");
+  if (!c.at("tolerance").contains("pass") || !c.at("tolerance").at("pass").is_boolean())
+    fail(pointer_key(tol, "pass"), "expected true or false");
+  out.pass = c.at("tolerance").at("pass").get<bool>();
 }
 
 // /flash_backward: D and every tile of FlashAttention-2's backward pass.
@@ -232,14 +236,7 @@ FlashBackwardRecord TraceReader::flash_backward(const json& f, bool float32) con
     if (!t.is_object()) fail(at, "expected a tile object");
     FlashBackwardTile tile{
         whole(t, at, "batch"), whole(t, at, "head"), whole(t, at, "i"), whole(t, at, "j"), 0, 0, 0, 0};
-    std::tie(tile.row_begin, tile.row_end) = range(t, at, "rows");
-    std::tie(tile.col_begin, tile.col_end) = range(t, at, "cols");
-    if (tile.batch >= p.B || tile.head >= p.h || tile.row_begin >= tile.row_end || tile.row_end > p.n ||
-        tile.col_begin >= tile.col_end || tile.col_end > p.m)
-      fail(at, "the tile lies outside the input's batch, heads, queries or keys");
-    if (!t.contains("skipped") || !t.at("skipped").is_boolean())
-      fail(pointer_key(at, "skipped"), "expected true or false");
-    tile.skipped = t.at("skipped").get<bool>();
+    place_tile(t, at, tile);
     if (!tile.skipped) {
       const std::size_t r = tile.row_end - tile.row_begin, c = tile.col_end - tile.col_begin;
       for (const TileField<FlashBackwardTile>& field : backward_tile_fields())
@@ -321,13 +318,7 @@ CompareRecord TraceReader::compare(const json& c) const {
   if (!c.contains("memory") || !c.at("memory").is_object()) fail(mem, "expected an object");
   out.naive_peak_bytes = whole(c.at("memory"), mem, "naive_peak_bytes");
   out.flash_peak_bytes = whole(c.at("memory"), mem, "flash_peak_bytes");
-  const std::string tol = pointer_key(ptr, "tolerance");
-  if (!c.contains("tolerance") || !c.at("tolerance").is_object()) fail(tol, "expected an object");
-  out.noise = real(c.at("tolerance"), tol, "noise");
-  out.bound = real(c.at("tolerance"), tol, "bound");
-  if (!c.at("tolerance").contains("pass") || !c.at("tolerance").at("pass").is_boolean())
-    fail(pointer_key(tol, "pass"), "expected true or false");
-  out.pass = c.at("tolerance").at("pass").get<bool>();
+  tolerance(c, ptr, out);
   const std::string outs = pointer_key(ptr, "outputs");
   if (!c.contains("outputs") || !c.at("outputs").is_object()) fail(outs, "expected an object");
   const Shape shape = {p.B, p.n, p.d_out};

@@ -214,13 +214,7 @@ CompareRecord TraceReader::decode_check(const json& d, const std::string& ptr, D
   out.naive_vs_ref = stats(c, at, "run_vs_reference");
   out.flash_vs_ref = stats(c, at, "decode_vs_reference");
   out.flash_vs_naive = stats(c, at, "decode_vs_run");
-  const std::string tol = pointer_key(at, "tolerance");
-  if (!c.contains("tolerance") || !c.at("tolerance").is_object()) fail(tol, "expected an object");
-  out.noise = real(c.at("tolerance"), tol, "noise");
-  out.bound = real(c.at("tolerance"), tol, "bound");
-  if (!c.at("tolerance").contains("pass") || !c.at("tolerance").at("pass").is_boolean())
-    fail(pointer_key(tol, "pass"), "expected true or false");
-  out.pass = c.at("tolerance").at("pass").get<bool>();
+  tolerance(c, at, out);
   return out;
 }
 

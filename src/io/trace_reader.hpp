@@ -9,12 +9,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "json/error.hpp"
+#include "json/pointer.hpp"
 #include "trace/decode.hpp"
 #include "trace/trace.hpp"
 
@@ -60,6 +62,22 @@ class TraceReader {
   Tensor<double> nested(const json& object, const std::string& ptr, const char* key, bool float32) const;
   // One tile of /flash/tiles at `at`: where it lies and, unless skipped, its state.
   FlashTile flash_tile(const json& t, const std::string& at, bool float32) const;
+  // Where tile t at `at` lies (its rows and columns, inside the input's batch, heads, queries and keys) and
+  // whether the mask skipped it, into a FlashTile or a FlashBackwardTile.
+  template <class Tile>
+  void place_tile(const json& t, const std::string& at, Tile& tile) const {
+    const Problem& p = *problem_;
+    std::tie(tile.row_begin, tile.row_end) = range(t, at, "rows");
+    std::tie(tile.col_begin, tile.col_end) = range(t, at, "cols");
+    if (tile.batch >= p.B || tile.head >= p.h || tile.row_begin >= tile.row_end || tile.row_end > p.n ||
+        tile.col_begin >= tile.col_end || tile.col_end > p.m)
+      fail(at, "the tile lies outside the input's batch, heads, queries or keys");
+    if (!t.contains("skipped") || !t.at("skipped").is_boolean())
+      fail(pointer_key(at, "skipped"), "expected true or false");
+    tile.skipped = t.at("skipped").get<bool>();
+  }
+  // /compare/tolerance and /decode/check/tolerance at ptr: the rule's noise, its bound and its verdict.
+  void tolerance(const json& c, const std::string& ptr, CompareRecord& out) const;
   // /flash_backward: D and every tile of FlashAttention-2's backward pass.
   FlashBackwardRecord flash_backward(const json& f, bool float32) const;
   FlashRecord flash(const json& f, bool float32) const;
