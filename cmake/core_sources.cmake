@@ -152,6 +152,7 @@ set(ATTN_CORE_SOURCES
   src/request/terminal_caps.cpp
   src/request/explaining.cpp
   src/request/diffing.cpp
+  src/request/command_options.cpp
   ${ATTN_EXAMPLES_CPP}
   ${ATTN_REPORT_ASSETS_CPP}
   ${ATTN_EXPLORER_ASSETS_CPP})

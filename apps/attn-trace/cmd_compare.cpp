@@ -45,6 +45,7 @@ Runner add_compare(CLI::App& app) {
   add_display_options(*cmd, *options);
   add_backward_options(*cmd, *options);
   add_dropout_options(*cmd, *options);
+  check_declared(*cmd, compare_options());
   cmd->footer(
       "Runs naive and flash attention in --dtype, and naive attention one precision up (float64 for float32,\n"
       "float16 and bfloat16; 80-bit long double for float64) on the same rounded inputs as the reference; it\n"

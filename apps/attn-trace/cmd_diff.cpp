@@ -51,19 +51,17 @@ Runner add_diff(CLI::App& app) {
                   "STEP=NAME: the dump calls step STEP NAME (--name weights=attn_probs, --name d_q=my_dq); may be "
                   "repeated")
       ->type_name("STEP=NAME");
-  options->dtype = add_dtype_option(*cmd, t.dtype, /*half=*/true, "compute ours in this dtype")
-                       ->default_str("the dump's: the least precise of its files");
+  SharedOptions<DiffOptions> shared(*cmd, options->diff, diff_options());
+  options->dtype = shared.add("--dtype");
   cmd->add_flag("--bfloat16", options->bfloat16,
                 "read .npy files of 16-bit integers as bfloat16 bits (as does a name ending in .bf16.npy)");
   cmd->add_option("--json", t.json_out,
                   "also write the findings as JSON (format attn-trace.diff) to this file; - writes them to stdout "
                   "instead of the text")
       ->type_name("OUT");
-  cmd->add_option("--grad-seed", options->diff.grad_seed,
-                  "for dumped gradients: dY drawn from a standard normal with this seed, as run --backward "
-                  "--grad-seed draws it, in place of the input's dY (or of the dump's d_output, or 1 everywhere)")
-      ->check(whole_number);
-  add_memory_option(*cmd, t);
+  shared.add("--grad-seed");
+  shared.add("--max-memory");
+  shared.all_placed();
   cmd->add_option("--precision", t.precision, "digits after the point")->check(CLI::Range(0, 17))->default_str("4");
   add_color_option(*cmd, t);
   cmd->footer(

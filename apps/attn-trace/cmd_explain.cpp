@@ -37,46 +37,16 @@ Runner add_explain(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "explain", "one attention weight from the inputs to the output, every operation with its numbers");
   cmd->add_option("FILE", t.file, "the input JSON (docs/input-format.md); - reads standard input")->required();
-  cmd->add_option("--query", r.query, "the query token: its name, or its index when no token has that name")
-      ->type_name("Q");
-  cmd->add_option("--key", r.key,
-                  "the key token (a context token in cross-attention): its name, or its index when no token has "
-                  "that name")
-      ->type_name("K");
-  cmd->add_option("--head", r.head, "the query head (default 0)")->type_name("H");
-  cmd->add_option("--batch", r.batch, "the batch item (default 0)")->type_name("B");
-  cmd->add_option("--output", r.output,
-                  "explain output column C of the query's row instead (Y[i][C]), from concat and W_o; without --key")
-      ->type_name("C");
-  cmd->add_option_function<std::string>(
-         "--engine", [&t](const std::string& name) { t.engine = *engine_from_name(name); },
-         "naive (the softmax of the whole row), or flash (how the weight builds up tile by tile, with naive "
-         "beside it to compare)")
-      ->check(CLI::IsMember({"naive", "flash"}))
-      ->default_str("naive");
-  cmd->add_flag("--decode", r.decode,
-                "explain it as the query's decode step computes it: its one row against the cache of every key so "
-                "far (a causal input; attn-trace decode)");
-  cmd->add_option("--grad", r.grad,
-                  "explain one entry of this gradient of the backward pass instead (d_weights, d_W_q, …: attn-trace "
-                  "steps lists them), term by term; with --index")
-      ->type_name("STEP");
-  cmd->add_option("--index", r.index,
-                  "with --grad: the entry, one number per axis of the gradient in order (batch first for a batch), "
-                  "comma-separated")
-      ->type_name("I,J,…")
-      ->delimiter(',');
-  cmd->add_option("--grad-seed", t.grad_seed,
-                  "with --grad: draw dY from a standard normal with this seed, in place of the input's dY (or of 1 "
-                  "everywhere)")
-      ->check(whole_number);
-  add_dtype_option(*cmd, t.dtype, /*half=*/false, "the arithmetic");
-  add_tile_options(*cmd, t);
+  SharedOptions<ExplainOptions> shared(*cmd, r, explain_options());
+  for (const char* name : {"--query", "--key", "--head", "--batch", "--output", "--engine", "--decode", "--grad",
+                           "--index", "--grad-seed", "--dtype", "--block-q", "--block-k"})
+    shared.add(name);
   cmd->add_option("--json", options->json_out,
                   "also write every number of the explanation as JSON (format attn-trace.explain) to this file; - "
                   "writes it to stdout instead of the text")
       ->type_name("OUT");
-  add_memory_option(*cmd, t);
+  shared.add("--max-memory");
+  shared.all_placed();
   cmd->add_option("--precision", t.precision, "digits after the point")->check(CLI::Range(0, 17))->default_str("4");
   add_color_option(*cmd, t);
   cmd->footer(

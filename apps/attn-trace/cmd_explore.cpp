@@ -72,8 +72,8 @@ Runner add_explore(CLI::App& app) {
       "the input the page opens with (docs/input-format.md); - reads standard input; left out, the "
       "worked example \"The cat sat\"");
   cmd->get_option("--engine")->default_str("both");
-  cmd->add_flag("--backward", c->trace.backward,
-                "also compute the backward pass in the page: every gradient from dY back to X and the weights");
+  add_shared_option(*cmd, c->trace, option_named(explorer_options(), "--backward"));
+  check_declared(*cmd, explorer_options());
   add_memory_option(*cmd, c->trace);
   cmd->add_option("-o,--output", c->out, "write the page to this file; - writes it to stdout")
       ->default_str("explorer.html");

@@ -106,6 +106,7 @@ Runner add_run(CLI::App& app) {
   add_format_option(*cmd, *options);
   add_backward_options(*cmd, *options);
   add_dropout_options(*cmd, *options);
+  check_declared(*cmd, run_options());
   add_mistake_option(*cmd, all->mistake,
                      "make one of the common mistakes on purpose and show what it changes, step by step, and what it "
                      "costs; --mistake list lists them",

@@ -19,62 +19,34 @@
 namespace attn::cli {
 
 CLI::Option* add_dtype_option(CLI::App& command, DType& dtype, bool half, const std::string& what) {
-  std::vector<std::string> names = {"float32", "float64"};
-  std::string help = what + ": float32 or float64";
-  if (half) {
-    names.insert(names.end(), {"float16", "bfloat16"});
-    help = what +
-           ": float32, float64, float16 or bfloat16; a 16-bit type rounds the inputs and every stored step to it "
-           "(to nearest, ties to even) and sums in float32, as GPU kernels do (docs/precision.md)";
-  }
+  const OptionDef<TraceOptions> o = dtype_option(half, what);  // its one definition, bound to `dtype`
   return command
       .add_option_function<std::string>(
-          "--dtype", [&dtype](const std::string& name) { dtype = *dtype_from_name(name); }, help)
-      ->check(CLI::IsMember(names))
-      ->default_str("float32");
+          std::string(o.name), [&dtype](const std::string& name) { dtype = *dtype_from_name(name); }, o.help)
+      ->check(CLI::IsMember(o.choices))
+      ->default_str(o.shown_default);
 }
 
 void add_tile_options(CLI::App& command, TraceOptions& o) {
-  command.add_option("--block-q", o.block_q, "flash: query rows per tile (default about √n)")
-      ->check(CLI::Range(1, 1 << 20));
-  command.add_option("--block-k", o.block_k, "flash: keys per tile (default about √m)")->check(CLI::Range(1, 1 << 20));
+  for (const OptionDef<TraceOptions>& tile : tile_options()) add_shared_option(command, o, tile);
 }
 
 void add_run_options(CLI::App& command, TraceOptions& o, bool with_engine, bool half) {
   command.add_option("FILE", o.file, "the input JSON (docs/input-format.md); - reads standard input")->required();
-  if (with_engine)
-    command
-        .add_option_function<std::string>(
-            "--engine", [&o](const std::string& name) { o.engine = *engine_from_name(name); },
-            "which computation to trace: naive (every step), flash (tile by tile with an online softmax), or both")
-        ->check(CLI::IsMember({"naive", "flash", "both"}))
-        ->default_str("naive");
-  add_dtype_option(command, o.dtype, half, "the arithmetic");
+  if (with_engine) add_shared_option(command, o, run_engine_option());
+  add_shared_option(command, o, dtype_option(half, "the arithmetic"));
   add_tile_options(command, o);
   command.add_option("--json", o.json_out,
-                     "also write the trace (docs/trace-format.md) to this file; - writes it to "
-                     "stdout instead of the text");
+                     "also write the trace (docs/trace-format.md) to this file; - writes it to stdout instead of the "
+                     "text");
 }
 
 void add_filter_options(CLI::App& command, TraceOptions& o) {
-  command
-      .add_option("--steps", o.steps,
-                  "only these steps, by trace name: q,k,v,q_heads,k_heads,v_heads,q_rot,k_rot (with rope),"
-                  "scores,scaled,capped (with softcap),bias (with alibi),masked,weights,sink_weights (with sinks),"
-                  "dropped (with dropout),head_outputs,concat,output, tiles for the flash pass's tiles, and with "
-                  "--backward the gradients d_output … d_sinks (attn-trace steps lists them)")
-      ->delimiter(',');
-  command.add_option("--head", o.head, "only this query head (and the key/value head it reads)")
-      ->check(CLI::Range(0, 65535));
+  add_shared_option(command, o, steps_option());
+  add_shared_option(command, o, head_option());
 }
 
-void add_memory_option(CLI::App& command, TraceOptions& o) {
-  command
-      .add_option("--max-memory", o.max_memory,
-                  "refuse input or a run estimated to need more than this, before it is allocated (bytes, or "
-                  "with K, M, G: 512M, 4G)")
-      ->default_str("4G");
-}
+void add_memory_option(CLI::App& command, TraceOptions& o) { add_shared_option(command, o, memory_option()); }
 
 void add_color_option(CLI::App& command, TraceOptions& o) {
   command
@@ -250,29 +222,22 @@ Trace input_or_trace(const TraceOptions& o) {
 }
 
 void add_backward_options(CLI::App& command, TraceOptions& o) {
-  command.add_flag("--backward", o.backward,
-                   "also trace the backward pass: every gradient from dY = ∂L/∂Y back to X and the weights "
-                   "(docs/backward.md)");
-  command
-      .add_option("--grad-seed", o.grad_seed,
-                  "with --backward: draw dY from a standard normal with this seed, in place of the input's dY (or "
-                  "of 1 everywhere)")
-      ->check(whole_number);
+  add_shared_option(command, o, run_backward_option());
+  add_shared_option(command, o, option_named(run_options(), "--grad-seed"));
 }
 
 void add_dropout_options(CLI::App& command, TraceOptions& o) {
-  command
-      .add_option("--dropout", o.dropout,
-                  "dropout on the attention weights with this probability P (0 <= P < 1), in place of the "
-                  "input's \"dropout\" p; 0 turns it off")
-      ->type_name("P");
-  command
-      .add_option("--dropout-seed", o.dropout_seed,
-                  "the seed of dropout's keep mask (Philox4x32-10, docs/input-format.md), in place of the input's; "
-                  "default 0")
-      ->type_name("S")
-      ->check(whole_number);
+  for (const OptionDef<TraceOptions>& dropout : dropout_options()) add_shared_option(command, o, dropout);
 }
+
+template <class Target>
+void check_declared(const CLI::App& command, const std::vector<OptionDef<Target>>& options) {
+  for (const OptionDef<Target>& o : options)
+    if (command.get_option_no_throw(std::string(o.name)) == nullptr)
+      throw std::logic_error(fmt::format("{}: the shared option {} is not declared", command.get_name(), o.name));
+}
+
+template void check_declared(const CLI::App&, const std::vector<OptionDef<TraceOptions>>&);
 
 std::size_t at_least_one(std::string_view option, std::size_t value) {
   if (value == 0) throw UsageError(fmt::format("{}: expected at least 1, found 0", option));

@@ -3,6 +3,10 @@
 // checks that need the command line; what they ask for is worked out in src/request/.
 
 #include <cstddef>
+#include <variant>
+#include <type_traits>
+#include <stdexcept>
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +14,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "io/read.hpp"
 #include "lessons/mistakes.hpp"
@@ -17,6 +22,7 @@
 #include "model/run.hpp"
 #include "render/pages/document.hpp"
 #include "render/pages/trace/terminal.hpp"
+#include "request/command_options.hpp"
 #include "request/memory.hpp"
 #include "request/trace_options.hpp"
 #include "request/request.hpp"
@@ -25,6 +31,80 @@
 #include "trace/trace.hpp"
 
 namespace attn::cli {
+
+// A size or a seed: digits that fit 64 bits. CLI11 alone would take "-1" for 2^64 - 1, and a number
+// beyond 2^64 - 1 for 2^64 - 1.
+extern const CLI::Validator whole_number;
+
+// Declares `option` (its one definition, request/command_options.hpp) on `command`, setting its field of
+// `target`: a flag, a choice checked against its names, or a value of its field's type (CLI11's), checked
+// against its range or as a whole number, comma-separated for a list.
+template <class Target>
+CLI::Option* add_shared_option(CLI::App& command, Target& target, const OptionDef<Target>& option) {
+  CLI::Option* added = std::visit(
+      [&](const auto& field) -> CLI::Option* {
+        auto& value = field(target);
+        using Value = std::remove_reference_t<decltype(value)>;
+        const std::string name(option.name);
+        if constexpr (std::is_same_v<Value, bool>) {
+          return command.add_flag(name, value, option.help);
+        } else if constexpr (std::is_same_v<Value, Engine> || std::is_same_v<Value, DType>) {
+          return command
+              .add_option_function<std::string>(
+                  name,
+                  [&value](const std::string& text) {
+                    if constexpr (std::is_same_v<Value, Engine>) value = *engine_from_name(text);
+                    else value = *dtype_from_name(text);
+                  },
+                  option.help)
+              ->check(CLI::IsMember(option.choices));
+        } else if constexpr (std::is_same_v<Value, NoSeparateSeed> ||
+                             std::is_same_v<Value, std::optional<NoSeparateSeed>>) {
+          throw std::logic_error("an option of no field");
+        } else {
+          return command.add_option(name, value, option.help);
+        }
+      },
+      option.field);
+  if (!option.type_name.empty()) added->type_name(option.type_name);
+  if (option.check == OptionCheck::range) added->check(CLI::Range(option.least, option.most));
+  if (option.check == OptionCheck::whole_number) added->check(whole_number);
+  if (option.comma_list) added->delimiter(',');
+  if (!option.shown_default.empty()) added->default_str(option.shown_default);
+  return added;
+}
+
+// A command's shared options (run_options(), explain_options(), …, request/command_options.hpp), each
+// declared where the command places it among its own, by name; `all_placed` then checks that none was
+// left out, so that the command line offers every one the Python module and the explorer take.
+template <class Target>
+class SharedOptions {
+ public:
+  SharedOptions(CLI::App& command, Target& target, std::vector<OptionDef<Target>> options)
+      : command_(command), target_(target), options_(std::move(options)) {}
+
+  CLI::Option* add(std::string_view name) {
+    placed_.emplace_back(name);
+    return add_shared_option(command_, target_, option_named(options_, name));
+  }
+
+  void all_placed() const {
+    for (const OptionDef<Target>& o : options_)
+      if (std::find(placed_.begin(), placed_.end(), o.name) == placed_.end())
+        throw std::logic_error(fmt::format("{}: the shared option {} is not declared", command_.get_name(), o.name));
+  }
+
+ private:
+  CLI::App& command_;
+  Target& target_;
+  std::vector<OptionDef<Target>> options_;
+  std::vector<std::string_view> placed_;
+};
+
+// A std::logic_error unless `command` declares every one of `options` (run_options(), …): the command line
+// offers what the Python module and the explorer take.
+template <class Target>
+void check_declared(const CLI::App& command, const std::vector<OptionDef<Target>>& options);
 
 // --dtype into `dtype`, float32 by default: float32 or float64, and with `half` also float16 and bfloat16
 // (stored in the half type, computed in float32: docs/precision.md). `what` opens its help text ("the
@@ -72,10 +152,6 @@ Mistake mistake_by_name(const std::string& name);
 void check_mistake_fits(Mistake mistake, const Problem& problem);
 // A UsageError when `dtype` is float16 or bfloat16: a mistake is made and measured in float32 or float64.
 void check_mistake_dtype(DType dtype);
-
-// A size or a seed: digits that fit 64 bits. CLI11 alone would take "-1" for 2^64 - 1, and a number
-// beyond 2^64 - 1 for 2^64 - 1.
-extern const CLI::Validator whole_number;
 
 // The words of `text`, split at spaces (--tokens).
 std::vector<std::string> words(const std::string& text);

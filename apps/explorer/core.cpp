@@ -1,13 +1,14 @@
 // The explorer's core (docs/explorer.md): what the page calls, compiled to WebAssembly by em++
 // (cmake/explorer_core.cmake) from the library the tool is built from. attn_explore runs what
-// `attn-trace run FILE --json -` runs on the page's input, with the page's engine, dtype, tiles and
-// backward pass, and keeps the trace. What the page draws at once comes from attn_result(2) (a small
-// JSON: every step's name, formula and shape, compare's verdict, the tile walk in brief) and
-// attn_values (every step's numbers in one array of doubles the page reads in place); the trace as the
-// trace format (0) and the report page (1) are written only when asked, after the page is drawn.
-// attn_explain and attn_explain_grad say what `explain` and `explain --grad` say of one number;
-// attn_examples lists the bundled examples.
+// `attn-trace run FILE --json -` runs on the page's input, with the page's settings (engine, dtype, tiles,
+// backward pass: run's options by their keywords, request/command_options.hpp), and keeps the trace. What the page
+// draws at once comes from attn_result(2) (a small JSON: every step's name, formula and shape, compare's verdict, the
+// tile walk in brief) and attn_values (every step's numbers in one array of doubles the page reads in place); the trace
+// as the trace format (0) and the report page (1) are written only when asked, after the page is drawn. attn_explain
+// and attn_explain_grad say what `explain` and `explain --grad` say of one number; attn_examples lists the bundled
+// examples.
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <memory>
@@ -29,6 +30,7 @@
 #include "lessons/explain_gradient.hpp"
 #include "render/pages/explain_page.hpp"
 #include "render/pages/report/report.hpp"
+#include "request/command_options.hpp"
 #include "request/request.hpp"
 #include "request/trace_options.hpp"
 #include "trace/record.hpp"
@@ -51,20 +53,24 @@ struct Session {
 };
 Session session;
 
-// The page's request as `attn-trace run` would take it: the input's text, named "input" in messages, the
-// engine and dtype by the command line's names, the tiles (0: the default) and the backward pass.
-TraceOptions page_options(const char* engine, const char* dtype, unsigned block_q, unsigned block_k, int backward) {
+// The page's settings, a JSON object by the options' keywords (explorer_options(): engine, dtype, block_q,
+// block_k, backward; request/command_options.hpp), each checked and set as the command line sets it; a
+// setting left out, or null, is the option left out.
+TraceOptions page_options(const char* settings) {
   TraceOptions o;
   o.file = "input";
-  const std::optional<Engine> e = engine_from_name(engine);
-  const std::optional<DType> d = dtype_from_name(dtype);
-  if (!e) throw UsageError(fmt::format("engine {}: expected naive, flash or both", engine));
-  if (!d) throw UsageError(fmt::format("dtype {}: expected float32, float64, float16 or bfloat16", dtype));
-  o.engine = *e;
-  o.dtype = *d;
-  if (block_q != 0) o.block_q = block_q;
-  if (block_k != 0) o.block_k = block_k;
-  o.backward = backward != 0;
+  const nlohmann::json given = nlohmann::json::parse(settings, nullptr, false);
+  if (!given.is_object()) throw UsageError("the page's settings: expected a JSON object");
+  const std::vector<OptionDef<TraceOptions>> options = explorer_options();
+  for (const auto& item : given.items()) {
+    const std::string key = item.key();
+    const auto option = std::find_if(options.begin(), options.end(),
+                                     [&key](const OptionDef<TraceOptions>& d) { return keyword_of(d.name) == key; });
+    if (option == options.end()) throw UsageError(fmt::format("{}: not a setting of the page", key));
+    const nlohmann::json& value = item.value();
+    if (value.is_null()) continue;
+    set_option(*option, o, {value.is_string() ? value.get<std::string>() : value.dump()}, key);
+  }
   // Far less than a tab may take: a page asked for a run too large is told so in one line.
   o.max_memory = "1G";
   return o;
@@ -185,10 +191,9 @@ RenderOptions explanation_options() {
 
 // 0: the results are ready; 2: the input (or the request) was refused, and attn_result(3) says why in
 // one line; 1: an internal error, said the same way.
-extern "C" int attn_explore(const char* input, const char* engine, const char* dtype, unsigned block_q,
-                            unsigned block_k, int backward) {
+extern "C" int attn_explore(const char* input, const char* settings) {
   try {
-    attn::explore(input, attn::page_options(engine, dtype, block_q, block_k, backward));
+    attn::explore(input, attn::page_options(settings));
     return 0;
   } catch (const attn::InputError& e) {
     attn::session.error = e.what();

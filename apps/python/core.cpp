@@ -3,6 +3,9 @@
 // trace, and lends each step's numbers to numpy in place. The module never calls the command line.
 
 #include <cstddef>
+#include <variant>
+#include <type_traits>
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -30,12 +33,15 @@
 #include "render/pages/explain_page.hpp"
 #include "render/pages/report/report.hpp"
 #include "render/pages/trace/terminal.hpp"
+#include "request/command_options.hpp"
+#include "request/decoding.hpp"
 #include "request/diffing.hpp"
 #include "request/explaining.hpp"
 #include "request/memory.hpp"
 #include "request/request.hpp"
 #include "request/terminal_caps.hpp"
 #include "request/trace_options.hpp"
+#include "trace/decode.hpp"
 #include "trace/record.hpp"
 
 namespace py = pybind11;
@@ -54,45 +60,108 @@ struct Run {
   std::map<const double*, std::vector<float>> narrow;  // by the recorded numbers they copy
 };
 
-// A Python dict of options, by the command line's names with `_` for `-`, as TraceOptions.
-TraceOptions options_from(const py::dict& d) {
-  TraceOptions o;
-  o.file = "input";
-  for (const auto& [key_object, value] : d) {
-    const std::string key = py::cast<std::string>(key_object);
-    if (value.is_none()) continue;
-    if (key == "name") o.file = py::cast<std::string>(value);
-    else if (key == "engine") {
-      const std::string name = py::cast<std::string>(value);
-      const std::optional<Engine> e = engine_from_name(name);
-      if (!e) throw UsageError(fmt::format("engine {}: expected naive, flash or both", name));
-      o.engine = *e;
-    } else if (key == "dtype") {
-      const std::string name = py::cast<std::string>(value);
-      const std::optional<DType> t = dtype_from_name(name);
-      if (!t) throw UsageError(fmt::format("dtype {}: expected float32, float64, float16 or bfloat16", name));
-      o.dtype = *t;
-    } else if (key == "block_q") o.block_q = py::cast<std::size_t>(value);
-    else if (key == "block_k") o.block_k = py::cast<std::size_t>(value);
-    else if (key == "steps") o.steps = py::cast<std::vector<std::string>>(value);
-    else if (key == "head") o.head = py::cast<std::size_t>(value);
-    else if (key == "backward") o.backward = py::cast<bool>(value);
-    else if (key == "grad_seed") o.grad_seed = py::cast<std::uint64_t>(value);
-    else if (key == "dropout") o.dropout = py::cast<double>(value);
-    else if (key == "dropout_seed") o.dropout_seed = py::cast<std::uint64_t>(value);
-    else if (key == "max_memory") o.max_memory = py::cast<std::string>(value);
-    else throw UsageError(fmt::format("{}: not an option of run", key));
+// One keyword's value as the command line would have it (request/command_options.hpp's set_option takes
+// it so): a flag "true" or "false", a number as Python writes it, a list item by item, and a text of a
+// comma-separated option split at its commas.
+std::vector<std::string> texts_of(const py::handle& value, bool comma_list) {
+  if (py::isinstance<py::bool_>(value)) return {value.cast<bool>() ? "true" : "false"};
+  if (py::isinstance<py::str>(value)) {
+    const std::string text = value.cast<std::string>();
+    if (!comma_list) return {text};
+    std::vector<std::string> items;
+    for (std::size_t at = 0; at <= text.size();) {
+      const std::size_t comma = std::min(text.find(',', at), text.size());
+      if (comma > at) items.push_back(text.substr(at, comma - at));
+      at = comma + 1;
+    }
+    return items;
   }
-  if (o.block_q && *o.block_q == 0) throw UsageError("block_q: expected at least 1, found 0");
-  if (o.block_k && *o.block_k == 0) throw UsageError("block_k: expected at least 1, found 0");
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    std::vector<std::string> items;
+    for (const py::handle item : value) items.push_back(texts_of(item, false).front());
+    return items;
+  }
+  return {py::str(value).cast<std::string>()};
+}
+
+// The keywords of `options` that `defs` (a command's shared options) define, each set in `target` as the
+// command line sets it; what is left, returned: the module's own keywords (name, names), or a mistake.
+template <class Target>
+py::dict take_keywords(const std::vector<OptionDef<Target>>& defs, const py::dict& options, Target& target) {
+  py::dict rest;
+  for (const auto& [key_object, value] : options) {
+    if (value.is_none()) continue;
+    const std::string key = py::cast<std::string>(key_object);
+    const auto def = std::find_if(defs.begin(), defs.end(),
+                                  [&key](const OptionDef<Target>& d) { return keyword_of(d.name) == key; });
+    if (def == defs.end()) rest[key_object] = value;
+    else set_option(*def, target, texts_of(value, def->comma_list), key);
+  }
+  return rest;
+}
+
+// What is left after a command's keywords: `name`, the input's name in messages (else "input"), and
+// nothing else.
+std::string input_name(const py::dict& rest, std::string_view command) {
+  std::string name = "input";
+  for (const auto& [key_object, value] : rest) {
+    const std::string key = py::cast<std::string>(key_object);
+    if (key == "name") name = py::cast<std::string>(value);
+    else throw UsageError(fmt::format("{}: not an option of {}", key, command));
+  }
+  return name;
+}
+
+// A Python dict of a tracing command's options (`defs`, by their keywords), as TraceOptions, from `o` as the
+// command starts them (compare: with both engines).
+TraceOptions options_from(const py::dict& d, const std::vector<OptionDef<TraceOptions>>& defs, std::string_view command,
+                          TraceOptions o = {}) {
+  o.file = input_name(take_keywords(defs, d, o), command);
   check_tiles_need_flash(o);
   return o;
+}
+
+// A command's keywords and their defaults, for the module's signatures: a keyword's default is what its
+// field holds when the option is left out (None for an empty optional or list), or None when --help
+// shows another default (diff's dtype: the dumps').
+template <class Target>
+py::list keywords_of(const std::vector<OptionDef<Target>>& defs) {
+  py::list out;
+  Target start;
+  for (const OptionDef<Target>& def : defs) {
+    py::object value = std::visit(
+        [&start](const auto& field) -> py::object {
+          const auto& v = field(start);
+          using Value = std::remove_cvref_t<decltype(v)>;
+          if constexpr (std::is_same_v<Value, NoSeparateSeed> || std::is_same_v<Value, std::optional<NoSeparateSeed>>)
+            return py::none();
+          else if constexpr (std::is_same_v<Value, Engine> || std::is_same_v<Value, DType>)
+            return py::str(std::string(name_of(v)));
+          else if constexpr (std::is_same_v<Value, std::vector<std::string>> ||
+                             std::is_same_v<Value, std::vector<std::size_t>>)
+            return v.empty() ? py::none() : py::cast(v);
+          else return py::cast(v);
+        },
+        def.field);
+    const bool other_default = !def.shown_default.empty() && py::str(value).cast<std::string>() != def.shown_default;
+    out.append(py::make_tuple(keyword_of(def.name), other_default ? py::none() : value));
+  }
+  return out;
+}
+
+py::list keywords(const std::string& command) {
+  if (command == "run") return keywords_of(run_options());
+  if (command == "compare") return keywords_of(compare_options());
+  if (command == "explain") return keywords_of(explain_options());
+  if (command == "decode") return keywords_of(decode_options());
+  if (command == "diff") return keywords_of(diff_options());
+  throw std::invalid_argument(command + ": no such command of the module");
 }
 
 // `attn-trace run FILE --json -`.
 std::shared_ptr<Run> run(const std::optional<std::string>& text, const py::dict& options) {
   auto r = std::make_shared<Run>();
-  r->options = options_from(options);
+  r->options = options_from(options, run_options(), "run");
   const std::shared_ptr<const Problem> problem = load_input(r->options, text);
   r->trace = record_run(problem, plan_run(r->options, *problem));
   return r;
@@ -102,10 +171,9 @@ std::shared_ptr<Run> run(const std::optional<std::string>& text, const py::dict&
 // reference, every step kept, and the verdict.
 std::shared_ptr<Run> compare(const std::optional<std::string>& text, const py::dict& options) {
   auto r = std::make_shared<Run>();
-  py::dict both;  // the caller's options, untouched, and the engines compare runs
-  for (const auto& [key, value] : options) both[key] = value;
-  both["engine"] = "both";
-  r->options = options_from(both);
+  TraceOptions both;  // as compare starts: both engines
+  both.engine = Engine::both;
+  r->options = options_from(options, compare_options(), "compare", both);
   r->compared = true;
   const TraceOptions& o = r->options;
   const std::shared_ptr<const Problem> problem = load_input(o, text);
@@ -120,21 +188,9 @@ std::shared_ptr<Run> compare(const std::optional<std::string>& text, const py::d
 // --json -). `options` are run's with the question: query, key, head, batch, output, grad and index.
 std::pair<std::string, std::string> explain(const std::optional<std::string>& text, const py::dict& options) {
   ExplainOptions e;
-  py::dict rest;
-  for (const auto& [key_object, value] : options) {
-    const std::string key = py::cast<std::string>(key_object);
-    if (value.is_none()) continue;
-    if (key == "query") e.query = py::cast<std::string>(py::str(value));
-    else if (key == "key") e.key = py::cast<std::string>(py::str(value));
-    else if (key == "head") e.head = py::cast<std::size_t>(value);
-    else if (key == "batch") e.batch = py::cast<std::size_t>(value);
-    else if (key == "output") e.output = py::cast<std::size_t>(value);
-    else if (key == "grad") e.grad = py::cast<std::string>(value);
-    else if (key == "index") e.index = py::cast<std::vector<std::size_t>>(value);
-    else rest[key_object] = value;
-  }
-  e.trace = options_from(rest);
+  e.trace.file = input_name(take_keywords(explain_options(), options, e), "explain");
   e.trace.color = ColorMode::never;
+  check_tiles_need_flash(e.trace);
   const Explained out = explain_for(e, text);
   return {render_explained(out.what, out.title, render_options(e.trace)), out.json};
 }
@@ -150,16 +206,13 @@ using DumpedArray =
 std::tuple<std::string, std::string, bool> diff(const std::optional<std::string>& text, const py::dict& options,
                                                 const std::vector<DumpedArray>& arrays, const std::string& dumps_name) {
   DiffOptions o;
-  py::dict rest;
-  for (const auto& [key_object, value] : options) {
-    const std::string key = py::cast<std::string>(key_object);
-    if (value.is_none()) continue;
-    if (key == "names") o.names = py::cast<std::vector<std::string>>(value);
-    else if (key == "grad_seed") o.grad_seed = py::cast<std::uint64_t>(value);
-    else rest[key_object] = value;
+  py::dict rest = take_keywords(diff_options(), options, o);
+  if (rest.contains("names")) {
+    o.names = py::cast<std::vector<std::string>>(rest["names"]);
+    rest.attr("pop")("names");
   }
-  o.dtype_given = rest.contains("dtype");
-  o.trace = options_from(rest);
+  o.dtype_given = options.contains("dtype") && !options["dtype"].is_none();
+  o.trace.file = input_name(rest, "diff");
   o.trace.color = ColorMode::never;
   const std::shared_ptr<const Problem> problem = diff_problem(o, text);
   std::vector<NamedDump> dumps;
@@ -171,10 +224,22 @@ std::tuple<std::string, std::string, bool> diff(const std::optional<std::string>
     else if (stored == "bfloat16") tensor.dtype = DumpDType::bfloat16;
     else if (stored == "float32") tensor.dtype = DumpDType::float32;
     else tensor.dtype = DumpDType::float64;
-    dumps.push_back({name, fmt::format("{}[\"{}\"]", dumps_name, name), std::move(tensor)});
+    dumps.push_back({name, tensor_source(dumps_name, name), std::move(tensor)});
   }
   const Diffed d = diff_for(o, problem, std::move(dumps), dumps_name);
   return {render_diff(d.result, d.title, render_options(o.trace)), d.json, d.differs};
+}
+
+// `attn-trace decode FILE --json -`: the prompt's causal pass, then every later token one decode step, as
+// decode's options (decode_options(), by their keywords) ask.
+std::shared_ptr<Run> decode(const std::optional<std::string>& text, const py::dict& options) {
+  auto r = std::make_shared<Run>();
+  DecodeOptions o;
+  o.trace.file = input_name(take_keywords(decode_options(), options, o), "decode");
+  check_decode_options(o);
+  r->options = o.trace;
+  r->trace = decode_for(o, load_input(o.trace, text));
+  return r;
 }
 
 // What the command prints to a pipe in this environment (COLUMNS, LANG), without colour: run's steps,
@@ -235,6 +300,66 @@ py::list tiles_of(const std::shared_ptr<Run>& r) {
   return out;
 }
 
+// The steps of a part of a decode (the prefill, a decode step's token or row) as name -> array.
+void put_steps(const std::shared_ptr<Run>& r, const Trace& part, py::dict& into) {
+  for (const StepRecord& s : part.steps) into[py::str(std::string(step_info(s.step).name))] = lend(r, s.value);
+}
+
+// A decode's parts (docs/trace-format.md, "Decoding: decode"), its numbers as arrays: the prefill's steps
+// (None without a prompt), and every decode step's position, cache length, steps (the new token's, the
+// cache as the row reads it, k_cache and v_cache, and the row's), chunks (split), pages and check.
+py::dict decode_of(const std::shared_ptr<Run>& r) {
+  py::dict out;
+  if (!r->trace.decode) return out;
+  const DecodeRecord& d = *r->trace.decode;
+  if (d.prefill) {
+    py::dict prefill;
+    put_steps(r, *d.prefill, prefill);
+    out["prefill"] = prefill;
+  } else {
+    out["prefill"] = py::none();
+  }
+  py::list steps;
+  for (const DecodeStepRecord& s : d.steps) {
+    py::dict step, arrays;
+    step["position"] = s.position;
+    step["cache_length"] = s.cache_length;
+    put_steps(r, s.token, arrays);
+    arrays["k_cache"] = lend(r, s.k_cache);
+    arrays["v_cache"] = lend(r, s.v_cache);
+    put_steps(r, s.attend, arrays);
+    step["steps"] = arrays;
+    if (s.split) {
+      py::dict split;
+      py::list chunks;
+      for (const auto& [begin, end] : s.split->chunks) chunks.append(py::make_tuple(begin, end));
+      split["chunks"] = chunks;
+      split["o"] = lend(r, s.split->o);
+      split["lse"] = lend(r, s.split->lse);
+      split["share"] = lend(r, s.split->share);
+      split["lse_merged"] = lend(r, s.split->merged_lse);
+      step["split"] = split;
+    } else {
+      step["split"] = py::none();
+    }
+    if (s.pages) {
+      py::dict pages;
+      pages["page_size"] = s.pages->page_size;
+      pages["pool_pages"] = s.pages->pool_pages;
+      pages["pages_in_use"] = s.pages->pages_in_use;
+      pages["block_tables"] = s.pages->tables;
+      step["pages"] = pages;
+    } else {
+      step["pages"] = py::none();
+    }
+    step["check"] = py::dict(py::arg("bit_exact") = s.bit_exact, py::arg("max_abs") = s.max_abs);
+    steps.append(step);
+  }
+  out["steps"] = steps;
+  out["passed"] = d.check.pass;
+  return out;
+}
+
 py::dict step_info_of(const Run& r, std::size_t index) {
   const StepRecord& s = step_at(r, index);
   const StepInfo& info = step_info(s.step);
@@ -278,18 +403,20 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("engine", [](const attn::Run& r) { return std::string(attn::name_of(r.trace.engine)); })
       .def_property_readonly("passed",
                              [](const attn::Run& r) -> std::optional<bool> {
+                               if (r.trace.decode) return r.trace.decode->check.pass;
                                if (!r.trace.compare) return std::nullopt;
                                return attn::passes(*r.trace.compare);
                              })
       .def("text", &attn::text_of)
       .def("array", &attn::step_array)
       .def("tiles", &attn::tiles_of)
+      .def("decode", &attn::decode_of)
       .def("info", &attn::step_info_of)
       .def("to_json",
            [](const attn::Run& r) { return attn::trace_to_json(r.trace, fmt::format("attn-trace {}", attn::version)); })
       .def("report_html", [](const attn::Run& r) {
         attn::Trace judged = r.trace;
-        attn::add_verdict(judged, r.options);
+        if (!judged.decode) attn::add_verdict(judged, r.options);  // a decode carries its own check
         attn::ReportOptions report;
         report.version = attn::version;
         return attn::report_html(judged, report);
@@ -298,5 +425,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("compare", &attn::compare, py::arg("text"), py::arg("options"));
   m.def("explain", &attn::explain, py::arg("text"), py::arg("options"));
   m.def("diff", &attn::diff, py::arg("text"), py::arg("options"), py::arg("dumps"), py::arg("dumps_name"));
+  m.def("decode", &attn::decode, py::arg("text"), py::arg("options"));
+  m.def("keywords", &attn::keywords, py::arg("command"));
   m.attr("version") = std::string(attn::version);
 }

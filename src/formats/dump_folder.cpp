@@ -40,6 +40,10 @@ class Budget {
 
 }  // namespace
 
+std::string tensor_source(const std::string& collection, const std::string& name) {
+  return fmt::format("{}: {}", collection, name);
+}
+
 std::vector<NamedDump> read_dumps(const std::string& path, bool bfloat16, const MemoryLimit& limit, DumpFiles files) {
   namespace fs = std::filesystem;
   const std::string name = display_name(path);
@@ -54,7 +58,7 @@ std::vector<NamedDump> read_dumps(const std::string& path, bool bfloat16, const 
                            : "WEIGHTS must be a folder of <tensor>.npy files, or a .safetensors file");
     for (auto& [tensor_name, tensor] : read_safetensors_file(path, MemoryBudget(budget.left(), limit))) {
       budget.take(tensor, name);
-      dumps.push_back({tensor_name, fmt::format("{}: {}", name, tensor_name), std::move(tensor)});
+      dumps.push_back({tensor_name, tensor_source(name, tensor_name), std::move(tensor)});
     }
     if (dumps.empty()) throw InputError(name, "", "the file holds no tensor");
     return dumps;

@@ -16,6 +16,11 @@ struct NamedDump {
   DumpTensor tensor;
 };
 
+// The source of the tensor `name` of a collection of named tensors, `collection` (a .safetensors file, the
+// Python module's dict): "model.safetensors: attn_probs". The one way both name a tensor, so that diff's
+// JSON is the same whichever way the same tensors came.
+std::string tensor_source(const std::string& collection, const std::string& name);
+
 // Which files of a folder hold tensors: `diff` reads `.npy` and `.json` dumps; `import` reads `.npy` files
 // only, since a model's folder keeps its config.json (and other JSON) beside them.
 enum class DumpFiles { npy_and_json, npy_only };

@@ -1,5 +1,7 @@
 #include "request/decoding.hpp"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "io/load.hpp"
@@ -13,6 +15,14 @@
 
 namespace attn {
 
+void check_decode_options(const DecodeOptions& o) {
+  if (o.page_seed && !o.page_size)
+    throw UsageError("--page-seed: the pool's order needs a paged cache; add --page-size P");
+  for (const auto& [given, option] :
+       {std::pair{o.split_kv, "--split-kv"}, std::pair{o.page_size, "--page-size"}, std::pair{o.layers, "--layers"}})
+    if (given && *given == 0) throw UsageError(fmt::format("{}: expected at least 1, found 0", option));
+}
+
 DecodePlan decode_plan(const DecodeOptions& o, const Problem& p) {
   const std::string file = display_name(o.trace.file);
   if (const std::optional<std::string> why = decode_refusal(p)) throw InputError(file, "", *why);
@@ -23,9 +33,9 @@ DecodePlan decode_plan(const DecodeOptions& o, const Problem& p) {
                      fmt::format("--prompt {}: the input has {} tokens, so a prompt of {} leaves none to decode "
                                  "(--prompt 0 … {})",
                                  plan.prompt, p.n, plan.prompt, p.n - 1));
-  plan.split = o.split_kv;
-  plan.page_size = o.page_size;
-  plan.page_seed = o.page_seed;
+  plan.split = o.split_kv.value_or(0);
+  plan.page_size = o.page_size.value_or(0);
+  plan.page_seed = o.page_seed.value_or(0);
   return plan;
 }
 

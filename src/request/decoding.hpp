@@ -15,13 +15,17 @@
 namespace attn {
 
 struct DecodeOptions {
-  TraceOptions trace;                 // FILE, --dtype, --json, --max-memory and the display
-  std::optional<std::size_t> prompt;  // --prompt N; default: all but the last three tokens
-  std::size_t split_kv = 0;           // --split-kv S: 0 unsplit
-  std::size_t page_size = 0;          // --page-size P: 0 contiguous
-  std::uint64_t page_seed = 0;        // --page-seed
-  std::optional<std::size_t> layers;  // --layers N
+  TraceOptions trace;                      // FILE, --dtype, --json, --max-memory and the display
+  std::optional<std::size_t> prompt;       // --prompt N; default: all but the last three tokens
+  std::optional<std::size_t> split_kv;     // --split-kv S; unsplit without it
+  std::optional<std::size_t> page_size;    // --page-size P; contiguous without it
+  std::optional<std::uint64_t> page_seed;  // --page-seed; 0 without it
+  std::optional<std::size_t> layers;       // --layers N
 };
+
+// The options checked on their own, before the input is read: a UsageError for --split-kv, --page-size or
+// --layers 0, or --page-seed without --page-size.
+void check_decode_options(const DecodeOptions& options);
 
 // The plan for `problem`, or an InputError naming FILE when the input cannot be decoded (not causal
 // self-attention, dropout) or --prompt leaves nothing to decode.

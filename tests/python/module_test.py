@@ -14,7 +14,10 @@
     exit code; str() of a run is what `attn-trace run FILE` prints;
   - explain() of a weight (naive and flash), an output number and a gradient entry: str() is what
     `attn-trace explain` prints, to_json() its --json -, and a question the input cannot answer is its
-    ValueError.
+    ValueError;
+  - decode() is `attn-trace decode FILE --json -` byte for byte and prints as the command does, with each
+    step's cache, chunks and pages as arrays, and refuses what the command refuses with its message;
+  - every function's keywords are its command's options, by the same names.
 
 usage: pytest module_test.py (ATTN_TRACE names the tool, ATTN_SOURCE the checkout, PYTHONPATH holds the
 build's python/ folder: CTest sets all three).
@@ -225,6 +228,37 @@ def test_diff_on_tensors_finds_what_the_tool_finds_in_files(gradients):
     assert d.first == json.loads(cli.stdout)["first_divergence"]["step"]
 
 
+def safetensors(path, tensors):
+    """`tensors` (name -> float32 array) written as a .safetensors file: an 8-byte little-endian header
+    length, the header's JSON (each tensor's dtype, shape and byte range), then the bytes."""
+    header, blobs, at = {}, [], 0
+    for name, value in tensors.items():
+        raw = np.ascontiguousarray(value, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(np.shape(value)), "data_offsets": [at, at + len(raw)]}
+        blobs.append(raw)
+        at += len(raw)
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def test_diff_names_each_tensor_as_the_tool_does_in_a_safetensors_file():
+    """A dict of tensors is named as a .safetensors file's are (`dumps_name: name`): diff's JSON from the
+    module is the command's, byte for byte, for the same tensors in a file of that name."""
+    path = os.path.join(SOURCE, "data", "gpt_causal.json")
+    ours = attn_trace.run(path)
+    dumps = {name: ours[name] for name in ("q", "k", "v", "scores")}
+    dumps["attn_probs"] = np.flip(ours["weights"], axis=-1).copy()  # the keys' order reversed
+    with tempfile.TemporaryDirectory() as folder:
+        file = os.path.join(folder, "mine.safetensors")
+        safetensors(file, dumps)
+        cli = tool("diff", path, file, "--name", "weights=attn_probs", "--json", "-")
+        d = attn_trace.diff(path, dumps, names={"weights": "attn_probs"}, dumps_name=file)
+    assert cli.returncode == 1 and not d.passed
+    assert d.to_json() == cli.stdout
+    assert json.loads(d.to_json())["steps"][0]["source"] == file + ": q"
+
+
 def test_diff_of_agreeing_tensors_passes():
     path = os.path.join(SOURCE, "data", "the_cat_sat.json")
     ours = attn_trace.run(path)
@@ -257,3 +291,83 @@ def test_the_tiles_are_the_traces(name, options):
         for field in fields:
             want = np.array(numbers(theirs[field]), dtype=np.float64 if t.dtype == "float64" else np.float32)
             np.testing.assert_array_equal(mine[field], want.reshape(mine[field].shape), err_msg=field)
+
+
+@pytest.mark.parametrize("name,options", [("gpt_causal.json", []),
+                                          ("gpt_causal.json", ["--split-kv", "2", "--page-size", "2"]),
+                                          ("llama_layer.json", ["--prompt", "2", "--dtype", "float64"]),
+                                          ("sinks.json", ["--split-kv", "3", "--page-size", "1", "--page-seed", "5"])])
+def test_decode_is_the_tools(name, options):
+    """decode() gives `attn-trace decode FILE --json -` byte for byte, what the command prints, its exit code,
+    and every step's cache, chunks and pages as the trace holds them."""
+    path = os.path.join(SOURCE, "data", name)
+    cli = tool("decode", path, *options, "--json", "-")
+    assert cli.returncode == 0, cli.stderr
+    kwargs = {options[k].lstrip("-").replace("-", "_"): options[k + 1] for k in range(0, len(options), 2)}
+    for key in ("prompt", "split_kv", "page_size", "page_seed"):
+        if key in kwargs:
+            kwargs[key] = int(kwargs[key])
+    d = attn_trace.decode(path, **kwargs)
+    assert d.to_json() == cli.stdout
+    assert str(d) == tool("decode", path, *options).stdout
+    assert d.passed
+    saved = json.loads(cli.stdout)["decode"]
+    kind = np.float64 if d.dtype == "float64" else np.float32  # the trace's numbers as the arrays hold them
+
+    def same(mine, theirs, what):
+        np.testing.assert_array_equal(mine.ravel(), np.array(numbers(theirs), dtype=kind).ravel(), err_msg=what)
+
+    assert (d.prefill is None) == (saved["prefill"] is None)
+    if d.prefill is not None:
+        for step in saved["prefill"]["steps"]:
+            same(d.prefill[step["name"]], step["data"], step["name"])
+    assert len(d.decode_steps) == len(saved["steps"]) > 0
+    for mine, theirs in zip(d.decode_steps, saved["steps"]):
+        assert mine["position"] == theirs["position"] and mine["cache_length"] == theirs["cache_length"]
+        assert sorted(mine["steps"]) == sorted(s["name"] for s in theirs["steps"])
+        for step in theirs["steps"]:
+            same(mine["steps"][step["name"]], step["data"], step["name"])
+        assert (mine["split"] is None) == (theirs.get("split") is None)
+        if mine["split"] is not None:
+            assert [list(c) for c in mine["split"]["chunks"]] == theirs["split"]["chunks"]
+            for key in ("o", "lse", "share", "lse_merged"):
+                same(mine["split"][key], theirs["split"][key]["data"], key)
+        assert (mine["pages"] is None) == (theirs.get("pages") is None)
+        if mine["pages"] is not None:
+            assert mine["pages"]["block_tables"] == theirs["pages"]["block_tables"]
+            assert mine["pages"]["page_size"] == theirs["pages"]["page_size"]
+        assert mine["check"]["bit_exact"] == theirs["check"]["bit_exact"]
+
+
+def test_a_decode_the_input_cannot_give_is_the_tools_message():
+    for name, kwargs, args in (("kv_cache.json", {}, []),  # cross-attention
+                               ("gpt_causal.json", {"prompt": 9}, ["--prompt", "9"]),
+                               ("gpt_causal.json", {"page_seed": 3}, ["--page-seed", "3"]),
+                               ("gpt_causal.json", {"split_kv": 0}, ["--split-kv", "0"])):
+        path = os.path.join(SOURCE, "data", name)
+        cli = tool("decode", path, *args)
+        assert cli.returncode == 2, (name, args)
+        with pytest.raises(ValueError) as refused:
+            attn_trace.decode(path, **kwargs)
+        assert str(refused.value) == cli.stderr[len("attn-trace: error: "):].rstrip("\n")
+
+
+def test_every_function_takes_its_commands_options_by_the_same_names():
+    """The module's keywords are the command line's options (src/request/command_options.hpp defines both): each
+    function's signature lists its command's, and each of those is an option of `attn-trace COMMAND --help`."""
+    import inspect
+    for command, function in (("run", attn_trace.run), ("compare", attn_trace.compare),
+                              ("explain", attn_trace.explain), ("diff", attn_trace.diff),
+                              ("decode", attn_trace.decode)):
+        params = inspect.signature(function).parameters
+        help_text = tool(command, "--help").stdout
+        shared = [p for p in params if p not in ("input", "keys", "dumps", "names", "dumps_name")]
+        assert shared, command
+        for keyword in shared:
+            assert f"--{keyword.replace('_', '-')} " in help_text or f"--{keyword.replace('_', '-')}\n" in help_text, \
+                (command, keyword)
+    assert inspect.signature(attn_trace.run).parameters["engine"].default == "naive"
+    assert inspect.signature(attn_trace.decode).parameters["prompt"].default is None
+    assert inspect.signature(attn_trace.diff).parameters["dtype"].default is None  # the dumps' least precise
+    with pytest.raises(ValueError):
+        attn_trace.decode(os.path.join(SOURCE, "data", "gpt_causal.json"), split_kv="two")

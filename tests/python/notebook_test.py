@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """docs/notebook.ipynb executed as CI executes it (Debian's jupyter-nbconvert, python3-ipykernel): every
 cell runs without error, the trace's cell shows the report's HTML inline, the planted bug is found at
-`scaled` and the mended attention passes.
+`scaled` and the mended attention passes, and attn_trace.decode's result shows its decode report inline.
 
 usage: notebook_test.py NOTEBOOK (PYTHONPATH holds the build's python/ folder: CTest sets it)
 """
@@ -32,6 +32,13 @@ def main():
     html = ["".join(o["data"]["text/html"]) for o in outputs if "text/html" in o.get("data", {})]
     if not any(h.startswith("<!DOCTYPE html>") and "attn-trace report" in h and "<td>0.7679</td>" in h for h in html):
         failures.append("no cell shows the report of the worked example inline (text/html with its weights)")
+    if not any(h.startswith("<!DOCTYPE html>") and "<h2>decoding with a KV cache</h2>" in h for h in html):
+        failures.append("no cell shows a decode's report inline (attn_trace.decode)")
+    printed = "".join("".join(o.get("text", "")) for o in outputs if o.get("name") == "stdout")
+    # gpt_causal.json: 4 tokens and a prompt of all but the last three, so the first decode step is the token at
+    # position 1, its cache 2 keys of each key/value head (2 heads, d_k = 2), its 2 chunks, and one page of 2
+    if "1 (2, 2, 2) (2, 2) [[0]]" not in printed:
+        failures.append(f"the decode cell does not print its first step's position, cache, chunks and pages: {printed}")
     results = ["".join(o["data"]["text/plain"]) for o in outputs if "text/plain" in o.get("data", {})]
     for want in ("0.76791793", "'scaled'", "True"):
         if want not in results:

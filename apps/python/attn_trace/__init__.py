@@ -15,11 +15,17 @@ as the command line, in the same process.
     print(attn_trace.explain("data/the_cat_sat.json", "cat", "The"))   # attn-trace explain ... --query cat --key The
     d = attn_trace.diff("data/the_cat_sat.json", {"q": my_q, "attn_probs": my_weights}, names={"weights": "attn_probs"})
     d.first               # the first step that goes wrong (None: every dumped step agrees); print(d) says why
+    k = attn_trace.decode("data/gpt_causal.json", split_kv=2)   # attn-trace decode ... --split-kv 2
+    k.decode_steps[0]["steps"]["k_cache"], k.decode_steps[0]["split"]["lse"], k.passed
 
 The input may be a path, JSON text, a dict, or the input's keys as keyword arguments (X=..., W_q=...,
 tokens=[...], n_heads=2, ...), their arrays as numpy arrays, PyTorch tensors or nested lists. A refused
-input or option raises ValueError with the command line's one-line message.
+input or option raises ValueError with the command line's one-line message. Each function's options are
+its command's, by their names with "_" for "-": the library defines them once for the command line, this
+module and the explorer (src/request/command_options.hpp), and each function's signature is made from
+that definition.
 """
+import inspect
 import json
 import os
 
@@ -28,7 +34,7 @@ import numpy as np
 from . import _core
 
 __version__ = _core.version
-__all__ = ["run", "compare", "explain", "diff", "Trace", "Comparison", "Explanation", "Diff"]
+__all__ = ["run", "compare", "explain", "diff", "decode", "Trace", "Comparison", "Explanation", "Diff", "Decode"]
 
 
 def _plain(value):
@@ -148,6 +154,34 @@ class Comparison(Trace):
         return f"<attn_trace.Comparison: {self.dtype}, {'PASS' if self.passed else 'FAIL'}>"
 
 
+class Decode(Trace):
+    """A run of `attn-trace decode`: the prompt's causal pass (prefill), then every later token one decode step
+    against the KV cache, checked against run's causal pass. Its steps hold the whole output (`output`);
+    `prefill` the prompt's steps as arrays (None without a prompt); `decode_steps` one dict a token, its
+    position, cache_length, its steps as arrays (the new token's q … k_rot, the cache as the row reads it,
+    k_cache and v_cache, and the row's scores … output), its chunks with split_kv (`split`: chunks, o, lse,
+    share, lse_merged), its paged cache's block tables (`pages`) and its `check`; `passed` is decode's exit
+    code 0."""
+
+    def __init__(self, core):
+        super().__init__(core)
+        parts = core.decode()
+        self.prefill = parts["prefill"]
+        self.decode_steps = parts["steps"]
+
+    @property
+    def passed(self):
+        """Whether every decoded row is within compare's rule of run's causal pass: decode's exit code 0."""
+        return self._core.passed
+
+    def __str__(self):
+        """What `attn-trace decode FILE` prints to a pipe."""
+        return self._core.text()
+
+    def __repr__(self):
+        return f"<attn_trace.Decode: {self.dtype}, {len(self.decode_steps)} decode steps, {'PASS' if self.passed else 'FAIL'}>"
+
+
 class _Said:
     """What a command says, kept as it says it: str() its text, to_json() its --json -, `data` that JSON
     as a dict."""
@@ -218,48 +252,87 @@ def _options(input, keys, **options):
     return text, options
 
 
-def compare(input=None, *, dtype="float32", backward=False, block_q=None, block_k=None, steps=None, head=None,
-            grad_seed=None, dropout=None, dropout_seed=None, max_memory="4G", **keys):
+def _keywords(command):
+    """The command's options as (keyword, default): the library's one definition of them."""
+    return [(name, default) for name, default in _core.keywords(command)]
+
+
+def _signed(command, positional=("input",), skip=(), extra=(), keys=True):
+    """A decorator giving a function its command's signature: `positional` first (default None), then the
+    command's options as keywords with their defaults (less `skip`, plus the module's own `extra` pairs),
+    then, with `keys`, the input's keys."""
+    def sign(function):
+        kind = inspect.Parameter
+        params = [kind(name, kind.POSITIONAL_OR_KEYWORD, default=None) for name in positional]
+        for name, default in _keywords(command) + list(extra):
+            if name not in skip and name not in positional:
+                params.append(kind(name, kind.KEYWORD_ONLY, default=default))
+        if keys:
+            params.append(kind("keys", kind.VAR_KEYWORD))
+        function.__signature__ = inspect.Signature(params)
+        return function
+    return sign
+
+
+def _split(command, kwargs, extra=()):
+    """The keywords given as (the command's options, the input's keys): a name of neither is an input key."""
+    names = {name for name, _ in _keywords(command)} | set(extra)
+    options = {k: v for k, v in kwargs.items() if k in names}
+    keys = {k: v for k, v in kwargs.items() if k not in names}
+    return options, keys
+
+
+@_signed("compare")
+def compare(input=None, **kwargs):
     """`attn-trace compare` on `input`, as `--json` saves it: a Comparison, whose `passed` is the
     verdict and whose str() is what the command prints."""
-    text, options = _options(input, keys, dtype=dtype, backward=backward, block_q=block_q, block_k=block_k,
-                             steps=steps, head=head, grad_seed=grad_seed, dropout=dropout,
-                             dropout_seed=dropout_seed, max_memory=max_memory)
+    options, keys = _split("compare", kwargs)
+    text, options = _options(input, keys, **options)
     return Comparison(_core.compare(text, options))
 
 
-def explain(input=None, query=None, key=None, *, head=None, batch=None, output=None, grad=None, index=None,
-            engine="naive", dtype="float32", block_q=None, block_k=None, grad_seed=None, max_memory="4G", **keys):
+@_signed("explain", positional=("input", "query", "key"))
+def explain(input=None, query=None, key=None, **kwargs):
     """`attn-trace explain` on `input`: the weight of `query` on `key` (tokens by name, or by index when no
     token has that name) in head `head`; or, with `output=C`, output column C of the query's row; or,
     with `grad="d_weights", index=(0, 1, 0)`, one entry of a gradient of the naive backward pass."""
-    if engine not in ("naive", "flash"):
-        raise ValueError(f"engine {engine}: explain takes naive or flash")
-    if isinstance(index, str):
-        index = [int(i) for i in index.split(",") if i]
-    text, options = _options(input, keys, engine=engine, dtype=dtype, block_q=block_q, block_k=block_k,
-                             grad_seed=grad_seed, max_memory=max_memory, query=query, key=key, head=head,
-                             batch=batch, output=output, grad=grad, index=None if index is None else list(index))
+    options, keys = _split("explain", kwargs)
+    text, options = _options(input, keys, query=query, key=key, **options)
     return Explanation(*_core.explain(text, options))
 
 
-def diff(input, dumps, *, names=None, dtype=None, grad_seed=None, max_memory="4G", dumps_name="dumps"):
+@_signed("diff", positional=("input", "dumps"), extra=(("names", None), ("dumps_name", "dumps")), keys=False)
+def diff(input=None, dumps=None, **kwargs):
     """`attn-trace diff` on `input` and `dumps`, a mapping from step names (or PyTorch-style names of
     gradients: grad_q, q.grad, ...; or names that `names` maps: {"weights": "attn_probs"}) to numpy arrays,
     PyTorch tensors or nested lists. Ours is computed in `dtype`, by default the least precise of the
     dumps. Returns a Diff; `dumps_name` names the dumps in its text."""
-    text, options = _options(input, {}, dtype=dtype, max_memory=max_memory)
-    options["grad_seed"] = grad_seed
+    options, unknown = _split("diff", kwargs, extra=("names", "dumps_name"))
+    if unknown:
+        raise TypeError(f"diff() got an unexpected keyword argument {next(iter(unknown))!r}")
+    names = options.pop("names", None)
+    dumps_name = options.pop("dumps_name", "dumps")
+    text, options = _options(input, {}, **options)
     options["names"] = [f"{step}={name}" for step, name in (names or {}).items()]
-    arrays = [_dumped(name, value) for name, value in dumps.items()]
+    arrays = [_dumped(name, value) for name, value in (dumps or {}).items()]
     return Diff(*_core.diff(text, options, arrays, dumps_name))
 
 
-def run(input=None, *, engine="naive", dtype="float32", backward=False, block_q=None, block_k=None,
-        steps=None, head=None, grad_seed=None, dropout=None, dropout_seed=None, max_memory="4G", **keys):
+@_signed("run")
+def run(input=None, **kwargs):
     """`attn-trace run` on `input`: the options are the command line's (--engine, --dtype, --backward,
     --block-q, --block-k, --steps, --head, --grad-seed, --dropout, --dropout-seed, --max-memory)."""
-    text, options = _options(input, keys, engine=engine, dtype=dtype, backward=backward, block_q=block_q,
-                             block_k=block_k, steps=steps, head=head, grad_seed=grad_seed, dropout=dropout,
-                             dropout_seed=dropout_seed, max_memory=max_memory)
+    options, keys = _split("run", kwargs)
+    text, options = _options(input, keys, **options)
     return Trace(_core.run(text, options))
+
+
+@_signed("decode")
+def decode(input=None, **kwargs):
+    """`attn-trace decode` on `input`, a causal self-attention input: the first `prompt` tokens run as one
+    causal pass, each later token one decode step against the KV cache (with `split_kv` chunks, in pages of
+    `page_size` tokens), checked against run's causal pass. Returns a Decode, whose str() is what the
+    command prints and whose `decode_steps` hold the cache, the chunks and the pages as arrays."""
+    options, keys = _split("decode", kwargs)
+    text, options = _options(input, keys, **options)
+    return Decode(_core.decode(text, options))

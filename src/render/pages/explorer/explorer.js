@@ -24,7 +24,7 @@
   var frame = byId('report');
 
   var core = null;     // the attention core (AttnCore)
-  var explore = null;  // the core's attn_explore(input, engine, dtype, block_q, block_k, backward): 0 done,
+  var explore = null;  // the core's attn_explore(input, settings as JSON): 0 done,
                        // 2 refused, 1 an internal error
   var resultOf = null; // the core's attn_result(part): 0 the trace, 1 the report, 2 the view, 3 the error
                        // line, 4 the explanation
@@ -94,8 +94,11 @@
     var o = state.settings;
     var tiles = o.engine !== 'naive';
     var start = performance.now();
-    var status = explore(state.text, o.engine, o.dtype, tiles ? o.block_q || 0 : 0, tiles ? o.block_k || 0 : 0,
-                         o.backward ? 1 : 0);
+    // the settings by the options' keywords (the core checks them as the command line does); a tile side
+    // left out is the default
+    var settings = { engine: o.engine, dtype: o.dtype, block_q: tiles && o.block_q ? o.block_q : null,
+                     block_k: tiles && o.block_k ? o.block_k : null, backward: !!o.backward };
+    var status = explore(state.text, JSON.stringify(settings));
     if (status !== 0) return { error: resultOf(3) };
     var view = JSON.parse(resultOf(2));
     var count = core.ccall('attn_value_count', 'number', [], []);
@@ -581,7 +584,7 @@
   /* global AttnCore, AttnLink, AttnControls, AttnStructure, AttnView */
   AttnCore().then(function (core_) {
     core = core_;
-    explore = core.cwrap('attn_explore', 'number', ['string', 'string', 'string', 'number', 'number', 'number']);
+    explore = core.cwrap('attn_explore', 'number', ['string', 'string']);
     resultOf = function (part) { return core.UTF8ToString(core.ccall('attn_result', 'number', ['number'], [part])); };
     var list = JSON.parse(core.UTF8ToString(core.ccall('attn_examples', 'number', [], [])));
     controls.examples(list);
