@@ -47,6 +47,7 @@ configure_file(cmake/version.hpp.in ${PROJECT_BINARY_DIR}/generated/attn/version
 set(ATTN_CORE_SOURCES
   src/io/load.cpp
   src/io/load_range.cpp
+  src/io/features.cpp
   src/json/parse.cpp
   src/json/fast_parser.cpp
   src/json/error.cpp

@@ -28,15 +28,12 @@ Problem rounded_inputs(const Problem& p, DType storage = DType::float32) {
   const auto round = [storage](double& x) { x = static_cast<double>(stored_input<T>(storage, x)); };
   for (Tensor<double>* t : {&q.X, &q.C, &q.W_q, &q.W_k, &q.W_v, &q.W_o, &q.dY})
     for (double& x : t->values()) round(x);
-  for (std::vector<double>* b : {&q.b_q, &q.b_k, &q.b_v, &q.b_o, &q.sinks})
+  for (std::vector<double>* b : {&q.b_q, &q.b_k, &q.b_v, &q.b_o})
     for (double& x : *b) round(x);
-  q.scale = static_cast<double>(static_cast<T>(q.scale));
-  if (q.softcap) q.softcap = static_cast<double>(static_cast<T>(*q.softcap));
   if (q.rope)
     for (Tensor<double>* t : {&q.rope->cos_q, &q.rope->sin_q, &q.rope->cos_k, &q.rope->sin_k})
       for (double& x : t->values()) round(x);
-  if (q.alibi)
-    for (double& x : q.alibi->slopes) round(x);
+  round_as_held<T>(q, storage);  // the score chain's inputs, as ScoreChain<T> holds them
   return q;
 }
 

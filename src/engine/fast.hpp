@@ -288,7 +288,7 @@ void fold_key_tile(const FlashInputs<T>& in, const QueryTile& qt, std::size_t j,
     draw_dropout(in.chain, qt.b, qt.hd, qt.r0, qt.rows, c0, cols, t.cols_pad, w.drop.data());
   in.chain.fill(a.score, {.hd = qt.hd,
                           .r0 = qt.r0,
-                          .pos_k = in.pos_k.data() + j * t.cols_pad,
+                          .pos_k = at_offset(in.pos_k, j * t.cols_pad),
                           .lo = w.lo.data(),
                           .hi = w.hi.data(),
                           .keep = in.gaps ? w.keep.data() : nullptr,

@@ -174,7 +174,7 @@ bool backward_tile(const BackwardInputs<T>& in, std::size_t b, std::size_t hd, s
     draw_dropout(in.chain, b, hd, r0, rows, c0, cols, t.cols_pad, w.drop.data());
   in.chain.fill(a.score, {.hd = hd,
                           .r0 = r0,
-                          .pos_k = in.pos_k.data() + j * t.cols_pad,
+                          .pos_k = at_offset(in.pos_k, j * t.cols_pad),
                           .lo = w.lo.data(),
                           .hi = w.hi.data(),
                           .keep = in.gaps ? w.keep.data() : nullptr,

@@ -182,6 +182,13 @@ constexpr DType unrounded() {
   return sizeof(T) == sizeof(float) ? DType::float32 : DType::float64;
 }
 
+// `values` from `offset` on, or none where there are none (ALiBi's key positions without ALiBi): no offset
+// is ever applied to the null pointer of an empty vector.
+template <class T>
+const T* at_offset(const std::vector<T>& values, std::size_t offset) {
+  return values.empty() ? nullptr : values.data() + offset;
+}
+
 // Dropout's factors of one block, rows [r0, r0 + rows) × keys [c0, c0 + cols) of head hd, into drop
 // (rows, cols_pad), the padding 0: the keep mask drawn from the seed, the numbers every engine draws.
 template <class T>

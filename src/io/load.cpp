@@ -18,6 +18,7 @@
 #include "json/fast_parser.hpp"
 #include "json/parse.hpp"
 #include "json/pointer.hpp"
+#include "io/features.hpp"
 #include "json/reader.hpp"
 #include "model/run.hpp"
 #include "text/nearest.hpp"
@@ -28,10 +29,17 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr std::array top_keys = {"X",           "tokens", "W_q",     "W_k",     "W_v",     "W_o",
-                                 "b_q",         "b_k",    "b_v",     "b_o",     "n_heads", "n_kv_heads",
-                                 "scale",       "mask",   "layout",  "context", "rope",    "alibi",
-                                 "description", "dY",     "softcap", "sinks",   "dropout", "model"};
+// The input's keys: the sequence, the projections and the rest, then the optional features' (io/features.hpp).
+const std::vector<const char*>& top_keys() {
+  static const std::vector<const char*> keys = [] {
+    std::vector<const char*> out = {"X",     "tokens", "W_q",    "W_k",     "W_v",         "W_o",
+                                    "b_q",   "b_k",    "b_v",    "b_o",     "n_heads",     "n_kv_heads",
+                                    "scale", "mask",   "layout", "context", "description", "dY"};
+    for (const std::string_view key : feature_keys()) out.push_back(key.data());  // literals: terminated
+    return out;
+  }();
+  return keys;
+}
 
 // The input format (docs/input-format.md), read with the pieces of JsonReader.
 class Reader : public JsonReader {
@@ -277,164 +285,6 @@ class Reader : public JsonReader {
     return Tensor<std::uint8_t>({1, p.n, p.m}, std::move(data));
   }
 
-  // One position per token: `count` whole numbers >= 0 (a batch shares one list).
-  std::vector<double> positions(const json& j, const std::string& ptr, std::size_t count,
-                                std::string_view one_per) const {
-    if (!j.is_array())
-      fail(ptr, fmt::format("expected a list of {} positions (whole numbers >= 0), found {}", count, type_name(j)));
-    if (j.size() != count)
-      fail(ptr, fmt::format("expected {} ({}), found {}", plural(count, "position", "positions"), one_per, j.size()));
-    std::vector<double> out;
-    for (std::size_t t = 0; t < count; ++t) {
-      const json& x = j[t];
-      const std::string at = pointer_index(ptr, t);
-      const double value = x.is_number() ? x.get<double>() : -1;
-      if (!x.is_number() || value < 0 || value != std::floor(value))
-        fail(at, fmt::format("expected a position: a whole number >= 0, found {}",
-                             x.is_number() ? x.dump() : type_name(x)));
-      // Positions stay exact in float32 up to 2^24: far beyond any context of this tool.
-      if (value > 16777216.0) fail(at, fmt::format("expected a position up to 2^24 = 16777216, found {}", x.dump()));
-      out.push_back(value);
-    }
-    return out;
-  }
-
-  static std::vector<double> counting(std::size_t count, double first) {
-    std::vector<double> out(count);
-    for (std::size_t t = 0; t < count; ++t) out[t] = first + static_cast<double>(t);
-    return out;
-  }
-
-  Rope rope(const json& j, const Problem& p) const {
-    const std::string ptr = "/rope";
-    if (!j.is_object())
-      fail(ptr, fmt::format("expected an object {{\"theta\": …, \"positions\": …, \"style\": …, \"dims\": …}}, "
-                            "found {}",
-                            type_name(j)));
-    constexpr std::array keys = {"theta", "positions", "context_positions", "style", "dims"};
-    require_keys(j, ptr, keys);
-    Rope r;
-    if (j.contains("theta")) {
-      r.theta = number(j.at("theta"), "/rope/theta");
-      if (!(r.theta > 0)) fail("/rope/theta", fmt::format("expected a number > 0, found {}", j.at("theta").dump()));
-    }
-    if (j.contains("style")) {
-      const std::string& style = string(j.at("style"), "/rope/style");
-      if (style == "half") r.style = RopeStyle::half;
-      else if (style == "interleaved") r.style = RopeStyle::interleaved;
-      else fail("/rope/style", fmt::format("expected \"half\" or \"interleaved\", found \"{}\"", style));
-    }
-    if (j.contains("dims")) {
-      r.dims = integer(j.at("dims"), "/rope/dims", 2, 1u << 16);
-      if (r.dims % 2 != 0)
-        fail("/rope/dims", fmt::format("expected an even number (features turn in pairs), found {}", r.dims));
-      if (r.dims > p.d_k) fail("/rope/dims", fmt::format("expected at most d_k = {}, found {}", p.d_k, r.dims));
-    } else {
-      if (p.d_k % 2 != 0)
-        fail("/rope", fmt::format("d_k = {} is odd and features turn in pairs: give \"dims\", an even number below {}",
-                                  p.d_k, p.d_k));
-      r.dims = p.d_k;
-    }
-    r.positions = j.contains("positions") ? positions(j.at("positions"), "/rope/positions", p.n, "one per query")
-                                          : counting(p.n, 0);
-    if (j.contains("context_positions")) {
-      if (!p.cross)
-        fail("/rope/context_positions",
-             "only for cross-attention (with a context): the keys of self-attention are the queries and take "
-             "\"positions\"");
-      r.context_positions = positions(j.at("context_positions"), "/rope/context_positions", p.m, "one per key");
-    } else {
-      r.context_positions = p.cross ? counting(p.m, 0) : r.positions;
-    }
-    r.frequencies = rope_frequencies(r.theta, r.dims);
-    std::tie(r.cos_q, r.sin_q) = rope_table(r.positions, r.frequencies);
-    std::tie(r.cos_k, r.sin_k) = rope_table(r.context_positions, r.frequencies);
-    return r;
-  }
-
-  std::optional<Alibi> alibi(const json& j, const Problem& p) const {
-    const std::string ptr = "/alibi";
-    Alibi a;
-    if (j.is_boolean()) {
-      if (!j.get<bool>()) return std::nullopt;
-      a.slopes = alibi_slopes(p.h);
-    } else if (j.is_array()) {
-      if (j.size() != p.h)
-        fail(ptr, fmt::format("expected {} (one per query head, n_heads = {}), found {}",
-                              plural(p.h, "slope", "slopes"), p.h, j.size()));
-      a.standard = false;
-      for (std::size_t k = 0; k < j.size(); ++k) a.slopes.push_back(number(j[k], pointer_index(ptr, k)));
-    } else {
-      fail(ptr, fmt::format("expected true (the standard slopes) or a list of {} (one per query head), found {}",
-                            plural(p.h, "slope", "slopes"), type_name(j)));
-    }
-    // RoPE's positions when the input has them; else the keys count from 0 and the last query sits at
-    // the last key (bottom-right, as KV-cache decoding needs).
-    if (p.rope) {
-      a.query_positions = p.rope->positions;
-      a.key_positions = p.rope->context_positions;
-    } else {
-      a.key_positions = counting(p.m, 0);
-      a.query_positions = counting(p.n, static_cast<double>(p.m) - static_cast<double>(p.n));
-    }
-    return a;
-  }
-
-  // Gemma 2's logit cap c: a number above 0 (its models use 50).
-  double softcap(const json& j) const {
-    const double c = number(j, "/softcap");
-    if (!(c > 0)) fail("/softcap", fmt::format("expected a cap above 0 (scores become c·tanh(S'/c)), found {}", c));
-    return c;
-  }
-
-  // One sink logit per query head: raw, not scaled or capped, as gpt-oss adds them.
-  std::vector<double> sinks(const json& j, const Problem& p) const {
-    if (!j.is_array() || j.size() != p.h)
-      fail("/sinks", fmt::format("expected a list of {} (one logit per query head, n_heads = {}), found {}",
-                                 plural(p.h, "number", "numbers"), p.h, type_name(j)));
-    std::vector<double> out;
-    for (std::size_t k = 0; k < j.size(); ++k) out.push_back(item_number(j, k, "/sinks"));
-    return out;
-  }
-
-  // {"p": 0.1, "seed": 42}: p in [0, 1), the seed a whole number 0 … 2^64 − 1 (read as an integer: a
-  // double would round seeds past 2^53). p = 0 is no dropout at all.
-  std::optional<Dropout> dropout(const json& j) const {
-    if (!j.is_object())
-      fail("/dropout", fmt::format("expected an object {{\"p\": 0.1, \"seed\": 42}}, found {}", type_name(j)));
-    constexpr std::array keys = {"p", "seed"};
-    require_keys(j, "/dropout", keys);
-    if (!j.contains("p")) fail("/dropout/p", "missing: the probability of dropping a weight, 0 <= p < 1");
-    const double p = number(j.at("p"), "/dropout/p");
-    if (!(p >= 0 && p < 1))
-      fail("/dropout/p", fmt::format("expected a probability 0 <= p < 1 (p = 1 would drop every weight), found {}", p));
-    Dropout d{p, 0};
-    if (j.contains("seed")) d.seed = dropout_seed(j.at("seed"));
-    if (p == 0) return std::nullopt;
-    return d;
-  }
-
-  // `model`: what the input says of the whole model, for a decode's cache.
-  Problem::ModelFacts model(const json& j) const {
-    if (!j.is_object())
-      fail("/model",
-           fmt::format("expected an object {{\"layers\": 32, \"context_length\": 4096}}, found {}", type_name(j)));
-    constexpr std::array keys = {"layers", "context_length"};
-    require_keys(j, "/model", keys);
-    constexpr std::size_t most = 1'000'000'000;
-    Problem::ModelFacts m;
-    if (j.contains("layers")) m.layers = integer(j.at("layers"), "/model/layers", 1, most);
-    if (j.contains("context_length"))
-      m.context_length = integer(j.at("context_length"), "/model/context_length", 1, most);
-    return m;
-  }
-
-  std::uint64_t dropout_seed(const json& j) const {
-    if (j.is_number_unsigned()) return j.get<std::uint64_t>();
-    if (j.is_number_integer() && j.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(j.get<std::int64_t>());
-    fail("/dropout/seed", fmt::format("expected a whole number 0 … 18446744073709551615, found {}", type_name(j)));
-  }
-
   Problem problem(const json& root) const {
     // pass 1: the keys, the sequence, its context and the projections, each checked against the last
     check_top(root);
@@ -448,12 +298,7 @@ class Reader : public JsonReader {
     p.scale_given = root.contains("scale");
     p.scale = p.scale_given ? number(root.at("scale"), "/scale") : 1.0 / std::sqrt(static_cast<double>(p.d_k));
     p.mask = mask(root.contains("mask") ? &root.at("mask") : nullptr, p);
-    if (root.contains("rope")) p.rope = rope(root.at("rope"), p);
-    if (root.contains("alibi")) p.alibi = alibi(root.at("alibi"), p);
-    if (root.contains("softcap")) p.softcap = softcap(root.at("softcap"));
-    if (root.contains("sinks")) p.sinks = sinks(root.at("sinks"), p);
-    if (root.contains("dropout")) p.dropout = dropout(root.at("dropout"));
-    if (root.contains("model")) p.model = model(root.at("model"));
+    read_features(*this, root, p);  // rope, alibi, softcap, sinks, dropout, model: io/features.hpp
     if (root.contains("dY")) read_upstream(root.at("dY"), p);
     return p;
   }
@@ -478,7 +323,7 @@ class Reader : public JsonReader {
   void check_top(const json& root) const {
     if (!root.is_object())
       fail("", fmt::format("expected a JSON object with the keys X, W_q, W_k, W_v, …, found {}", type_name(root)));
-    require_keys(root, "", top_keys);
+    require_keys(root, "", top_keys());
     for (const char* key : {"X", "W_q", "W_k", "W_v"})
       if (!root.contains(key)) fail(pointer_key("", key), "missing: this key is required");
   }

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "io/features.hpp"
 #include "io/load.hpp"
 #include "json/error.hpp"
 #include "json/pointer.hpp"
@@ -66,14 +67,14 @@ void check_range(const Problem& p, const std::string& file, DType dtype) {
   bias(p.b_k, "b_k");
   bias(p.b_v, "b_v");
   bias(p.b_o, "b_o");
-  if (p.alibi && !p.alibi->standard)
-    for (std::size_t k = 0; k < p.alibi->slopes.size(); ++k)
-      if (beyond(p.alibi->slopes[k])) fail(pointer_index("/alibi", k), p.alibi->slopes[k]);
-  // The scale and the cap stay float32 numbers in a half run.
+  // The scale stays a float32 number in a half run, as the features' numbers do (the cap).
   if (std::fabs(p.scale) > float32_max) fail_in("/scale", p.scale, DType::float32);
-  if (p.softcap && *p.softcap > float32_max) fail_in("/softcap", *p.softcap, DType::float32);
-  for (std::size_t k = 0; k < p.sinks.size(); ++k)
-    if (beyond(p.sinks[k])) fail(pointer_index("/sinks", k), p.sinks[k]);
+  check_feature_values(p, {[&](const std::string& at, double x) {
+                             if (beyond(x)) fail(at, x);
+                           },
+                           [&](const std::string& at, double x) {
+                             if (std::fabs(x) > float32_max) fail_in(at, x, DType::float32);
+                           }});
 }
 
 }  // namespace attn

@@ -1,5 +1,6 @@
 // Trace -> JSON text (docs/trace-format.md): numbers in their shortest form, keys in the documented order.
 
+#include "io/features.hpp"
 #include "io/trace_json.hpp"
 #include "io/text_writer.hpp"
 
@@ -68,13 +69,6 @@ ojson mask_json(const Mask& mask, bool with_offset) {
   return j;
 }
 
-// Positions are whole numbers: written as such.
-ojson whole_numbers(const std::vector<double>& v) {
-  ojson out = ojson::array();
-  for (const double x : v) out.push_back(static_cast<long long>(x));
-  return out;
-}
-
 ojson config_json(const Trace& t) {
   const Problem& p = *t.problem;
   ojson config = {{"n", p.n},
@@ -101,24 +95,7 @@ ojson config_json(const Trace& t) {
                           {"grad_seed", p.upstream == Upstream::seeded ? ojson(p.grad_seed) : ojson(nullptr)},
                           {"loss", "L = Σ Y ⊙ dY"}};
   }
-  if (p.rope)
-    config["rope"] = {{"theta", p.rope->theta},
-                      {"style", std::string(to_string(p.rope->style))},
-                      {"dims", p.rope->dims},
-                      {"frequencies", p.rope->frequencies}};
-  if (p.alibi)
-    config["alibi"] = {{"slopes", p.alibi->slopes},
-                       {"query_positions", whole_numbers(p.alibi->query_positions)},
-                       {"key_positions", whole_numbers(p.alibi->key_positions)}};
-  if (p.softcap) config["softcap"] = *p.softcap;
-  if (!p.sinks.empty()) config["sinks"] = p.sinks;
-  if (p.dropout)
-    config["dropout"] = {{"p", p.dropout->p},
-                         {"seed", p.dropout->seed},
-                         {"generator", "Philox4x32-10"},
-                         {"counter", "(key, query, head, batch)"},
-                         {"key", "(seed & 0xffffffff, seed >> 32)"},
-                         {"keep", "first word >= floor(p · 2^32)"}};
+  write_feature_config(p, config);  // rope, alibi, softcap, sinks, dropout: io/features.hpp
   return config;
 }
 
@@ -196,37 +173,10 @@ void write_input(TextWriter& w, const Problem& p, int indent) {
   w.value(mask_json(p.mask, false), indent + 2);
   key("layout");
   w.append(p.layout == Layout::in_out ? "\"in_out\"" : "\"out_in\"");
-  if (p.rope) {
-    ojson rope = {{"theta", p.rope->theta}, {"positions", whole_numbers(p.rope->positions)}};
-    if (p.cross) rope["context_positions"] = whole_numbers(p.rope->context_positions);
-    rope["style"] = std::string(to_string(p.rope->style));
-    rope["dims"] = p.rope->dims;
-    key("rope");
-    w.value(rope, indent + 2);
-  }
-  if (p.alibi) {
-    key("alibi");
-    w.value(p.alibi->standard ? ojson(true) : ojson(p.alibi->slopes), indent + 2);
-  }
-  if (p.softcap) {
-    key("softcap");
-    w.value(ojson(*p.softcap), indent + 2);
-  }
-  if (!p.sinks.empty()) {
-    key("sinks");
-    w.value(ojson(p.sinks), indent + 2);
-  }
-  if (p.dropout) {
-    key("dropout");
-    w.value(ojson{{"p", p.dropout->p}, {"seed", p.dropout->seed}}, indent + 2);
-  }
-  if (p.model.layers || p.model.context_length) {
-    ojson model = ojson::object();
-    if (p.model.layers) model["layers"] = *p.model.layers;
-    if (p.model.context_length) model["context_length"] = *p.model.context_length;
-    key("model");
-    w.value(model, indent + 2);
-  }
+  write_feature_inputs(p, [&](std::string_view name, const ojson& value) {  // io/features.hpp
+    key(name);
+    w.value(value, indent + 2);
+  });
   if (!p.dY.empty()) {
     key("dY");
     w.data(as_written(p.dY, p.batched), false, indent + 2);

@@ -142,6 +142,31 @@ struct Where {
   std::size_t b = 0, hd = 0, i = 0, j = 0;
 };
 
+// The chain's inputs as a run in T that stores in `storage` holds them, written back in double: the scale
+// and the cap as T numbers, ALiBi's slopes and the sinks rounded as inputs (to the half type a run stores
+// in); the mask, the positions and dropout's seed are exact. What ScoreChain<T> holds, so that a reference
+// run on these (compare's) sees the engines' inputs.
+template <class T>
+void round_as_held(ScoreInputs& s, DType storage) {
+  const auto input = [storage](double& x) { x = static_cast<double>(stored_input<T>(storage, x)); };
+  s.scale = static_cast<double>(static_cast<T>(s.scale));
+  for (const StageInfo& info : chain_stages()) {
+    if (!chain_has(info.stage, s)) continue;
+    switch (info.stage) {
+      case Stage::scale:
+      case Stage::mask:
+      case Stage::dropout: break;
+      case Stage::softcap: s.softcap = static_cast<double>(static_cast<T>(*s.softcap)); break;
+      case Stage::alibi:
+        for (double& x : s.alibi->slopes) input(x);
+        break;
+      case Stage::sinks:
+        for (double& x : s.sinks) input(x);
+        break;
+    }
+  }
+}
+
 // Where the fast path has laid out one block of scores (one head, rows r0 … of its queries, a run of keys):
 // the arrays of its own layout that the kernels read, padded as they read them.
 template <class T>

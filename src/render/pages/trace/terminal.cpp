@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "text/number.hpp"
+#include "io/features.hpp"
 #include "render/draw/notes.hpp"
 #include "text/visible.hpp"
 
@@ -87,21 +88,9 @@ void Renderer::header() {
   row("sizes", fmt::format("d_model = {}, {}, d_k = {}, d_v = {}, output width {}", p_.d_model, heads, p_.d_k, p_.d_v,
                            p_.d_out));
   row("scale", scale_text());
-  if (p_.softcap) row("softcap", fmt::format("S_c = {0}·tanh(S'/{0}): every score within ±{0}", *p_.softcap));
-  if (!p_.sinks.empty())
-    row("sinks", fmt::format("{:.4g}, one logit per head: each row's softmax gives the sink's share to nothing",
-                             fmt::join(p_.sinks, ", ")));
-  if (p_.dropout)
-    row("dropout", fmt::format("p = {}, seed {}: each weight kept with probability {} and scaled by 1/(1 - p), by a "
-                               "Philox4x32-10 keep mask",
-                               p_.dropout->p, p_.dropout->seed, 1 - p_.dropout->p));
+  for (const auto& [key, text] : feature_header(p_, HeaderPlace::scores)) row(key, text);  // io/features.hpp
   row("mask", p_.mask.summary());
-  if (p_.rope)
-    row("rope", fmt::format("theta {}, style {}, {} of d_k = {} features turn", p_.rope->theta,
-                            to_string(p_.rope->style), p_.rope->dims, p_.d_k));
-  if (p_.alibi)
-    row("alibi", fmt::format("slopes {:.4g}{}", fmt::join(p_.alibi->slopes, ", "),
-                             p_.alibi->standard ? " (the standard ones)" : ""));
+  for (const auto& [key, text] : feature_header(p_, HeaderPlace::positions)) row(key, text);
   row("weights", fmt::format("layout {}{}",
                              p_.layout == Layout::in_out ? "in_out (Q = X·W_q)" : "out_in (Q = X·W_qᵀ, as nn.Linear)",
                              p_.has_output_projection() ? ", with W_o" : ", no W_o"));
