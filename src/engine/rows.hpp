@@ -20,6 +20,8 @@
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -35,41 +37,69 @@ RowMath<T> stage_row() {
           rows::stage_saves<S>, rows::stage_terms<S>,      rows::stage_d_terms<S>};
 }
 
-// Every forward step's row, in the table's order: row k is step k. A step added to the table without
-// a row here does not compile (std::to_array counts the rows written, and the static_assert holds the
-// count to step_count); one out of order fails the test of the rows (tests/unit/rows_test.cpp).
+// Does a stage's step have the generic row of its stage (stage_row)? An elementwise stage's and a factor
+// on the weights' do; the sinks' column is the softmax's other result, with its own row (sink_weights).
+constexpr bool has_stage_row(Stage s) {
+  return chain_stage_table[static_cast<std::size_t>(s)].kind != StageKind::sink_column;
+}
+constexpr std::size_t stage_row_count() {
+  std::size_t count = 0;
+  for (const StageInfo& s : chain_stage_table) count += has_stage_row(s.stage) ? 1 : 0;
+  return count;
+}
+
+template <class T, Stage S>
+void add_stage_row(std::vector<RowMath<T>>& out) {
+  if constexpr (has_stage_row(S)) out.push_back(stage_row<T, S>());
+}
+
+// The generic row of every stage that has one, in the chain's order.
+template <class T, std::size_t... K>
+std::vector<RowMath<T>> stage_rows(std::index_sequence<K...>) {
+  std::vector<RowMath<T>> out;
+  (add_stage_row<T, static_cast<Stage>(K)>(out), ...);
+  return out;
+}
+
+// Every forward step's row: row k is step k. The steps of the score chain's stages take their stage's
+// generic row (stage_rows); every other step's is written here. A step added to the table without a row
+// does not compile (std::to_array counts the rows written, and the static_assert holds them with the
+// stages' to step_count); tests/unit/rows_test.cpp checks that each slot holds its own step's row.
 template <class T>
 const std::array<RowMath<T>, step_count>& row_math() {
-  static const auto table = std::to_array<RowMath<T>>({
-      {Step::q, rows::q<T>, rows::d_q<T>, rows::saves_nothing, rows::q_terms, rows::d_q_terms},
-      {Step::k, rows::k<T>, rows::d_k<T>, rows::saves_nothing, rows::k_terms, rows::d_k_terms},
-      {Step::v, rows::v<T>, rows::d_v<T>, rows::saves_nothing, rows::v_terms, rows::d_v_terms},
-      {Step::q_heads, rows::q_heads<T>, rows::d_q_heads<T>, rows::saves_nothing, rows::nothing_summed,
-       rows::d_q_heads<double>},
-      {Step::k_heads, rows::k_heads<T>, rows::d_k_heads<T>, rows::saves_nothing, rows::nothing_summed,
-       rows::d_k_heads<double>},
-      {Step::v_heads, rows::v_heads<T>, rows::d_v_heads<T>, rows::saves_nothing, rows::nothing_summed,
-       rows::d_v_heads<double>},
-      {Step::q_rot, rows::q_rot<T>, rows::d_q_rot<T>, rows::saves_nothing, rows::q_rot_terms, rows::d_q_rot_terms},
-      {Step::k_rot, rows::k_rot<T>, rows::d_k_rot<T>, rows::saves_nothing, rows::k_rot_terms, rows::d_k_rot_terms},
-      {Step::scores, rows::scores_row<T>, rows::d_scores_row<T>, rows::saves_factors, rows::scores_terms,
-       rows::d_scores_row<double>},
-      stage_row<T, Stage::scale>(),
-      stage_row<T, Stage::softcap>(),
-      stage_row<T, Stage::alibi>(),
-      stage_row<T, Stage::mask>(),
-      {Step::weights, rows::weights<T>, rows::d_weights<T>, rows::saves_weights, rows::weights_terms,
-       rows::d_weights_terms},
-      {Step::sink_weights, rows::sink_weights<T>, rows::d_sink_weights<T>, rows::saves_shares, rows::weights_terms,
-       rows::d_sink_weights_terms},
-      stage_row<T, Stage::dropout>(),
-      {Step::head_outputs, rows::head_outputs<T>, rows::d_head_outputs<T>, rows::saves_weighted,
-       rows::head_outputs_terms, rows::d_head_outputs_terms},
-      {Step::concat, rows::concat<T>, rows::d_concat<T>, rows::saves_nothing, rows::nothing_summed,
-       rows::d_concat<double>},
-      {Step::output, rows::output<T>, rows::d_output<T>, rows::saves_merged, rows::output_terms, rows::d_output_terms},
-  });
-  static_assert(std::tuple_size_v<std::remove_const_t<decltype(table)>> == step_count, "one row per forward step");
+  static const std::array<RowMath<T>, step_count> table = [] {
+    const auto own = std::to_array<RowMath<T>>({
+        {Step::q, rows::q<T>, rows::d_q<T>, rows::saves_nothing, rows::q_terms, rows::d_q_terms},
+        {Step::k, rows::k<T>, rows::d_k<T>, rows::saves_nothing, rows::k_terms, rows::d_k_terms},
+        {Step::v, rows::v<T>, rows::d_v<T>, rows::saves_nothing, rows::v_terms, rows::d_v_terms},
+        {Step::q_heads, rows::q_heads<T>, rows::d_q_heads<T>, rows::saves_nothing, rows::nothing_summed,
+         rows::d_q_heads<double>},
+        {Step::k_heads, rows::k_heads<T>, rows::d_k_heads<T>, rows::saves_nothing, rows::nothing_summed,
+         rows::d_k_heads<double>},
+        {Step::v_heads, rows::v_heads<T>, rows::d_v_heads<T>, rows::saves_nothing, rows::nothing_summed,
+         rows::d_v_heads<double>},
+        {Step::q_rot, rows::q_rot<T>, rows::d_q_rot<T>, rows::saves_nothing, rows::q_rot_terms, rows::d_q_rot_terms},
+        {Step::k_rot, rows::k_rot<T>, rows::d_k_rot<T>, rows::saves_nothing, rows::k_rot_terms, rows::d_k_rot_terms},
+        {Step::scores, rows::scores_row<T>, rows::d_scores_row<T>, rows::saves_factors, rows::scores_terms,
+         rows::d_scores_row<double>},
+        {Step::weights, rows::weights<T>, rows::d_weights<T>, rows::saves_weights, rows::weights_terms,
+         rows::d_weights_terms},
+        {Step::sink_weights, rows::sink_weights<T>, rows::d_sink_weights<T>, rows::saves_shares, rows::weights_terms,
+         rows::d_sink_weights_terms},
+        {Step::head_outputs, rows::head_outputs<T>, rows::d_head_outputs<T>, rows::saves_weighted,
+         rows::head_outputs_terms, rows::d_head_outputs_terms},
+        {Step::concat, rows::concat<T>, rows::d_concat<T>, rows::saves_nothing, rows::nothing_summed,
+         rows::d_concat<double>},
+        {Step::output, rows::output<T>, rows::d_output<T>, rows::saves_merged, rows::output_terms,
+         rows::d_output_terms},
+    });
+    static_assert(std::tuple_size_v<std::remove_const_t<decltype(own)>> + stage_row_count() == step_count,
+                  "one row per forward step: its own, or its stage's");
+    std::array<RowMath<T>, step_count> out{};
+    for (const RowMath<T>& r : own) out[slot(r.step)] = r;
+    for (const RowMath<T>& r : stage_rows<T>(std::make_index_sequence<stage_count>{})) out[slot(r.step)] = r;
+    return out;
+  }();
   return table;
 }
 

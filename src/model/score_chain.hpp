@@ -91,18 +91,17 @@ struct StageInfo {
 };
 
 // The stages in the order they apply; entry k is Stage k.
-inline const std::array<StageInfo, stage_count>& chain_stages() {
-  static const auto table = std::to_array<StageInfo>({
-      {Stage::scale, "scaled", StageKind::elementwise, 1, 1, false, false},
-      {Stage::softcap, "capped", StageKind::elementwise, 3, 0, false, true},
-      {Stage::alibi, "bias", StageKind::elementwise, 2, 1, true, false},
-      {Stage::mask, "masked", StageKind::elementwise, 0, 0, true, false},
-      {Stage::sinks, "sink_weights", StageKind::sink_column, 0, 0, true, false},
-      {Stage::dropout, "dropped", StageKind::weight_factor, 1, 0, false, false},
-  });
-  static_assert(std::tuple_size_v<std::remove_const_t<decltype(table)>> == stage_count, "one entry per stage");
-  return table;
-}
+inline constexpr auto chain_stage_table = std::to_array<StageInfo>({
+    {Stage::scale, "scaled", StageKind::elementwise, 1, 1, false, false},
+    {Stage::softcap, "capped", StageKind::elementwise, 3, 0, false, true},
+    {Stage::alibi, "bias", StageKind::elementwise, 2, 1, true, false},
+    {Stage::mask, "masked", StageKind::elementwise, 0, 0, true, false},
+    {Stage::sinks, "sink_weights", StageKind::sink_column, 0, 0, true, false},
+    {Stage::dropout, "dropped", StageKind::weight_factor, 1, 0, false, false},
+});
+static_assert(chain_stage_table.size() == stage_count, "one entry per stage");
+
+inline const std::array<StageInfo, stage_count>& chain_stages() { return chain_stage_table; }
 
 inline const StageInfo& stage_info(Stage s) { return chain_stages()[static_cast<std::size_t>(s)]; }
 
