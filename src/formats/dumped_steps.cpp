@@ -52,21 +52,18 @@ std::string gradients_list() {
 
 // Why `step` has no place in a dump of `p`: what the input lacks.
 std::string missing_for(Step step, const std::string& file) {
-  const Needs needs = step_info(step).needs;
+  const StepInfo& info = step_info(step);
   std::string what;
-  switch (needs) {
-    case Needs::rope: what = "\"rope\""; break;
-    case Needs::alibi: what = "\"alibi\""; break;
+  switch (info.needs) {
+    case Needs::rope:
+    case Needs::chain: what = fmt::format("\"{}\"", needs_name(info)); break;
     case Needs::cross: what = "a \"context\""; break;
     case Needs::w_o: what = "W_o"; break;
     case Needs::always:
-    case Needs::softcap:
-    case Needs::sinks:
-    case Needs::dropout:
     case Needs::b_q:
     case Needs::b_k:
     case Needs::b_v:
-    case Needs::b_o: what = std::string(to_string(needs)); break;
+    case Needs::b_o: what = std::string(to_string(info.needs)); break;
   }
   return fmt::format("belongs to an input with {}, and {} has none", what, file);
 }

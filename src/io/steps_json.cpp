@@ -27,7 +27,7 @@ std::string steps_to_json(const std::string& generator) {
                      {"inputs", std::move(inputs)},
                      {"op", std::string(to_string(info.op))},
                      {"values", std::string(to_string(info.values))},
-                     {"needs", std::string(to_string(info.needs))},
+                     {"needs", std::string(needs_name(info))},
                      {"tiled", info.tiled},
                      {"pass", std::string(to_string(info.pass))},
                      {"parameter", info.parameter}});

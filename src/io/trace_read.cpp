@@ -129,7 +129,7 @@ void TraceReader::read_steps(const json& steps, const std::string& ptr, Trace& t
     if (!step_applies(*step, *problem_))
       fail(pointer_key(at, "name"),
            fmt::format("the step \"{}\" belongs to an input with \"{}\", and this trace's input has none",
-                       step_info(*step).name, to_string(step_info(*step).needs)));
+                       step_info(*step).name, needs_name(step_info(*step))));
     if (is_gradient_step(*step)) t.backward = true;
     t.steps.push_back({*step, string_at(s, at, "formula"), string_at(s, at, "description"), tensor_at(s, at, float32)});
   }

@@ -83,85 +83,73 @@ template <class T>
 bool mistaken_send(Step s, const Tensor<T>& dy, const ForwardValues<T>& x, const RowContext<T>& c, Mistake v,
                    Gradients<T>& d) {
   const Problem& p = c.p;
-  const bool gqa = v == Mistake::gqa_first_head || v == Mistake::gqa_last_head;
-  switch (s) {
-    // the weighted sum: dV with A untransposed, or from one query head of each group
-    case Step::head_outputs: {
-      if (v != Mistake::dv_untransposed && !gqa) return false;
-      const Tensor<T>& A = x[slot(rows::weights_read(p))];
-      rows::send(d, rows::weights_read(p), d_weighted_sum_weights(dy, x[slot(Step::v_heads)]));
-      rows::send(d, Step::v_heads,
-                 key_head_gradient(v == Mistake::dv_untransposed ? swap_last_axes(A) : A, dy, p.g, v));
-      return true;
-    }
-    // the softmax's backward with D of another sum, or along the columns
-    case Step::weights: {
-      if (v != Mistake::softmax_d_from_da && v != Mistake::softmax_d_from_do && v != Mistake::softmax_backward_columns)
-        return false;
-      const Tensor<T>& A = x[slot(Step::weights)];
-      if (!p.sinks.empty()) d[slot(Step::d_sinks)] = d_sinks(A, dy, x[slot(Step::sink_weights)]);
-      rows::send(d, Step::masked, softmax_backward(A, dy, d[slot(Step::head_outputs)], v));
-      return true;
-    }
+  // the weighted sum: dV with A untransposed, or from one query head of each group
+  const auto weighted_sum = [&] {
+    const Tensor<T>& A = x[slot(rows::weights_read(p))];
+    rows::send(d, rows::weights_read(p), d_weighted_sum_weights(dy, x[slot(Step::v_heads)]));
+    rows::send(d, Step::v_heads, key_head_gradient(v == Mistake::dv_untransposed ? swap_last_axes(A) : A, dy, p.g, v));
+    return true;
+  };
+  // the softmax's backward with D of another sum, or along the columns
+  const auto softmax = [&] {
+    const Tensor<T>& A = x[slot(Step::weights)];
+    if (!p.sinks.empty()) d[slot(Step::d_sinks)] = d_sinks(A, dy, x[slot(Step::sink_weights)]);
+    rows::send(d, Step::masked, softmax_backward(A, dy, d[slot(Step::head_outputs)], v));
+    return true;
+  };
+  // dS transposed where it must not be, or not where it must; dK from one query head of each group
+  const auto scores = [&] {
+    const Tensor<T>& Q = x[slot(rows::queries_read(p))];
+    const Tensor<T>& K = x[slot(rows::keys_read(p))];
+    rows::send(d, rows::queries_read(p), d_scores_queries(v == Mistake::dq_transposed ? swap_last_axes(dy) : dy, K));
+    rows::send(d, rows::keys_read(p),
+               key_head_gradient(v == Mistake::dk_untransposed ? swap_last_axes(dy) : dy, Q, p.g, v));
+    return true;
+  };
+  // The switch is over the mistakes, so that a new one is named here by the compiler and a new step needs
+  // nothing.
+  switch (v) {
+    case Mistake::gqa_first_head:
+    case Mistake::gqa_last_head:
+      if (s == Step::head_outputs) return weighted_sum();
+      if (s == Step::scores) return scores();
+      break;
+    case Mistake::dv_untransposed:
+      if (s == Step::head_outputs) return weighted_sum();
+      break;
+    case Mistake::softmax_d_from_da:
+    case Mistake::softmax_d_from_do:
+    case Mistake::softmax_backward_columns:
+      if (s == Step::weights) return softmax();
+      break;
     // the scale left out of dS
-    case Step::scaled:
-      if (v != Mistake::backward_no_scale) return false;
+    case Mistake::backward_no_scale:
+      if (s != Step::scaled) break;
       rows::send(d, Step::scores, Tensor<T>(dy));
       return true;
-    // dS transposed where it must not be, or not where it must; dK from one query head of each group
-    case Step::scores: {
-      if (v != Mistake::dq_transposed && v != Mistake::dk_untransposed && !gqa) return false;
-      const Tensor<T>& Q = x[slot(rows::queries_read(p))];
-      const Tensor<T>& K = x[slot(rows::keys_read(p))];
-      rows::send(d, rows::queries_read(p), d_scores_queries(v == Mistake::dq_transposed ? swap_last_axes(dy) : dy, K));
-      rows::send(d, rows::keys_read(p),
-                 key_head_gradient(v == Mistake::dk_untransposed ? swap_last_axes(dy) : dy, Q, p.g, v));
-      return true;
-    }
-    case Step::q:
-    case Step::k:
-    case Step::v:
-    case Step::q_heads:
-    case Step::k_heads:
-    case Step::v_heads:
-    case Step::q_rot:
-    case Step::k_rot:
-    case Step::capped:
-    case Step::bias:
-    case Step::masked:
-    case Step::sink_weights:
-    case Step::dropped:
-    case Step::concat:
-    case Step::output:
-    // gradients are what the walk sends, not steps it walks
-    case Step::d_output:
-    case Step::d_concat:
-    case Step::d_head_outputs:
-    case Step::d_dropped:
-    case Step::d_weights:
-    case Step::d_v_heads:
-    case Step::d_masked:
-    case Step::d_capped:
-    case Step::d_scaled:
-    case Step::d_scores:
-    case Step::d_q_rot:
-    case Step::d_k_rot:
-    case Step::d_q_heads:
-    case Step::d_k_heads:
-    case Step::d_q:
-    case Step::d_k:
-    case Step::d_v:
-    case Step::d_X:
-    case Step::d_context:
-    case Step::d_W_q:
-    case Step::d_W_k:
-    case Step::d_W_v:
-    case Step::d_W_o:
-    case Step::d_b_q:
-    case Step::d_b_k:
-    case Step::d_b_v:
-    case Step::d_b_o:
-    case Step::d_sinks: return false;
+    case Mistake::dq_transposed:
+    case Mistake::dk_untransposed:
+      if (s == Step::scores) return scores();
+      break;
+    // nothing mistaken, or a mistake of the forward pass (lessons/mistaken_forward.cpp)
+    case Mistake::none:
+    case Mistake::no_scale:
+    case Mistake::no_mask:
+    case Mistake::mask_after_softmax:
+    case Mistake::softmax_columns:
+    case Mistake::shared_qkv:
+    case Mistake::wrong_reshape:
+    case Mistake::minus_1e9:
+    case Mistake::dropout_unscaled:
+    case Mistake::scale_twice:
+    case Mistake::k_untransposed:
+    case Mistake::w_q_transposed:
+    case Mistake::w_k_transposed:
+    case Mistake::w_v_transposed:
+    case Mistake::w_o_transposed:
+    case Mistake::mask_sees_next:
+    case Mistake::mask_misses_diagonal:
+    case Mistake::align_flipped: break;
   }
   return false;
 }

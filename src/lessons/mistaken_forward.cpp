@@ -95,95 +95,79 @@ Tensor<T> dropped_as(const Problem& p, const Tensor<T>& weights, Mistake v,
 }
 
 // What mistake `v` computes in place of step `s`'s row (engine/rows.hpp), or nothing where it leaves the
-// row as it is. (no-scale, no-mask and shared-qkv are a different problem instead: mistaken_problem.)
+// row as it is. (no-scale, no-mask and shared-qkv are a different problem instead: mistaken_problem;
+// dropout-unscaled is dropped_as.) The switch is over the mistakes, so that a new one is named here by the
+// compiler and a new step needs nothing.
 template <class T>
 std::optional<Tensor<T>> mistaken_step(Step s, const ForwardValues<T>& x, const RowContext<T>& c, Mistake v,
                                        DType storage) {
   const Problem& p = c.p;
   const auto at = [&x](Step t) -> const Tensor<T>& { return x[slot(t)]; };
-  switch (s) {
-    case Step::q:
-      if (v == Mistake::w_q_transposed) return project(c.in.X, transposed(c.in.W_q), std::span<const T>(c.in.b_q));
-      return std::nullopt;
-    case Step::k:
-      if (v == Mistake::w_k_transposed) return project(c.in.C, transposed(c.in.W_k), std::span<const T>(c.in.b_k));
-      return std::nullopt;
-    case Step::v:
-      if (v == Mistake::w_v_transposed) return project(c.in.C, transposed(c.in.W_v), std::span<const T>(c.in.b_v));
-      return std::nullopt;
-    // wrong-reshape: a reshape without the transpose, (B, n, h·d) read as (B, h, n, d), and back
-    case Step::q_heads:
-      if (v == Mistake::wrong_reshape) return reinterpreted(at(Step::q), {p.B, p.h, p.n, p.d_k});
-      return std::nullopt;
-    case Step::k_heads:
-      if (v == Mistake::wrong_reshape) return reinterpreted(at(Step::k), {p.B, p.g, p.m, p.d_k});
-      return std::nullopt;
-    case Step::v_heads:
-      if (v == Mistake::wrong_reshape) return reinterpreted(at(Step::v), {p.B, p.g, p.m, p.d_v});
-      return std::nullopt;
-    case Step::concat:
-      if (v == Mistake::wrong_reshape) return reinterpreted(at(Step::head_outputs), {p.B, p.n, p.h * p.d_v});
-      return std::nullopt;
-    case Step::scores:
-      if (v == Mistake::k_untransposed) return scores_untransposed(at(rows::queries_read(p)), at(rows::keys_read(p)));
-      return std::nullopt;
-    case Step::scaled:
-      if (v == Mistake::scale_twice) return scale(at(Step::scores), static_cast<T>(p.scale * p.scale));
-      return std::nullopt;
-    // the mask: not yet (after the softmax), a large negative on purpose, or a mask of the wrong keys
-    case Step::masked:
-      if (v == Mistake::mask_after_softmax) return at(rows::stage_reads(Stage::mask, p));
-      if (v == Mistake::minus_1e9)
-        return fill_forbidden(at(rows::stage_reads(Stage::mask, p)), p.mask, static_cast<T>(lowest_written(storage)));
-      if (const auto allows = wrong_mask(p, v)) return apply_mask(at(rows::stage_reads(Stage::mask, p)), *allows);
-      return std::nullopt;
-    // the softmax of the columns leaves the sinks out; the mask after the softmax zeroes the weights
-    case Step::weights:
-      if (v == Mistake::softmax_columns) return softmax_columns(at(Step::masked));
-      if (v == Mistake::mask_after_softmax) return fill_forbidden(rows::weights(x, c), p.mask, T{0});
-      return std::nullopt;
-    case Step::sink_weights:
-      if (v == Mistake::softmax_columns) return Tensor<T>({p.B, p.h, p.n}, T{0});
-      return std::nullopt;
-    case Step::output:
-      if (v == Mistake::w_o_transposed && p.has_output_projection())
+  const auto masks = [&x, &p]() -> const Tensor<T>& {
+    return x[slot(rows::stage_reads(Stage::mask, p))];
+  };  // what the mask reads
+  switch (v) {
+    case Mistake::w_q_transposed:
+      if (s == Step::q) return project(c.in.X, transposed(c.in.W_q), std::span<const T>(c.in.b_q));
+      break;
+    case Mistake::w_k_transposed:
+      if (s == Step::k) return project(c.in.C, transposed(c.in.W_k), std::span<const T>(c.in.b_k));
+      break;
+    case Mistake::w_v_transposed:
+      if (s == Step::v) return project(c.in.C, transposed(c.in.W_v), std::span<const T>(c.in.b_v));
+      break;
+    case Mistake::w_o_transposed:
+      if (s == Step::output && p.has_output_projection())
         return project(at(Step::concat), transposed(c.in.W_o), std::span<const T>(c.in.b_o));
-      return std::nullopt;
-    case Step::q_rot:
-    case Step::k_rot:
-    case Step::capped:
-    case Step::bias:
-    case Step::dropped:
-    case Step::head_outputs:
-    // the backward pass's steps are lessons/mistaken_backward.cpp's
-    case Step::d_output:
-    case Step::d_concat:
-    case Step::d_head_outputs:
-    case Step::d_dropped:
-    case Step::d_weights:
-    case Step::d_v_heads:
-    case Step::d_masked:
-    case Step::d_capped:
-    case Step::d_scaled:
-    case Step::d_scores:
-    case Step::d_q_rot:
-    case Step::d_k_rot:
-    case Step::d_q_heads:
-    case Step::d_k_heads:
-    case Step::d_q:
-    case Step::d_k:
-    case Step::d_v:
-    case Step::d_X:
-    case Step::d_context:
-    case Step::d_W_q:
-    case Step::d_W_k:
-    case Step::d_W_v:
-    case Step::d_W_o:
-    case Step::d_b_q:
-    case Step::d_b_k:
-    case Step::d_b_v:
-    case Step::d_b_o:
-    case Step::d_sinks: return std::nullopt;
+      break;
+    // a reshape without the transpose, (B, n, h·d) read as (B, h, n, d), and back
+    case Mistake::wrong_reshape:
+      if (s == Step::q_heads) return reinterpreted(at(Step::q), {p.B, p.h, p.n, p.d_k});
+      if (s == Step::k_heads) return reinterpreted(at(Step::k), {p.B, p.g, p.m, p.d_k});
+      if (s == Step::v_heads) return reinterpreted(at(Step::v), {p.B, p.g, p.m, p.d_v});
+      if (s == Step::concat) return reinterpreted(at(Step::head_outputs), {p.B, p.n, p.h * p.d_v});
+      break;
+    case Mistake::k_untransposed:
+      if (s == Step::scores) return scores_untransposed(at(rows::queries_read(p)), at(rows::keys_read(p)));
+      break;
+    case Mistake::scale_twice:
+      if (s == Step::scaled) return scale(at(Step::scores), static_cast<T>(p.scale * p.scale));
+      break;
+    // the mask not yet applied (it comes after the softmax, which then zeroes the forbidden weights)
+    case Mistake::mask_after_softmax:
+      if (s == Step::masked) return masks();
+      if (s == Step::weights) return fill_forbidden(rows::weights(x, c), p.mask, T{0});
+      break;
+    // a large negative on purpose, or a mask of the wrong keys
+    case Mistake::minus_1e9:
+      if (s == Step::masked) return fill_forbidden(masks(), p.mask, static_cast<T>(lowest_written(storage)));
+      break;
+    case Mistake::mask_sees_next:
+    case Mistake::mask_misses_diagonal:
+    case Mistake::align_flipped:
+      if (s == Step::masked) return apply_mask(masks(), *wrong_mask(p, v));
+      break;
+    // the softmax of the columns leaves the sinks out
+    case Mistake::softmax_columns:
+      if (s == Step::weights) return softmax_columns(at(Step::masked));
+      if (s == Step::sink_weights) return Tensor<T>({p.B, p.h, p.n}, T{0});
+      break;
+    // nothing mistaken here: the problem's own (mistaken_problem), dropped_as's, or the backward pass's
+    // (lessons/mistaken_backward.cpp)
+    case Mistake::none:
+    case Mistake::no_scale:
+    case Mistake::no_mask:
+    case Mistake::shared_qkv:
+    case Mistake::dropout_unscaled:
+    case Mistake::gqa_first_head:
+    case Mistake::gqa_last_head:
+    case Mistake::backward_no_scale:
+    case Mistake::softmax_d_from_da:
+    case Mistake::softmax_d_from_do:
+    case Mistake::softmax_backward_columns:
+    case Mistake::dv_untransposed:
+    case Mistake::dk_untransposed:
+    case Mistake::dq_transposed: break;
   }
   return std::nullopt;
 }

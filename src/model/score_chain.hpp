@@ -88,18 +88,47 @@ struct StageInfo {
   bool unit_slope;
   // Its backward reads its own value (the cap's slope 1 − (S_c/c)²): a backward pass keeps it.
   bool reads_own;
+  // The input's key that turns it on (docs/input-format.md), empty for a stage of every input; the step
+  // table's needs for its step and the gradients it alone has (observe/steps.hpp).
+  std::string_view feature;
+  // Its step's formula and meaning in the step table, as they read before an input is known (a formula
+  // that depends on the input is observe/step_texts.cpp's).
+  std::string_view formula;
+  std::string_view description;
+  // What formulas call its value ("S_c"; "{} + B": its input's name and then "+ B"), and the word for the
+  // scores after it ("capped").
+  std::string_view symbol;
+  std::string_view adjective;
 };
 
 // The stages in the order they apply; entry k is Stage k.
 inline constexpr auto chain_stage_table = std::to_array<StageInfo>({
-    {Stage::scale, "scaled", StageKind::elementwise, 1, 1, false, false},
-    {Stage::softcap, "capped", StageKind::elementwise, 3, 0, false, true},
-    {Stage::alibi, "bias", StageKind::elementwise, 2, 1, true, false},
-    {Stage::mask, "masked", StageKind::elementwise, 0, 0, true, false},
-    {Stage::sinks, "sink_weights", StageKind::sink_column, 0, 0, true, false},
-    {Stage::dropout, "dropped", StageKind::weight_factor, 1, 0, false, false},
+    {Stage::scale, "scaled", StageKind::elementwise, 1, 1, false, false, "", "S' = S · scale",
+     "the scores scaled (by 1/√d_k unless set) so their spread does not grow with d_k", "S'", "scaled"},
+    {Stage::softcap, "capped", StageKind::elementwise, 3, 0, false, true, "softcap", "S_c = c·tanh(S'/c)",
+     "the scaled scores soft-capped: near S' while small, never beyond ±c, so no logit can run away", "S_c", "capped"},
+    {Stage::alibi, "bias", StageKind::elementwise, 2, 1, true, false, "alibi", "S'' = S' - m_h·(i - j)",
+     "ALiBi: each score lowered in proportion to how far the key lies behind the query, by a slope per head", "{} + B",
+     "biased"},
+    {Stage::mask, "masked", StageKind::elementwise, 0, 0, true, false, "", "S'' = S' where allowed, -inf elsewhere",
+     "keys a query may not see get -inf, which the softmax turns into weight 0", "S''", "masked"},
+    {Stage::sinks, "sink_weights", StageKind::sink_column, 0, 0, true, false, "sinks", "a_sink = exp(sink_h - M) / l",
+     "the weight each query gives its head's sink: a logit with no value, so this share of the row goes to "
+     "nothing and the row's weights sum to 1 - a_sink",
+     "a_sink", ""},
+    {Stage::dropout, "dropped", StageKind::weight_factor, 1, 0, false, false, "dropout", "A_drop = A ⊙ Z / (1 - p)",
+     "the weights after dropout: each kept with probability 1 - p and scaled by 1/(1 - p), the rest set to 0, by "
+     "a keep mask Z drawn from the seed and each entry's position",
+     "A_drop", "dropped"},
 });
 static_assert(chain_stage_table.size() == stage_count, "one entry per stage");
+static_assert(
+    [] {
+      for (std::size_t k = 0; k < stage_count; ++k)
+        if (static_cast<std::size_t>(chain_stage_table[k].stage) != k) return false;
+      return true;
+    }(),
+    "entry k of chain_stage_table is Stage k");
 
 inline const std::array<StageInfo, stage_count>& chain_stages() { return chain_stage_table; }
 

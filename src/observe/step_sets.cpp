@@ -11,10 +11,7 @@ namespace attn {
 bool step_applies(Step step, const Problem& p) {
   switch (step_info(step).needs) {
     case Needs::rope: return p.rope.has_value();
-    case Needs::alibi: return p.alibi.has_value();
-    case Needs::softcap: return p.softcap.has_value();
-    case Needs::sinks: return !p.sinks.empty();
-    case Needs::dropout: return p.dropout.has_value();
+    case Needs::chain: return chain_has(*step_info(step).stage, p);
     case Needs::cross: return p.cross;
     case Needs::w_o: return p.has_output_projection();
     case Needs::b_q: return !p.b_q.empty();

@@ -1,6 +1,7 @@
 #include "observe/step_texts.hpp"
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "model/problem.hpp"
+#include "model/score_chain.hpp"
 
 namespace attn {
 
@@ -51,23 +53,30 @@ std::string scale_formula(const Problem& p) {
   return p.scale_given ? fmt::format("S' = S · {}", p.scale) : fmt::format("S' = S / √{}", p.d_k);
 }
 
+// What stage s of the score chain reads, as formulas name it: "S_c + B" for the mask of an input with
+// softcap and ALiBi (each elementwise stage before s that p has, in order, by its symbol).
+std::string stage_input(Stage s, const Problem& p) {
+  std::string value = "S";
+  for (const StageInfo& t : chain_stages()) {
+    if (t.stage == s) break;
+    if (t.kind != StageKind::elementwise || !chain_has(t.stage, p)) continue;
+    const std::string_view symbol = t.symbol;
+    value = symbol.starts_with("{}") ? value + std::string(symbol.substr(2)) : std::string(symbol);
+  }
+  return value;
+}
+
 std::string alibi_formula(const Problem& p) {
   return fmt::format("{} + B, B[i][j] = -m_h·(pos_i - pos_j), m = {:.4g}{}, pos_i = {}, pos_j = {}",
-                     p.softcap ? "S_c" : "S'", fmt::join(p.alibi->slopes, ", "),
+                     stage_input(Stage::alibi, p), fmt::join(p.alibi->slopes, ", "),
                      p.alibi->standard ? " (ALiBi's standard slopes)" : "", positions_text(p.alibi->query_positions),
                      positions_text(p.alibi->key_positions));
 }
 
 std::string softcap_formula(const Problem& p) { return fmt::format("S_c = {}·tanh(S'/{})", *p.softcap, *p.softcap); }
 
-// What the mask reads: the scaled scores, soft-capped, plus ALiBi's bias, as the input has them.
-std::string mask_input(const Problem& p) {
-  const std::string_view scores = p.softcap ? "S_c" : "S'";
-  return p.alibi ? fmt::format("{} + B", scores) : std::string(scores);
-}
-
 std::string mask_formula(const Problem& p) {
-  const std::string before = mask_input(p);
+  const std::string before = stage_input(Stage::mask, p);
   return p.mask.kind == MaskKind::none
              ? fmt::format("S'' = {} (mask: none)", before)
              : fmt::format("S'' = {} where allowed, -inf elsewhere (mask: {})", before, p.mask.summary());
@@ -94,8 +103,9 @@ std::size_t rows_the_mask_empties(const Problem& p) {
 
 std::string mask_description(const Problem& p) {
   if (p.mask.kind != MaskKind::none) return std::string(step_info(Step::masked).description);
+  const std::optional<Stage> before = stage_before(Stage::mask, p);
   return fmt::format("no mask: every query may see every key, so this is the {} scores unchanged",
-                     p.alibi ? "biased" : (p.softcap ? "capped" : "scaled"));
+                     before ? stage_info(*before).adjective : "");
 }
 
 std::string softmax_description(const Problem& p) {

@@ -28,11 +28,48 @@ Axis axis_of(Dim dim) {
 
 std::array<StepInfo, gradient_step_count> gradient_rows();
 
+// The row of a stage's step, from the chain's description of the stage and the table's (stage_steps): an
+// elementwise stage reads the steps of the stages before it (whichever the input has) or the scores, the
+// sinks' column the last of them, a factor on the weights the weights.
+StepInfo stage_row(const StageStep& entry) {
+  using enum Dim;
+  const StageInfo& chain = stage_info(entry.stage);
+  std::vector<Step> inputs;
+  switch (chain.kind) {
+    case StageKind::elementwise:
+      for (const StageStep& before : stage_steps) {
+        if (before.stage == entry.stage) break;
+        if (stage_info(before.stage).kind == StageKind::elementwise) inputs.push_back(before.step);
+      }
+      if (inputs.empty()) inputs.push_back(Step::scores);
+      break;
+    case StageKind::sink_column:
+      for (const StageStep& before : stage_steps)
+        if (stage_info(before.stage).kind == StageKind::elementwise) inputs.assign(1, before.step);
+      break;
+    case StageKind::weight_factor: inputs.push_back(Step::weights); break;
+  }
+  const bool per_key = chain.kind != StageKind::sink_column;
+  StepInfo info{entry.step,
+                chain.step,
+                chain.formula,
+                chain.description,
+                per_key ? std::vector<Dim>{head, query, key} : std::vector<Dim>{head, query},
+                std::move(inputs),
+                entry.op,
+                entry.values,
+                chain.feature.empty() ? Needs::always : Needs::chain,
+                per_key};
+  info.stage = entry.stage;
+  return info;
+}
+
 // One row per step: a table of data, which readability-function-size would count as one long function.
 std::array<StepInfo, table_size> rows() {  // NOLINT(readability-function-size)
   using enum Dim;
   using S = Step;
-  // std::to_array counts the rows written, so a step of the enum without its row does not compile
+  // std::to_array counts the rows written, so a step of the enum without its row (or its stage's,
+  // stage_row) does not compile
   const auto forward = std::to_array<StepInfo>({
       {S::q,
        "q",
@@ -104,46 +141,6 @@ std::array<StepInfo, table_size> rows() {  // NOLINT(readability-function-size)
        ValueClass::signed_value,
        Needs::always,
        true},
-      {S::scaled,
-       "scaled",
-       "S' = S · scale",
-       "the scores scaled (by 1/√d_k unless set) so their spread does not grow with d_k",
-       {head, query, key},
-       {S::scores},
-       Op::scale,
-       ValueClass::signed_value,
-       Needs::always,
-       true},
-      {S::capped,
-       "capped",
-       "S_c = c·tanh(S'/c)",
-       "the scaled scores soft-capped: near S' while small, never beyond ±c, so no logit can run away",
-       {head, query, key},
-       {S::scaled},
-       Op::softcap,
-       ValueClass::signed_value,
-       Needs::softcap,
-       true},
-      {S::bias,
-       "bias",
-       "S'' = S' - m_h·(i - j)",
-       "ALiBi: each score lowered in proportion to how far the key lies behind the query, by a slope per head",
-       {head, query, key},
-       {S::scaled, S::capped},
-       Op::add_bias,
-       ValueClass::signed_value,
-       Needs::alibi,
-       true},
-      {S::masked,
-       "masked",
-       "S'' = S' where allowed, -inf elsewhere",
-       "keys a query may not see get -inf, which the softmax turns into weight 0",
-       {head, query, key},
-       {S::scaled, S::capped, S::bias},
-       Op::mask,
-       ValueClass::signed_value,
-       Needs::always,
-       true},
       {S::weights,
        "weights",
        "A = softmax(S'') along each row",
@@ -153,27 +150,6 @@ std::array<StepInfo, table_size> rows() {  // NOLINT(readability-function-size)
        Op::softmax,
        ValueClass::probability,
        Needs::always,
-       true},
-      {S::sink_weights,
-       "sink_weights",
-       "a_sink = exp(sink_h - M) / l",
-       "the weight each query gives its head's sink: a logit with no value, so this share of the row goes to "
-       "nothing and the row's weights sum to 1 - a_sink",
-       {head, query},
-       {S::masked},
-       Op::softmax,
-       ValueClass::probability,
-       Needs::sinks},
-      {S::dropped,
-       "dropped",
-       "A_drop = A ⊙ Z / (1 - p)",
-       "the weights after dropout: each kept with probability 1 - p and scaled by 1/(1 - p), the rest set to 0, by "
-       "a keep mask Z drawn from the seed and each entry's position",
-       {head, query, key},
-       {S::weights},
-       Op::dropout,
-       ValueClass::non_negative,
-       Needs::dropout,
        true},
       {S::head_outputs,
        "head_outputs",
@@ -197,10 +173,11 @@ std::array<StepInfo, table_size> rows() {  // NOLINT(readability-function-size)
        {S::concat},
        Op::projection},
   });
-  static_assert(std::tuple_size_v<std::remove_const_t<decltype(forward)>> == step_count,
-                "one row of the table per forward step");
+  static_assert(std::tuple_size_v<std::remove_const_t<decltype(forward)>> + stage_count == step_count,
+                "one row of the table per forward step: its own, or its stage's");
   std::array<StepInfo, table_size> steps;
-  std::copy(forward.begin(), forward.end(), steps.begin());
+  for (const StepInfo& info : forward) steps[slot(info.step)] = info;
+  for (const StageStep& entry : stage_steps) steps[slot(entry.step)] = stage_row(entry);
   const std::array<StepInfo, gradient_step_count> backward = gradient_rows();
   std::copy(backward.begin(), backward.end(), steps.begin() + step_count);
   for (StepInfo& info : steps)
@@ -215,16 +192,18 @@ std::array<StepInfo, gradient_step_count> gradient_rows() {  // NOLINT(readabili
   using S = Step;
   const auto grad = [](Step step, std::string_view name, std::string_view formula, std::string_view description,
                        std::vector<Dim> dims, std::vector<Step> inputs, Op op, Needs needs = Needs::always,
-                       bool tiled = false) {
+                       bool tiled = false, std::optional<Stage> stage = std::nullopt) {
     StepInfo info{step, name, formula, description, std::move(dims), std::move(inputs), op};
     info.needs = needs;
     info.tiled = tiled;
+    info.stage = stage;
     info.pass = Pass::backward;
     return info;
   };
   const auto param = [&grad](Step step, std::string_view name, std::string_view formula, std::string_view description,
-                             std::vector<Dim> dims, std::vector<Step> inputs, Op op, Needs needs) {
-    StepInfo info = grad(step, name, formula, description, std::move(dims), std::move(inputs), op, needs);
+                             std::vector<Dim> dims, std::vector<Step> inputs, Op op, Needs needs,
+                             std::optional<Stage> stage = std::nullopt) {
+    StepInfo info = grad(step, name, formula, description, std::move(dims), std::move(inputs), op, needs, false, stage);
     info.parameter = true;
     return info;
   };
@@ -241,7 +220,7 @@ std::array<StepInfo, gradient_step_count> gradient_rows() {  // NOLINT(readabili
       grad(S::d_dropped, "d_dropped", "dA_drop = dO_h·V_hᵀ",
            "how the loss changes with each weight after dropout: dA_drop[i][j] = dO_i · v_j, for every key, dropped "
            "or not",
-           {head, query, key}, {S::d_head_outputs, S::v_heads}, Op::dot_products, Needs::dropout, true),
+           {head, query, key}, {S::d_head_outputs, S::v_heads}, Op::dot_products, Needs::chain, true, Stage::dropout),
       grad(S::d_weights, "d_weights", "dA = dO_h·V_hᵀ",
            "how the loss changes with each weight: dA[i][j] = dO_i · v_j, for every key, masked or not",
            {head, query, key}, {S::d_head_outputs, S::v_heads, S::d_dropped}, Op::dot_products, Needs::always, true),
@@ -254,7 +233,7 @@ std::array<StepInfo, gradient_step_count> gradient_rows() {  // NOLINT(readabili
            {head, query, key}, {S::weights, S::d_weights}, Op::softmax_backward, Needs::always, true),
       grad(S::d_capped, "d_capped", "dS_c = dS'' where allowed, 0 elsewhere",
            "the mask's backward: a forbidden score's -inf is a constant, so its gradient is 0", {head, query, key},
-           {S::d_masked}, Op::mask, Needs::softcap, true),
+           {S::d_masked}, Op::mask, Needs::chain, true, Stage::softcap),
       grad(S::d_scaled, "d_scaled", "dS' = dS'' where allowed, 0 elsewhere",
            "the mask's backward: a forbidden score's -inf is a constant, so its gradient is 0", {head, query, key},
            {S::d_masked, S::d_capped, S::capped}, Op::mask, Needs::always, true),
@@ -305,7 +284,7 @@ std::array<StepInfo, gradient_step_count> gradient_rows() {  // NOLINT(readabili
       param(S::d_sinks, "d_sinks", "dsink_h = -Σ a_sink · D, D = rowsum(dA ⊙ A)",
             "each sink's gradient: the softmax backward at the sink's column, whose dA is 0 (it has no value), "
             "summed over every query of every batch item",
-            {head}, {S::sink_weights, S::weights, S::d_weights}, Op::softmax_backward, Needs::sinks),
+            {head}, {S::sink_weights, S::weights, S::d_weights}, Op::softmax_backward, Needs::chain, Stage::sinks),
   });
   static_assert(std::tuple_size_v<decltype(backward)> == gradient_step_count, "one row of the table per gradient step");
   return backward;
@@ -388,10 +367,7 @@ std::string_view to_string(Needs needs) {
   switch (needs) {
     case Needs::always: return "always";
     case Needs::rope: return "rope";
-    case Needs::alibi: return "alibi";
-    case Needs::softcap: return "softcap";
-    case Needs::sinks: return "sinks";
-    case Needs::dropout: return "dropout";
+    case Needs::chain: return "chain";
     case Needs::cross: return "context";
     case Needs::w_o: return "W_o";
     case Needs::b_q: return "b_q";
@@ -400,6 +376,10 @@ std::string_view to_string(Needs needs) {
     case Needs::b_o: return "b_o";
   }
   return "?";
+}
+
+std::string_view needs_name(const StepInfo& info) {
+  return info.needs == Needs::chain && info.stage ? stage_info(*info.stage).feature : to_string(info.needs);
 }
 
 std::string_view to_string(Pass pass) { return pass == Pass::forward ? "forward" : "backward"; }
@@ -424,23 +404,11 @@ const std::array<Step, gradient_step_count>& gradient_steps() {
   return steps;
 }
 
-Step stage_step(Stage stage) {
-  static const std::array<Step, stage_count> steps = [] {
-    std::array<Step, stage_count> out{};
-    for (const StageInfo& s : chain_stages()) {
-      const std::optional<Step> step = step_from_name(s.step);
-      if (!step)
-        throw std::logic_error(fmt::format("the score chain's stage makes a step '{}' the table lacks", s.step));
-      out[static_cast<std::size_t>(s.stage)] = *step;
-    }
-    return out;
-  }();
-  return steps[static_cast<std::size_t>(stage)];
-}
+Step stage_step(Stage stage) { return stage_steps[static_cast<std::size_t>(stage)].step; }
 
 std::optional<Stage> step_stage(Step step) {
-  for (const StageInfo& s : chain_stages())
-    if (stage_step(s.stage) == step) return s.stage;
+  for (const StageStep& s : stage_steps)
+    if (s.step == step) return s.stage;
   return std::nullopt;
 }
 

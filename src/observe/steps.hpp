@@ -128,9 +128,10 @@ enum class Op {
   bias_gradient,     // Σ dY: a bias's gradient, summed over every token of every batch item
 };
 
-// Which inputs have the step: every one, or only those with RoPE, ALiBi, soft-capping, sinks, dropout, a
-// context (cross-attention), an output projection, or the bias it is the gradient of.
-enum class Needs { always, rope, alibi, softcap, sinks, dropout, cross, w_o, b_q, b_k, b_v, b_o };
+// Which inputs have the step: every one, or only those with RoPE, the step's stage of the score chain (its
+// `feature` in model/score_chain.hpp: ALiBi, soft-capping, sinks, dropout), a context (cross-attention), an
+// output projection, or the bias it is the gradient of.
+enum class Needs { always, rope, chain, cross, w_o, b_q, b_k, b_v, b_o };
 
 // Which pass computes the step.
 enum class Pass { forward, backward };
@@ -155,13 +156,44 @@ struct StepInfo {
   // as set, the mask by name); nullptr: `formula` and `description` as they are.
   std::string (*formula_for)(const Problem&) = nullptr;
   std::string (*description_for)(const Problem&) = nullptr;
+  // The stage of the score chain whose step this is, or whose input alone has it (d_capped: softcap).
+  std::optional<Stage> stage{};
 };
+
+// What the step table adds to the chain's description of each stage's step (model/score_chain.hpp: its
+// name, formula, meaning and the input's key that turns it on): the op that computes it and the class of
+// its values. Entry k is Stage k; steps.cpp makes the stages' rows of the table from the two (and checks,
+// with tests/unit/steps_test.cpp, that each entry's step is the stage's).
+struct StageStep {
+  Stage stage;
+  Step step;  // named as the chain names it (StageInfo::step)
+  Op op;
+  ValueClass values;
+};
+inline constexpr auto stage_steps = std::to_array<StageStep>({
+    {Stage::scale, Step::scaled, Op::scale, ValueClass::signed_value},
+    {Stage::softcap, Step::capped, Op::softcap, ValueClass::signed_value},
+    {Stage::alibi, Step::bias, Op::add_bias, ValueClass::signed_value},
+    {Stage::mask, Step::masked, Op::mask, ValueClass::signed_value},
+    {Stage::sinks, Step::sink_weights, Op::softmax, ValueClass::probability},
+    {Stage::dropout, Step::dropped, Op::dropout, ValueClass::non_negative},
+});
+static_assert(stage_steps.size() == stage_count, "one entry per stage of the score chain");
+static_assert(
+    [] {
+      for (std::size_t k = 0; k < stage_count; ++k)
+        if (static_cast<std::size_t>(stage_steps[k].stage) != k) return false;
+      return true;
+    }(),
+    "entry k of stage_steps is Stage k");
 
 // The names of the table's classes, as `attn-trace steps --json` writes them: "dot_products",
 // "probability", "rope" ("always" for a step of every input).
 std::string_view to_string(Op op);
 std::string_view to_string(ValueClass values);
 std::string_view to_string(Needs needs);
+// What the step needs, by name: "rope", the chain's feature ("softcap"), "context", "always", …
+std::string_view needs_name(const StepInfo& info);
 
 std::string_view to_string(Pass pass);
 

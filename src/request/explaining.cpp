@@ -75,7 +75,7 @@ Explained explain_gradient_entry(const ExplainOptions& o, const std::optional<st
   const Problem& p = *problem;
   if (!step_applies(step, p))
     throw UsageError(fmt::format("--grad {}: this input has no \"{}\", so no gradient {}", o.grad,
-                                 to_string(step_info(step).needs), o.grad));
+                                 needs_name(step_info(step)), o.grad));
   const Shape shape = gradient_index_shape(step, p);
   const std::vector<std::string> dims = dim_names(step, p.batched, p.layout);
   bool inside = o.index.size() == shape.size();

@@ -65,8 +65,8 @@ StepFilter trace_filter(const TraceOptions& options, const Problem& problem, boo
       for (const Step s : is_gradient_step(step) ? gradient_steps_of(problem) : steps_of(problem))
         names.push_back(step_info(s).name);
       throw UsageError(fmt::format("--steps {}: this input has no \"{}\", so no step {}; its {} are {}", name,
-                                   to_string(step_info(step).needs), name,
-                                   is_gradient_step(step) ? "gradients" : "steps", fmt::join(names, ",")));
+                                   needs_name(step_info(step)), name, is_gradient_step(step) ? "gradients" : "steps",
+                                   fmt::join(names, ",")));
     }
     if (is_score_step(step)) filter.tiles = true;
     const auto add = [&filter](Step s) {

@@ -18,18 +18,18 @@ std::string from_text(const StepInfo& info) {
   if (info.step == Step::d_output) return "the input's dY, --grad-seed, or 1 everywhere";
   if (info.inputs.empty()) return info.step == Step::q ? "X" : "C (X for self-attention)";
   std::vector<std::string_view> always, optional;
-  Needs needs = Needs::always;
+  std::string_view needs;
   for (const Step s : info.inputs) {
     const StepInfo& in = step_info(s);
     if (in.needs == Needs::always) {
       always.push_back(in.name);
     } else {
       optional.push_back(in.name);
-      needs = in.needs;
+      needs = needs_name(in);
     }
   }
   std::string text = fmt::format("{}", fmt::join(always, ", "));
-  if (!optional.empty()) text += fmt::format(" ({} instead, with {})", fmt::join(optional, ", "), to_string(needs));
+  if (!optional.empty()) text += fmt::format(" ({} instead, with {})", fmt::join(optional, ", "), needs);
   return text;
 }
 
@@ -50,7 +50,7 @@ std::string steps_text(std::size_t width, bool ascii) {
     const std::size_t name_column = is_gradient_step(s) ? 15 : 13;
     const StepInfo& info = step_info(s);
     std::string notes;
-    if (info.needs != Needs::always) notes += fmt::format("; only with {}", to_string(info.needs));
+    if (info.needs != Needs::always) notes += fmt::format("; only with {}", needs_name(info));
     if (info.tiled) notes += "; flash holds it in tiles only";
     if (info.parameter) notes += "; no batch axis, in the input's layout";
     add(fmt::format("{:<{}}({})  ← {}", info.name, name_column, fmt::join(dim_names(s, false), ", "), from_text(info)),
