@@ -1,13 +1,17 @@
 #include "request/command_options.hpp"
 
 #include <cerrno>
+#include <cstddef>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include "observe/steps.hpp"
 
 namespace attn {
 
@@ -69,12 +73,26 @@ std::vector<OptionDef<TO>> tile_options() {
   return {q, k};
 }
 
+// The forward steps by name, from the step table, each run of steps that only some inputs have followed by
+// what they need: "q,k,v,q_heads,k_heads,v_heads,q_rot,k_rot (with rope),scores,scaled,capped (with
+// softcap),…".
+std::string forward_step_names() {
+  std::string out;
+  const auto& steps = all_steps();
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const StepInfo& info = step_info(steps[k]);
+    out += fmt::format("{}{}", k == 0 ? "" : ",", info.name);
+    const bool last_of_run = k + 1 == steps.size() || needs_name(step_info(steps[k + 1])) != needs_name(info);
+    if (info.needs != Needs::always && last_of_run) out += fmt::format(" (with {})", needs_name(info));
+  }
+  return out;
+}
+
 OptionDef<TO> steps_option() {
   OptionDef<TO> o{"--steps",
-                  "only these steps, by trace name: q,k,v,q_heads,k_heads,v_heads,q_rot,k_rot (with rope),"
-                  "scores,scaled,capped (with softcap),bias (with alibi),masked,weights,sink_weights (with sinks),"
-                  "dropped (with dropout),head_outputs,concat,output, tiles for the flash pass's tiles, and with "
-                  "--backward the gradients d_output … d_sinks (attn-trace steps lists them)"};
+                  fmt::format("only these steps, by trace name: {}, tiles for the flash pass's tiles, and with "
+                              "--backward the gradients d_output … d_sinks (attn-trace steps lists them)",
+                              forward_step_names())};
   o.field = trace_field(&TO::steps);
   o.comma_list = true;
   return o;
