@@ -65,5 +65,5 @@ target_precompile_headers(explorer_core PRIVATE ${explorer_headers})
 # throwing), memory that grows, no file system, for the browser and for Node.js (the tests).
 target_link_options(explorer_core PRIVATE -fwasm-exceptions -Oz -sSINGLE_FILE=1 -sMODULARIZE=1 -sEXPORT_NAME=AttnCore
                     -sENVIRONMENT=web,node -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=2GB -sFILESYSTEM=0
-                    -sEXPORTED_FUNCTIONS=_attn_explore,_attn_result,_attn_values,_attn_value_count,_attn_explain,_attn_explain_grad,_attn_examples,_malloc,_free
+                    -sEXPORTED_FUNCTIONS=_attn_explore,_attn_result,_attn_values,_attn_value_count,_attn_explain,_attn_explain_grad,_attn_examples,_attn_features,_malloc,_free
                     -sEXPORTED_RUNTIME_METHODS=ccall,cwrap,UTF8ToString,HEAPF64,HEAPU32)

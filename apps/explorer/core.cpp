@@ -6,7 +6,7 @@
 // tile walk in brief) and attn_values (every step's numbers in one array of doubles the page reads in place); the trace
 // as the trace format (0) and the report page (1) are written only when asked, after the page is drawn. attn_explain
 // and attn_explain_grad say what `explain` and `explain --grad` say of one number; attn_examples lists the bundled
-// examples.
+// examples, attn_features the input's features the page offers.
 
 #include <algorithm>
 #include <cmath>
@@ -23,6 +23,7 @@
 
 #include "attn/version.hpp"
 #include "io/examples.hpp"
+#include "io/features.hpp"
 #include "io/load.hpp"
 #include "io/trace_json.hpp"
 #include "json/error.hpp"
@@ -279,6 +280,13 @@ extern "C" int attn_explain_grad(const char* step, const unsigned* index, unsign
         e, fmt::format("{}, {}, naive backward", s.options.file, attn::name_of(s.options.dtype)),
         attn::explanation_options());
   });
+}
+
+// The input's optional features the page offers a control for, from the features table (io/features.hpp:
+// feature_controls_json).
+extern "C" const char* attn_features() {
+  static const std::string list = attn::feature_controls_json();
+  return list.c_str();
 }
 
 // The bundled examples as JSON: [{"name", "description", "text"}, …], the text each file byte for byte.

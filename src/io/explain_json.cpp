@@ -1,6 +1,7 @@
 #include "io/explain_json.hpp"
 
 #include <span>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -97,13 +98,19 @@ std::string explanation_to_json(const Explanation& e, const std::string& generat
                    {"theta_i", numbers(e.theta)},
                    {"q_rot", numbers(e.q_rot)},
                    {"k_rot", numbers(e.k_rot)}};
-  if (e.softcap) out["softcap"] = {{"cap", json_number(*e.softcap)}, {"capped", json_number(e.capped)}};
-  if (e.alibi)
-    out["alibi"] = {{"slope", json_number(e.slope)},
-                    {"position_query", e.alibi_pos_q},
-                    {"position_key", e.alibi_pos_k},
-                    {"bias", json_number(*e.alibi)},
-                    {"biased", json_number(e.biased)}};
+  // each stage between the scale and the mask: the cap and ALiBi with their own numbers, any other by its
+  // step's name with the score after it
+  for (const StageValue& s : e.stages) {
+    if (s.stage == Stage::softcap && e.softcap)
+      out["softcap"] = {{"cap", json_number(*e.softcap)}, {"capped", json_number(s.value)}};
+    else if (s.stage == Stage::alibi && e.alibi)
+      out["alibi"] = {{"slope", json_number(e.slope)},
+                      {"position_query", e.alibi_pos_q},
+                      {"position_key", e.alibi_pos_k},
+                      {"bias", json_number(*e.alibi)},
+                      {"biased", json_number(s.value)}};
+    else out[std::string(s.step)] = {{"value", json_number(s.value)}};
+  }
   out["mask"] = {{"kind", e.mask}, {"allowed", e.allowed}, {"reason", e.mask_reason}, {"empty_row", e.empty_row}};
   ojson keys = ojson::array();
   for (std::size_t k = 0; k < e.row.size(); ++k) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -195,10 +196,13 @@ struct Feature {
   nlohmann::ordered_json (*config)(const Problem&);      // as the run resolved it; nullptr: not in the config
   HeaderPlace place;
   std::string (*header)(const Problem&);  // its line in the terminal's header; nullptr: none
+  // Its control in the explorer, as feature_controls_json describes it (without the key); empty: none.
+  std::string_view control;
 };
 
-// In the order the loader reads them (alibi takes RoPE's positions) and the trace writes them.
-const std::array<Feature, 6>& features() {
+// In the order the loader reads them (alibi takes RoPE's positions) and the trace writes them. One row per
+// feature: a table of data, which readability-function-size would count as one long function.
+const std::array<Feature, 6>& features() {  // NOLINT(readability-function-size)
   static const std::array<Feature, 6> table = {{
       {"rope", [](const Problem& p) { return p.rope.has_value(); }, read_rope, nullptr,
        [](const Problem& p) {
@@ -218,7 +222,8 @@ const std::array<Feature, 6>& features() {
        [](const Problem& p) {
          return fmt::format("theta {}, style {}, {} of d_k = {} features turn", p.rope->theta, to_string(p.rope->style),
                             p.rope->dims, p.d_k);
-       }},
+       },
+       R"({"label": "RoPE", "kind": "toggle", "on": {}})"},
       {"alibi", [](const Problem& p) { return p.alibi.has_value(); }, read_alibi,
        [](const Problem& p, const FeatureValues& check) {
          if (p.alibi->standard) return;
@@ -237,13 +242,15 @@ const std::array<Feature, 6>& features() {
        [](const Problem& p) {
          return fmt::format("slopes {:.4g}{}", fmt::join(p.alibi->slopes, ", "),
                             p.alibi->standard ? " (the standard ones)" : "");
-       }},
+       },
+       R"({"label": "ALiBi", "kind": "toggle", "on": true})"},
       {"softcap", [](const Problem& p) { return p.softcap.has_value(); }, read_softcap,
        // the cap stays a float32 number in a half run
        [](const Problem& p, const FeatureValues& check) { check.number("/softcap", *p.softcap); },
        [](const Problem& p) { return nlohmann::ordered_json(*p.softcap); },
        [](const Problem& p) { return nlohmann::ordered_json(*p.softcap); }, HeaderPlace::scores,
-       [](const Problem& p) { return fmt::format("S_c = {0}·tanh(S'/{0}): every score within ±{0}", *p.softcap); }},
+       [](const Problem& p) { return fmt::format("S_c = {0}·tanh(S'/{0}): every score within ±{0}", *p.softcap); },
+       R"({"label": "softcap", "kind": "number"})"},
       {"sinks", [](const Problem& p) { return !p.sinks.empty(); }, read_sinks,
        [](const Problem& p, const FeatureValues& check) {
          for (std::size_t k = 0; k < p.sinks.size(); ++k) check.value(pointer_index("/sinks", k), p.sinks[k]);
@@ -253,7 +260,9 @@ const std::array<Feature, 6>& features() {
        [](const Problem& p) {
          return fmt::format("{:.4g}, one logit per head: each row's softmax gives the sink's share to nothing",
                             fmt::join(p.sinks, ", "));
-       }},
+       },
+       // on: one seeded logit per query head (the page's setter draws them)
+       R"({"label": "sinks", "kind": "toggle", "on": true})"},
       {"dropout", [](const Problem& p) { return p.dropout.has_value(); }, read_dropout, nullptr,
        [](const Problem& p) {
          return nlohmann::ordered_json{{"p", p.dropout->p}, {"seed", p.dropout->seed}};
@@ -272,7 +281,9 @@ const std::array<Feature, 6>& features() {
              "p = {}, seed {}: each weight kept with probability {} and scaled by 1/(1 - p), by a "
              "Philox4x32-10 keep mask",
              p.dropout->p, p.dropout->seed, 1 - p.dropout->p);
-       }},
+       },
+       R"({"label": "dropout", "kind": "fields", "fields": [{"name": "p", "label": "dropout p"},)"
+       R"( {"name": "seed", "label": "seed", "default": 0}]})"},
       {"model", [](const Problem& p) { return p.model.layers.has_value() || p.model.context_length.has_value(); },
        read_model, nullptr,
        [](const Problem& p) {
@@ -281,7 +292,7 @@ const std::array<Feature, 6>& features() {
          if (p.model.context_length) model["context_length"] = *p.model.context_length;
          return model;
        },
-       nullptr, HeaderPlace::scores, nullptr},
+       nullptr, HeaderPlace::scores, nullptr, ""},
   }};
   return table;
 }
@@ -313,6 +324,18 @@ void write_feature_inputs(const Problem& p,
 void write_feature_config(const Problem& p, nlohmann::ordered_json& config) {
   for (const Feature& f : features())
     if (f.config != nullptr && f.present(p)) config[std::string(f.key)] = f.config(p);
+}
+
+std::string feature_controls_json() {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const Feature& f : features()) {
+    if (f.control.empty()) continue;
+    nlohmann::ordered_json control = {{"key", std::string(f.key)}};
+    const nlohmann::ordered_json described = nlohmann::ordered_json::parse(f.control);
+    for (const auto& item : described.items()) control[item.key()] = item.value();
+    out.push_back(std::move(control));
+  }
+  return out.dump();
 }
 
 std::vector<std::pair<std::string_view, std::string>> feature_header(const Problem& p, HeaderPlace place) {

@@ -45,6 +45,13 @@ void write_feature_inputs(const Problem& p,
 // positions, dropout's generator), into `config`.
 void write_feature_config(const Problem& p, nlohmann::ordered_json& config);
 
+// How the explorer offers each feature, as JSON in the table's order (the page's script draws one control
+// of each kind: render/pages/explorer/explorer_structure.js): [{"key", "label", "kind", …}], kind "toggle"
+// (a box that writes "on" when ticked and removes the key when not), "number" (a field whose number is
+// the feature's value, removed when blank) or "fields" (an object of numbers, "fields" [{"name",
+// "label", "default"}], the first turning it on). A feature without a control (model) is left out.
+std::string feature_controls_json();
+
 // Where a feature's line goes in the terminal's header: with the scores (after the scale), or with the
 // positions (after the mask).
 enum class HeaderPlace { scores, positions };

@@ -269,12 +269,12 @@ struct HeadSteps {
   Tensor<double> Q, K, V;       // (B, 1, n, d_k), (B, 1, m, d_k), (B, 1, m, d_v)
   Tensor<double> S, S_scaled;   // (B, 1, n, m)
   Tensor<double> Q_dot, K_dot;  // (B, 1, n, d_k), (B, 1, m, d_k) what the score reads: with RoPE the turned heads
-  Tensor<double> S_capped;      // (B, 1, n, m) the capped scores with softcap, else the scaled ones
-  Tensor<double> S_mask_input;  // (B, 1, n, m) what the mask applies to: the biased scores with ALiBi
-  Tensor<double> S_masked, A;   // (B, 1, n, m)
-  Tensor<double> sink_share;    // (B, 1, n) with sinks: each row's share of the head's sink
-  Tensor<double> A_drop;        // (B, 1, n, m) with dropout: the dropped weights
-  Tensor<double> O;             // (B, 1, n, d_v)
+  // (B, 1, n, m) each stage between the scale and the mask that the input has, in the chain's order
+  std::vector<std::pair<Stage, Tensor<double>>> middle;
+  Tensor<double> S_masked, A;  // (B, 1, n, m)
+  Tensor<double> sink_share;   // (B, 1, n) with sinks: each row's share of the head's sink
+  Tensor<double> A_drop;       // (B, 1, n, m) with dropout: the dropped weights
+  Tensor<double> O;            // (B, 1, n, d_v)
 
   HeadSteps(const Trace& trace, const Problem& p)
       : Q(recorded(trace, Step::q_heads)),
@@ -284,13 +284,19 @@ struct HeadSteps {
         S_scaled(recorded(trace, Step::scaled)),
         Q_dot(p.rope ? recorded(trace, Step::q_rot) : Q),
         K_dot(p.rope ? recorded(trace, Step::k_rot) : K),
-        S_capped(p.softcap ? recorded(trace, Step::capped) : S_scaled),
-        S_mask_input(p.alibi ? recorded(trace, Step::bias) : S_capped),
         S_masked(recorded(trace, Step::masked)),
         A(recorded(trace, Step::weights)),
         sink_share(p.sinks.empty() ? Tensor<double>() : recorded(trace, Step::sink_weights)),
         A_drop(p.dropout ? recorded(trace, Step::dropped) : Tensor<double>()),
-        O(recorded(trace, Step::head_outputs)) {}
+        O(recorded(trace, Step::head_outputs)) {
+    for (const StageInfo& s : chain_stages())
+      if (s.kind == StageKind::elementwise && s.stage != Stage::scale && s.stage != Stage::mask &&
+          chain_has(s.stage, p))
+        middle.emplace_back(s.stage, recorded(trace, stage_step(s.stage)));
+  }
+
+  // What the mask applies to: the scores after the last stage before it.
+  const Tensor<double>& mask_input() const { return middle.empty() ? S_scaled : middle.back().second; }
 };
 
 // Which weight, of which problem: everything an Explanation says before the first number.
@@ -337,7 +343,8 @@ void explain_projections(const Problem& p, const HeadSteps& kept, Explanation& e
   e.rope_pairs = p.rope->style == RopeStyle::half ? fmt::format("(i, i + {})", p.rope->dims / 2) : "(2i, 2i + 1)";
 }
 
-// The score q·k = Σ_c q_c·k_c, its scale, with softcap its cap, and with ALiBi its bias.
+// The score q·k = Σ_c q_c·k_c, its scale, and each stage of the chain before the mask that the input has (with
+// softcap its cap, with ALiBi its bias).
 template <class T>
 void explain_score(const Problem& p, const HeadSteps& kept, Explanation& e) {
   const std::size_t b = e.batch, i = e.query, j = e.key;
@@ -350,16 +357,21 @@ void explain_score(const Problem& p, const HeadSteps& kept, Explanation& e) {
   e.scale = in_dtype<T>(p.scale);
   e.scale_given = p.scale_given;
   e.scaled = kept.S_scaled(b, 0, i, j);
-  if (p.softcap) {
-    e.softcap = in_dtype<T>(*p.softcap);
-    e.capped = kept.S_capped(b, 0, i, j);
+  for (const auto& [stage, values] : kept.middle)
+    e.stages.push_back({stage, stage_info(stage).step, stage_info(stage).formula, values(b, 0, i, j)});
+  for (const StageValue& s : e.stages) {
+    if (s.stage == Stage::softcap) {
+      e.softcap = in_dtype<T>(*p.softcap);
+      e.capped = s.value;
+    }
+    if (s.stage == Stage::alibi) {
+      e.slope = in_dtype<T>(p.alibi->slopes[e.head]);
+      e.alibi_pos_q = p.alibi->query_positions[i];
+      e.alibi_pos_k = p.alibi->key_positions[j];
+      e.alibi = alibi_term(e.slope, e.alibi_pos_q, e.alibi_pos_k);
+      e.biased = s.value;
+    }
   }
-  if (!p.alibi) return;
-  e.slope = in_dtype<T>(p.alibi->slopes[e.head]);
-  e.alibi_pos_q = p.alibi->query_positions[i];
-  e.alibi_pos_k = p.alibi->key_positions[j];
-  e.alibi = alibi_term(e.slope, e.alibi_pos_q, e.alibi_pos_k);
-  e.biased = kept.S_mask_input(b, 0, i, j);
 }
 
 // Whether the mask lets query i see key j, and if not, why.
@@ -405,7 +417,7 @@ void explain_softmax(const Problem& p, const HeadSteps& kept, Explanation& e) {
   for (std::size_t k = 0; k < p.m; ++k) {
     SoftmaxEntry& entry = e.row[k];
     entry.allowed = p.mask.allows(b, i, k);
-    entry.scaled = kept.S_mask_input(b, 0, i, k);
+    entry.scaled = kept.mask_input()(b, 0, i, k);
     entry.weight = kept.A(b, 0, i, k);
     // a row with nothing to attend: shifted -inf, exp 0 (the tile's P), zero weights
     entry.shifted = e.empty_row ? minus_inf : static_cast<double>(s(0, k) - max);

@@ -20,6 +20,7 @@
 
 #include "model/problem.hpp"
 #include "model/run.hpp"
+#include "model/score_chain.hpp"
 #include "observe/steps.hpp"
 
 namespace attn {
@@ -97,6 +98,15 @@ struct FlashExplanation {
   bool within = false;               // |weight − naive_weight| <= tolerance
 };
 
+// A stage of the score chain between the scale and the mask (model/score_chain.hpp) that the input has:
+// the step it makes and the score after it.
+struct StageValue {
+  Stage stage;
+  std::string_view step;     // "capped"
+  std::string_view formula;  // "S_c = c·tanh(S'/c)"
+  double value = 0;          // from its step
+};
+
 struct Explanation {
   DType dtype = DType::float32;
   Engine engine = Engine::naive;
@@ -128,8 +138,11 @@ struct Explanation {
   std::optional<double> alibi;  // b
   double slope = 0, alibi_pos_q = 0, alibi_pos_k = 0;
   double biased = 0;  // s + b
-  // What the mask applies to: s, capped, plus ALiBi's bias, as the input has them.
-  double mask_input() const { return alibi ? biased : (softcap ? capped : scaled); }
+  // 3c. every stage between the scale and the mask that the input has, in the chain's order (the two
+  // above among them): each is explained, the ones without a line of their own by their step's formula
+  std::vector<StageValue> stages;
+  // What the mask applies to: s after every stage of `stages`.
+  double mask_input() const { return stages.empty() ? scaled : stages.back().value; }
   // 4. the mask
   bool allowed = true;
   std::string mask;         // Mask::summary()

@@ -1,6 +1,8 @@
 #include "lessons/explain_gradient.hpp"
 
 #include <array>
+#include <cstddef>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -11,6 +13,7 @@
 #include "engine/compare.hpp"
 #include "engine/compare_backward.hpp"
 #include "model/dropout.hpp"
+#include "model/score_chain.hpp"
 #include "trace/trace.hpp"
 
 namespace attn {
@@ -143,12 +146,24 @@ void explain_softmax_backward(GradientExplanation& e, const Sources& s, const st
     value = 0;
     e.finish += "; the mask forbids this pair, so its gradient is 0";
   }
-  if (p.softcap && (e.step == Step::d_scaled || e.step == Step::d_scores)) {
-    // back through S_c = c·tanh(S'/c): its slope 1 − (S_c/c)²
-    const double capped = s.at[Step::capped](b, hd, i, j), c = *p.softcap;
-    const double slope = 1 - (capped / c) * (capped / c);
+  // back through each stage between the gradient's step and the mask whose slope is not 1, in the
+  // chain's order from the mask back: the cap's 1 − (S_c/c)² read from its own value, any other as the
+  // chain's backward gives it
+  const std::optional<Step> of = step_from_name(step_info(e.step).name.substr(2));  // d_scaled: scaled
+  const std::optional<Stage> from = of ? step_stage(*of) : std::nullopt;
+  const ScoreChain<double> chain(p, DType::float64);
+  const Where w{b, hd, i, j};
+  for (std::size_t k = stage_count; k-- > 0;) {
+    const StageInfo& st = chain_stages()[k];
+    if (from && k <= static_cast<std::size_t>(*from)) break;
+    if (st.kind != StageKind::elementwise || st.unit_slope || !chain_has(st.stage, p) || st.stage == Stage::scale)
+      continue;
+    const double own = s.at[stage_step(st.stage)](b, hd, i, j);
+    const double slope = chain.backward(st.stage, w, own, 1.0);
     value *= slope;
-    e.finish += fmt::format(", times the cap's slope 1 − ({:.6g}/{:.6g})² = {:.6g}", capped, c, slope);
+    if (st.stage == Stage::softcap)
+      e.finish += fmt::format(", times the cap's slope 1 − ({:.6g}/{:.6g})² = {:.6g}", own, *p.softcap, slope);
+    else e.finish += fmt::format(", times {}'s slope {:.6g}", st.step, slope);
   }
   if (e.step == Step::d_scores) {
     value *= p.scale;

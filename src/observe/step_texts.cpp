@@ -61,7 +61,8 @@ std::string stage_input(Stage s, const Problem& p) {
     if (t.stage == s) break;
     if (t.kind != StageKind::elementwise || !chain_has(t.stage, p)) continue;
     const std::string_view symbol = t.symbol;
-    value = symbol.starts_with("{}") ? value + std::string(symbol.substr(2)) : std::string(symbol);
+    if (symbol.starts_with("{}")) value.append(symbol.substr(2));
+    else value = std::string(symbol);
   }
   return value;
 }

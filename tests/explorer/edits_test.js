@@ -464,6 +464,25 @@ section("refused edits", () => {
   throws("kv_cache", "removeContextToken of the last", () => E.removeContextToken(ctx1, 0), /last token/);
 });
 
+// setFeature, which the page's controls of the optional features call (explorer_structure.js, from the
+// core's table): each feature through its own setter, the same input as that setter gives; a key with no
+// setter of its own set or removed as given.
+section("setFeature", () => {
+  const gqa = load("gqa.json");
+  const equal = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  check(equal(E.setFeature(cat, "rope", {}), E.setRope(cat, {})), "setFeature rope {} is setRope's");
+  check(equal(E.setFeature(gqa, "alibi", true), E.setAlibi(gqa, true)), "setFeature alibi true is setAlibi's");
+  check(equal(E.setFeature(cat, "softcap", 5), E.setSoftcap(cat, 5)), "setFeature softcap 5 is setSoftcap's");
+  check(equal(E.setFeature(gqa, "sinks", true), E.setSinks(gqa, true, 11)), "setFeature sinks true draws seed 11");
+  check(equal(E.setFeature(cat, "dropout", { p: 0.5, seed: 0 }), E.setDropout(cat, { p: 0.5, seed: 0 })),
+    "setFeature dropout is setDropout's");
+  throws("the_cat_sat", "setFeature softcap 0", () => E.setFeature(cat, "softcap", 0), /^setSoftcap: /);
+  const other = E.setFeature(cat, "temperature", { per_query: [1, 1, 1] });
+  check(equal(other.temperature, { per_query: [1, 1, 1] }) && !("temperature" in cat),
+    "setFeature of a key without a setter sets it on a copy");
+  check(!("temperature" in E.setFeature(other, "temperature", null)), "setFeature null removes the key");
+});
+
 // A custom mask grows as its rule would: custom then a token = the rule with that token, in self-attention,
 // wherever the rule keeps the decisions of the old pairs (a window moves apart the tokens around a new one,
 // so for a window only at the start and the end).

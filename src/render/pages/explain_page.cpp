@@ -92,21 +92,30 @@ void score(Page& page, const Explanation& e, const Numbers& num) {
                       ? "The input sets the scale."
                       : "Dividing by √d_k keeps the scores' spread near 1 whatever d_k, so that softmax does not "
                         "saturate (attn-trace scaling measures it).");
-  if (e.softcap) {
-    page.pieces({"soft cap: c·tanh(s/c) =",
-                 fmt::format("{}·tanh({}/{})", num.factor(*e.softcap), num.factor(e.scaled), num.factor(*e.softcap)),
-                 fmt::format("= {}", num(e.capped))});
-    paragraph(page, fmt::format("The cap keeps every score within ±{}: about s while |s| is small, bent towards ±c as "
-                                "it grows (Gemma 2's logit soft-capping); from here on s means the capped score.",
-                                num(*e.softcap)));
-  }
-  if (e.alibi) {
-    page.pieces({fmt::format("ALiBi: s + b, b = -{}·({} - {}) =", num.factor(e.slope), e.alibi_pos_q, e.alibi_pos_k),
-                 fmt::format("{} + {}", num.factor(e.softcap ? e.capped : e.scaled), num.factor(*e.alibi)),
-                 fmt::format("= {}", num(e.biased))});
-    paragraph(page, fmt::format("Head {}'s slope {} lowers a score in proportion to how far the key lies behind the "
-                                "query; from here on s means s + b.",
-                                e.head, num(e.slope)));
+  // each stage between the scale and the mask, in the chain's order: the cap and ALiBi in words of their
+  // own, any other by its step's formula; each reads the score the one before it left
+  double before = e.scaled;
+  for (const StageValue& s : e.stages) {
+    if (s.stage == Stage::softcap && e.softcap) {
+      page.pieces({"soft cap: c·tanh(s/c) =",
+                   fmt::format("{}·tanh({}/{})", num.factor(*e.softcap), num.factor(before), num.factor(*e.softcap)),
+                   fmt::format("= {}", num(s.value))});
+      paragraph(page, fmt::format("The cap keeps every score within ±{}: about s while |s| is small, bent towards ±c "
+                                  "as it grows (Gemma 2's logit soft-capping); from here on s means the capped score.",
+                                  num(*e.softcap)));
+    } else if (s.stage == Stage::alibi && e.alibi) {
+      page.pieces({fmt::format("ALiBi: s + b, b = -{}·({} - {}) =", num.factor(e.slope), e.alibi_pos_q, e.alibi_pos_k),
+                   fmt::format("{} + {}", num.factor(before), num.factor(*e.alibi)),
+                   fmt::format("= {}", num(s.value))});
+      paragraph(page, fmt::format("Head {}'s slope {} lowers a score in proportion to how far the key lies behind the "
+                                  "query; from here on s means s + b.",
+                                  e.head, num(e.slope)));
+    } else {
+      page.pieces(
+          {fmt::format("{}: {}, from s =", s.step, s.formula), num.factor(before), fmt::format("= {}", num(s.value))});
+      paragraph(page, fmt::format("From here on s means the {} score.", s.step));
+    }
+    before = s.value;
   }
   page.line();
 }

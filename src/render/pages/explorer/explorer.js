@@ -588,6 +588,7 @@
     resultOf = function (part) { return core.UTF8ToString(core.ccall('attn_result', 'number', ['number'], [part])); };
     var list = JSON.parse(core.UTF8ToString(core.ccall('attn_examples', 'number', [], [])));
     controls.examples(list);
+    structure.offer(JSON.parse(core.UTF8ToString(core.ccall('attn_features', 'number', [], []))));
     start();
   }, function (e) {
     statusLine.textContent = 'the attention core could not start: ' + e;

@@ -432,6 +432,21 @@ var AttnEdits = (function (Mask) {
     return keyed(input, 'dropout', value);
   }
 
+  // The input with the optional feature `key` (the features the core lists, io/features.hpp) set to
+  // `value`, or removed when it is null: through the feature's own setter where it has one, with its
+  // checks (sinks' `true` draws seeded logits), else as given, for the core's loader to check.
+  var FEATURE_SETTERS = {
+    rope: function (input, value) { return setRope(input, value); },
+    alibi: function (input, value) { return setAlibi(input, value); },
+    softcap: function (input, value) { return setSoftcap(input, value); },
+    sinks: function (input, value) { return setSinks(input, value, 11); },
+    dropout: function (input, value) { return setDropout(input, value); }
+  };
+  function setFeature(input, key, value) {
+    var own = FEATURE_SETTERS[key];
+    return own ? own(input, value) : keyed(input, key, value);
+  }
+
   // Rope's keys merged into the input's rope (created when there is none): a key given as null is removed.
   // `dims` is then kept even and at most d_k (ropeFor), and the positions must count the tokens. null
   // removes rope.
@@ -503,6 +518,7 @@ var AttnEdits = (function (Mask) {
     setSoftcap: setSoftcap,
     setSinks: setSinks,
     setDropout: setDropout,
+    setFeature: setFeature,
     setNumber: setNumber
   };
   /* global AttnMask */

@@ -1,7 +1,7 @@
 /* attn-trace explorer (docs/explorer.md): the input's structure, editable. The tokens (rename, add,
    remove), the sizes (heads, key/value heads, d_k, d_v), the mask (its kind, window and alignment, and
-   a grid of its decisions whose cells flip one query-key pair), the scale, RoPE and ALiBi, softcap,
-   sinks and dropout. Each control makes its edit with AttnEdits (explorer_edits.js) on the input shown
+   a grid of its decisions whose cells flip one query-key pair), the scale, and each optional feature the
+   core offers (RoPE, ALiBi, softcap, sinks, dropout: io/features.hpp's table, one control of its kind). Each control makes its edit with AttnEdits (explorer_edits.js) on the input shown
    and hands the new input to `on.edit`, which runs it like any other edit; an edit that the input format
    would not take goes to `on.fail` with its one-line reason. `show` draws the controls for an input. */
 var AttnStructure = function (on) {  // eslint-disable-line no-unused-vars
@@ -218,29 +218,56 @@ var AttnStructure = function (on) {  // eslint-disable-line no-unused-vars
     return labelled(text, f);
   }
 
+  // The input's optional features the page offers, as the core lists them (io/features.hpp's table):
+  // one control each, of the kind the table names.
+  var features = [];
+
+  function copied(value) { return value === undefined ? undefined : JSON.parse(JSON.stringify(value)); }
+
+  // A feature's control: a box that turns it on (with the table's `on`) and off; a number, blank for off;
+  // or an object's numbers, the first turning it on and the others shown once it is on.
+  function featureControls(f, input) {
+    var value = input[f.key];
+    var set = function (i, v) { return AttnEdits.setFeature(i, f.key, v); };
+    if (f.kind === 'toggle') {
+      return [toggle(f.key, f.label, !!value, function (i, yes) { return set(i, yes ? copied(f.on) : null); })];
+    }
+    if (f.kind === 'number') return [optional(f.key, f.label, value, set)];
+    var current = value || {};
+    var first = f.fields[0], rest = f.fields.slice(1);
+    var shown = [optional(f.key + '-' + first.name, first.label, current[first.name], function (i, x) {
+      if (x === null) return set(i, null);
+      var next = {};
+      next[first.name] = x;
+      rest.forEach(function (g) { next[g.name] = current[g.name] === undefined ? g.default : current[g.name]; });
+      return set(i, next);
+    })];
+    if (!value) return shown;
+    rest.forEach(function (g) {
+      shown.push(optional(f.key + '-' + g.name, g.label, current[g.name], function (i, x) {
+        var next = {};
+        Object.keys(current).forEach(function (k) { next[k] = current[k]; });
+        next[g.name] = x === null ? g.default : x;
+        return set(i, next);
+      }));
+    });
+    return shown;
+  }
+
   function extras(input) {
     var box = el('div', { class: 'group extras' }, [el('h3', { text: 'scores and weights' })]);
     var scale = optional('scale', 'scale', input.scale, AttnEdits.setScale);
     scale.querySelector('input').placeholder = '1/√d_k';
     box.appendChild(scale);
-    box.appendChild(toggle('rope', 'RoPE', !!input.rope, function (i, yes) { return AttnEdits.setRope(i, yes ? {} : null); }));
-    box.appendChild(toggle('alibi', 'ALiBi', !!input.alibi, function (i, yes) { return AttnEdits.setAlibi(i, yes || null); }));
-    box.appendChild(optional('softcap', 'softcap', input.softcap, AttnEdits.setSoftcap));
-    box.appendChild(toggle('sinks', 'sinks', !!input.sinks,
-                           function (i, yes) { return AttnEdits.setSinks(i, yes || null, 11); }));
-    var dropout = input.dropout || {};
-    box.appendChild(optional('dropout-p', 'dropout p', dropout.p, function (i, p) {
-      return AttnEdits.setDropout(i, p === null ? null : { p: p, seed: dropout.seed === undefined ? 0 : dropout.seed });
-    }));
-    if (input.dropout) {
-      box.appendChild(optional('dropout-seed', 'seed', dropout.seed, function (i, s) {
-        return AttnEdits.setDropout(i, { p: dropout.p, seed: s === null ? 0 : s });
-      }));
-    }
+    features.forEach(function (f) {
+      featureControls(f, input).forEach(function (control) { box.appendChild(control); });
+    });
     return box;
   }
 
   return {
+    // The features to offer (attn_features), before the first `show`.
+    offer: function (list) { features = list; },
     // The controls of `input` (the one shown), drawn again whole.
     show: function (input) {
       panel.textContent = '';
