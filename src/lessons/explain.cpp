@@ -362,14 +362,12 @@ void explain_score(const Problem& p, const HeadSteps& kept, Explanation& e) {
   for (const StageValue& s : e.stages) {
     if (s.stage == Stage::softcap) {
       e.softcap = in_dtype<T>(*p.softcap);
-      e.capped = s.value;
     }
     if (s.stage == Stage::alibi) {
       e.slope = in_dtype<T>(p.alibi->slopes[e.head]);
       e.alibi_pos_q = p.alibi->query_positions[i];
       e.alibi_pos_k = p.alibi->key_positions[j];
       e.alibi = alibi_term(e.slope, e.alibi_pos_q, e.alibi_pos_k);
-      e.biased = s.value;
     }
   }
 }

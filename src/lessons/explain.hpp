@@ -131,13 +131,11 @@ struct Explanation {
   double scale = 1;  // in the dtype
   bool scale_given = false;
   double scaled = 0;  // s = scale·q·k, from the scaled step
-  // 3a. with softcap: c·tanh(s/c), from the capped step
+  // 3a. with softcap: c·tanh(s/c), its value the capped step's (in `stages`)
   std::optional<double> softcap;  // c
-  double capped = 0;
-  // 3b. with ALiBi: s + b, b = -slope·(pos_i - pos_j), from the bias step
+  // 3b. with ALiBi: s + b, b = -slope·(pos_i - pos_j), its value the bias step's (in `stages`)
   std::optional<double> alibi;  // b
   double slope = 0, alibi_pos_q = 0, alibi_pos_k = 0;
-  double biased = 0;  // s + b
   // 3c. every stage between the scale and the mask that the input has, in the chain's order (the two
   // above among them): each is explained, the ones without a line of their own by their step's formula
   std::vector<StageValue> stages;
