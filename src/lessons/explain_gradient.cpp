@@ -12,6 +12,7 @@
 #include "engine/backward.hpp"
 #include "engine/compare.hpp"
 #include "engine/compare_backward.hpp"
+#include "engine/rows.hpp"
 #include "model/dropout.hpp"
 #include "model/score_chain.hpp"
 #include "trace/trace.hpp"
@@ -149,7 +150,7 @@ void explain_softmax_backward(GradientExplanation& e, const Sources& s, const st
   // back through each stage between the gradient's step and the mask whose slope is not 1, in the
   // chain's order from the mask back: the cap's 1 − (S_c/c)² read from its own value, any other as the
   // chain's backward gives it
-  const std::optional<Step> of = step_from_name(step_info(e.step).name.substr(2));  // d_scaled: scaled
+  const std::optional<Step> of = step_of_gradient(e.step);  // d_scaled: scaled
   const std::optional<Stage> from = of ? step_stage(*of) : std::nullopt;
   const ScoreChain<double> chain(p, DType::float64);
   const Where w{b, hd, i, j};
